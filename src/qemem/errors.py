@@ -1,0 +1,64 @@
+"""The one exception tree of qemem: every user-facing failure is a ``QememError``.
+
+Each message says what went wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class QememError(Exception):
+    """Root of every error qemem raises on purpose."""
+
+
+class ConfigError(QememError):
+    """A setting, spec string, missing extra or missing credential."""
+
+
+class InputError(QememError):
+    """Input data (a file to ingest, a question, an argument) is malformed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        record: str | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.file = file
+        self.record = record
+        self.field = field
+        where = ", ".join(
+            f"{label} {value}"
+            for label, value in (("file", file), ("record", record), ("field", field))
+            if value is not None
+        )
+        super().__init__(f"{message} ({where})" if where else message)
+
+
+class StoreError(QememError):
+    """The memory store cannot do what was asked (missing scope, schema, mismatch)."""
+
+
+class NotFoundError(StoreError):
+    """A conversation, turn, episode or fact that does not exist in the store."""
+
+
+class EmbedderMismatchError(StoreError):
+    """Vectors of a different embedder or dimension than the store already holds."""
+
+
+class EmbedderUnavailableError(ConfigError):
+    """The embedding engine cannot be loaded on this machine."""
+
+
+class LLMError(QememError):
+    """An LLM call failed after retries, or no LLM is configured where one is needed."""
+
+
+class StructuredOutputError(LLMError):
+    """The model's output did not validate against the stage schema, even after a repair call."""
+
+
+class CacheMissError(LLMError):
+    """Replay mode found no recorded exchange for a request."""
