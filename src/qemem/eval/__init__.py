@@ -1,0 +1,1 @@
+"""LoCoMo evaluation harness: scoring, statistics, runs, reports and comparisons."""

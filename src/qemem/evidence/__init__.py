@@ -1,0 +1,1 @@
+"""Evidence construction, verification and time resolution."""

@@ -1,0 +1,338 @@
+"""Deterministic resolution of relative time expressions against a session date.
+
+``resolve_times`` finds relative expressions ("yesterday", "last Friday", "two weeks ago",
+"next month", "last summer", ...) in a text and resolves each against the anchor (the session
+date of the text's source) into an inclusive date range, a granularity and a phrase in the
+method's form:
+
+* days: an absolute date, "7 May 2023" (``%-d %B %Y``, no leading zero);
+* weekday-relative: kept relative, "the Friday before 13 March 2023" / "the Friday after ...";
+* weeks (ISO, Monday..Sunday): "the week before 9 June 2023", "the week of ...", "two weeks
+  before ..."; weekends (Saturday..Sunday) likewise with "weekend";
+* months: "May 2023"; years: "2022"; seasons: "summer 2023".
+
+Conventions (documented choices):
+
+* "last/next <weekday>": the nearest such weekday strictly before/after the anchor ("last
+  Monday" said on a Monday is seven days earlier); "on/this <weekday>": that weekday in the
+  anchor's ISO week, phrased "the <weekday> before/after <anchor>", or the anchor date itself
+  when it is that weekday.
+* "last/this/next week" and "weekend": the previous/current/next ISO week (its Saturday and
+  Sunday for weekends). "on/over the weekend" and "this past weekend" mean the last weekend.
+* "N days ago": the day; "N weeks/weekends ago": that ISO week (weekend) N weeks back; "N
+  months/years ago": that calendar month/year. "a"/"an" = 1, "a couple (of)" = 2.
+* "a few"/"few"/"several" are vague: counted as 3, but the range runs from 4 units ago to 2
+  units ago (calendar-aligned) and the granularity is widened one step (day -> week, week and
+  weekend -> month, month and year -> year); the phrase reads "a few days before 8 May 2023".
+* Seasons are northern meteorological: spring Mar-May, summer Jun-Aug, autumn/fall Sep-Nov,
+  winter Dec-Feb labelled with the year of its December ("winter 2022" = Dec 2022-Feb 2023).
+  "last <season>": the latest one that ended before the anchor; "next": the first that starts
+  after it; "this": the one containing the anchor, else the nearest one.
+
+Matching is case-insensitive on whole words; matches do not overlap (the earliest, then the
+longest, wins) and are returned in text order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Literal
+
+from qemem.errors import InputError
+
+Granularity = Literal["day", "week", "weekend", "month", "season", "year"]
+
+# fmt: off
+MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+)
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_NUMBERS = (
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen", "twenty",
+)
+# fmt: on
+_SEASON_START = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
+_WIDER: dict[str, Granularity] = {
+    "day": "week",
+    "week": "month",
+    "weekend": "month",
+    "month": "year",
+    "year": "year",
+}
+
+
+@dataclass(frozen=True)
+class TimeResolution:
+    """One resolved expression: ``text[position:position + len(expression)] == expression``."""
+
+    expression: str
+    start: date
+    end: date
+    granularity: Granularity
+    phrase: str
+    position: int = 0
+
+    def to_dict(self) -> dict[str, str | int]:
+        """JSON-ready form (dates as ISO strings)."""
+        return {
+            "expression": self.expression,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "granularity": self.granularity,
+            "phrase": self.phrase,
+            "position": self.position,
+        }
+
+
+_Resolved = tuple[date, date, Granularity, str]
+
+
+def day_phrase(day: date) -> str:
+    """'7 May 2023': day without leading zero, English month name, year."""
+    return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
+
+
+def _month_phrase(year: int, month: int) -> str:
+    return f"{MONTHS[month - 1]} {year}"
+
+
+def _monday(day: date) -> date:
+    return day - timedelta(days=day.weekday())
+
+
+def _shift_month(day: date, months: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 + months
+    return index // 12, index % 12 + 1
+
+
+def _month_range(year: int, month: int) -> tuple[date, date]:
+    nxt_year, nxt_month = _shift_month(date(year, month, 1), 1)
+    return date(year, month, 1), date(nxt_year, nxt_month, 1) - timedelta(days=1)
+
+
+def _count_word(n: int) -> str:
+    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
+
+
+def _parse_count(text: str) -> tuple[int, bool]:
+    """Return (count, vague) for the count of an "N units ago" expression."""
+    words = text.lower().split()
+    if words[0].isdigit():
+        return int(words[0]), False
+    if "few" in words or "several" in words:
+        return 3, True
+    if "couple" in words:
+        return 2, False
+    if words[0] in ("a", "an"):
+        return 1, False
+    return _NUMBERS.index(words[0]), False
+
+
+def _units_ago(anchor: date, n: int, unit: str) -> tuple[date, date]:
+    """Calendar range of the unit lying ``n`` units before the anchor's."""
+    if unit == "day":
+        day = anchor - timedelta(days=n)
+        return day, day
+    if unit in ("week", "weekend"):
+        monday = _monday(anchor) - timedelta(weeks=n)
+        first = monday + timedelta(days=5 if unit == "weekend" else 0)
+        return first, monday + timedelta(days=6)
+    if unit == "month":
+        return _month_range(*_shift_month(anchor, -n))
+    return date(anchor.year - n, 1, 1), date(anchor.year - n, 12, 31)
+
+
+def _ago(m: re.Match[str], anchor: date) -> _Resolved:
+    n, vague = _parse_count(m.group("n"))
+    unit = m.group("unit").lower()
+    if vague:
+        start = _units_ago(anchor, 4, unit)[0]
+        end = _units_ago(anchor, 2, unit)[1]
+        word = "several" if "several" in m.group("n").lower() else "a few"
+        base = str(anchor.year) if unit == "year" else day_phrase(anchor)
+        return start, end, _WIDER[unit], f"{word} {unit}s before {base}"
+    start, end = _units_ago(anchor, n, unit)
+    if unit == "day":
+        return start, end, "day", day_phrase(start)
+    if unit in ("week", "weekend"):
+        lead = f"the {unit}" if n == 1 else f"{_count_word(n)} {unit}s"
+        granularity: Granularity = "weekend" if unit == "weekend" else "week"
+        return start, end, granularity, f"{lead} before {day_phrase(anchor)}"
+    if unit == "month":
+        return start, end, "month", _month_phrase(start.year, start.month)
+    return start, end, "year", str(start.year)
+
+
+def _fixed_day(offset: int) -> Callable[[re.Match[str], date], _Resolved]:
+    def resolve(_: re.Match[str], anchor: date) -> _Resolved:
+        day = anchor + timedelta(days=offset)
+        return day, day, "day", day_phrase(day)
+
+    return resolve
+
+
+def _relative_unit(m: re.Match[str], anchor: date) -> _Resolved:
+    rel, unit = m.group("rel").lower(), m.group("unit").lower()
+    step = {"last": -1, "this": 0, "next": 1}[rel]
+    if unit == "month":
+        start, end = _month_range(*_shift_month(anchor, step))
+        return start, end, "month", _month_phrase(start.year, start.month)
+    if unit == "year":
+        year = anchor.year + step
+        return date(year, 1, 1), date(year, 12, 31), "year", str(year)
+    start, end = _units_ago(anchor, -step, unit)
+    at = day_phrase(anchor)
+    if unit == "week":
+        phrase = {-1: f"the week before {at}", 0: f"the week of {at}", 1: f"the week after {at}"}
+        return start, end, "week", phrase[step]
+    if step < 0:
+        return start, end, "weekend", f"the weekend before {at}"
+    if step == 0 and anchor.weekday() < 5:
+        return start, end, "weekend", f"the weekend after {at}"
+    return start, end, "weekend", f"the weekend of {day_phrase(start)}"
+
+
+def _past_weekend(_: re.Match[str], anchor: date) -> _Resolved:
+    start, end = _units_ago(anchor, 1, "weekend")
+    return start, end, "weekend", f"the weekend before {day_phrase(anchor)}"
+
+
+def _weekday(m: re.Match[str], anchor: date) -> _Resolved:
+    rel = " ".join(m.group("rel").lower().split())
+    target = [w.lower() for w in WEEKDAYS].index(m.group("wd").lower())
+    name = WEEKDAYS[target]
+    if rel in ("last", "past", "this past"):
+        day = anchor - timedelta(days=(anchor.weekday() - target) % 7 or 7)
+    elif rel == "next":
+        day = anchor + timedelta(days=(target - anchor.weekday()) % 7 or 7)
+    else:
+        day = _monday(anchor) + timedelta(days=target)
+    if day < anchor:
+        phrase = f"the {name} before {day_phrase(anchor)}"
+    elif day > anchor:
+        phrase = f"the {name} after {day_phrase(anchor)}"
+    else:
+        phrase = day_phrase(anchor)
+    return day, day, "day", phrase
+
+
+def _season_range(season: str, year: int) -> tuple[date, date]:
+    first = _SEASON_START[season]
+    last_year, last_month = _shift_month(date(year, first, 1), 2)
+    return date(year, first, 1), _month_range(last_year, last_month)[1]
+
+
+def _season(m: re.Match[str], anchor: date) -> _Resolved:
+    rel = " ".join(m.group("rel").lower().split())
+    season = m.group("season").lower()
+    years = range(anchor.year - 2, anchor.year + 2)
+    spans = [(*_season_range(season, y), y) for y in years]
+    if rel in ("last", "this past"):
+        start, end, year = max(s for s in spans if s[1] < anchor)
+    elif rel == "next":
+        start, end, year = min(s for s in spans if s[0] > anchor)
+    else:
+        start, end, year = min(
+            spans, key=lambda s: max((s[0] - anchor).days, (anchor - s[1]).days, 0)
+        )
+    return start, end, "season", f"{season} {year}"
+
+
+_COUNT = r"\d+|a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an?|" + "|".join(_NUMBERS)
+_WD = "|".join(WEEKDAYS)
+_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]] = [
+    (re.compile(p, re.IGNORECASE), handler)
+    for p, handler in (
+        (r"\bthe\s+day\s+before\s+yesterday\b", _fixed_day(-2)),
+        (r"\bthe\s+day\s+after\s+tomorrow\b", _fixed_day(2)),
+        (r"\b(?:today|tonight|this\s+(?:morning|afternoon|evening))\b", _fixed_day(0)),
+        (r"\b(?:yesterday|last\s+night)\b", _fixed_day(-1)),
+        (r"\btomorrow\b", _fixed_day(1)),
+        (rf"\b(?P<n>{_COUNT})\s+(?P<unit>day|weekend|week|month|year)s?\s+ago\b", _ago),
+        (r"\b(?P<rel>last|this|next)\s+(?P<unit>weekend|week|month|year)\b", _relative_unit),
+        (r"\b(?:(?:on|over)\s+the|this\s+past|the\s+past)\s+weekend\b", _past_weekend),
+        (rf"\b(?P<rel>last|this\s+past|past|this|next|on)\s+(?P<wd>{_WD})\b", _weekday),
+        (
+            r"\b(?P<rel>last|this\s+past|this|next)\s+(?P<season>spring|summer|autumn|fall|winter)\b",
+            _season,
+        ),
+    )
+]
+
+
+def resolve_times(text: str, anchor: date | datetime | str) -> list[TimeResolution]:
+    """Every relative time expression of ``text`` resolved against ``anchor``, in text order."""
+    day = parse_anchor(anchor)
+    found: list[tuple[int, int, re.Match[str], Callable[[re.Match[str], date], _Resolved]]] = []
+    for pattern, handler in _RULES:
+        found.extend((m.start(), -len(m.group()), m, handler) for m in pattern.finditer(text))
+    found.sort(key=lambda f: (f[0], f[1]))
+    resolutions: list[TimeResolution] = []
+    taken_until = 0
+    for start, _, match, handler in found:
+        if start < taken_until:
+            continue
+        taken_until = match.end()
+        first, last, granularity, phrase = handler(match, day)
+        resolutions.append(
+            TimeResolution(match.group(), first, last, granularity, phrase, position=start)
+        )
+    return resolutions
+
+
+def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:
+    """The first resolution in ``text``; with none, the anchor day itself (expression "")."""
+    found = resolve_times(text, anchor)
+    if found:
+        return found[0]
+    day = parse_anchor(anchor)
+    return TimeResolution("", day, day, "day", day_phrase(day))
+
+
+_MONTH_NAMES = {name.lower(): i for i, name in enumerate(MONTHS, start=1)} | {
+    name[:3].lower(): i for i, name in enumerate(MONTHS, start=1)
+}
+_DAY_FIRST = re.compile(
+    r"^(?:\d{1,2}:\d{2}\s*[ap]\.?m\.?\s+on\s+)?(?P<d>\d{1,2})\s+(?P<m>[a-z]+)\.?,?\s+(?P<y>\d{4})$",
+    re.IGNORECASE,
+)
+_MONTH_FIRST = re.compile(
+    r"^(?:\d{1,2}:\d{2}\s*[ap]\.?m\.?\s+on\s+)?(?P<m>[a-z]+)\.?\s+(?P<d>\d{1,2}),?\s+(?P<y>\d{4})$",
+    re.IGNORECASE,
+)
+
+
+def parse_anchor(value: str | date | datetime) -> date:
+    """A session date from a date, a datetime, an ISO string or a LoCoMo session time.
+
+    LoCoMo strings look like "1:56 pm on 8 May, 2023"; "8 May 2023" and "May 8, 2023" (with or
+    without the time) are accepted too. Raises ``InputError`` for anything else.
+    """
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    text = " ".join(str(value).split())
+    try:
+        return datetime.fromisoformat(text).date()
+    except ValueError:
+        pass
+    for pattern in (_DAY_FIRST, _MONTH_FIRST):
+        m = pattern.match(text)
+        month = _MONTH_NAMES.get(m.group("m").lower()) if m else None
+        if m and month:
+            try:
+                return date(int(m.group("y")), month, int(m.group("d")))
+            except ValueError:
+                break
+    raise InputError(
+        f"cannot read the anchor date {value!r}: give an ISO date such as 2023-05-08 or a "
+        "session time such as '1:56 pm on 8 May, 2023'",
+        field="anchor",
+    )

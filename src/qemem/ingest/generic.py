@@ -1,0 +1,106 @@
+"""The generic chat format: one record per message, as a JSON array or JSON Lines.
+
+Each record is an object with:
+
+- ``conversation_id`` (string, required): which conversation the message belongs to;
+- ``session_id`` (string, required): the sitting; sessions are ordered by first appearance;
+- ``timestamp`` (string, required): ISO 8601 (``2024-03-14T19:15:00``) or LoCoMo's
+  ``7:15 pm on 14 March, 2024``; a session's date is that of its first message;
+- ``speaker`` and ``text`` (strings, required);
+- ``id`` (string, optional): a stable message id; without one qemem assigns ``D<session>:<n>``;
+- ``image_caption`` (string, optional): folded into the text as ``[shares a photo: …]``;
+- ``namespace`` (string, optional): the user or tenant, ``default`` when absent.
+
+Messages keep their file order inside a session; they are never re-sorted by timestamp.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from qemem.errors import InputError
+from qemem.models import ConversationInput, SessionInput, TurnInput, fold_caption, parse_datetime
+
+REQUIRED = ("conversation_id", "session_id", "timestamp", "speaker", "text")
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSON array or JSON Lines file of message records."""
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc}", file=file) from exc
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc}", file=file) from exc
+    else:
+        records = []
+        for line_no, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    f"invalid JSON: {exc.msg}", file=file, record=f"line {line_no}"
+                ) from exc
+    return records
+
+
+def parse_generic(records: list[Any], file: str = "<input>") -> list[ConversationInput]:
+    """Group message records into conversations and sessions, validating every field."""
+    conversations: dict[tuple[str, str], ConversationInput] = {}
+    sessions: dict[tuple[str, str, str], SessionInput] = {}
+    for n, record in enumerate(records, start=1):
+        where = f"record {n}"
+        if not isinstance(record, dict):
+            raise InputError("a record must be a JSON object", file=file, record=where)
+        for name in REQUIRED:
+            value = record.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"missing or empty {name!r}", file=file, record=where, field=name)
+        for name in ("id", "image_caption", "namespace"):
+            if record.get(name) is not None and not isinstance(record[name], str):
+                raise InputError(f"{name!r} must be a string", file=file, record=where, field=name)
+        try:
+            timestamp = parse_datetime(record["timestamp"])
+        except InputError as exc:
+            raise InputError(str(exc), file=file, record=where, field="timestamp") from None
+        namespace = record.get("namespace") or "default"
+        cid, skey = record["conversation_id"], record["session_id"]
+        conv = conversations.setdefault((namespace, cid), ConversationInput(cid, [], [], namespace))
+        session = sessions.get((namespace, cid, skey))
+        if session is None:
+            session = SessionInput(skey, timestamp, len(conv.sessions) + 1)
+            sessions[(namespace, cid, skey)] = session
+            conv.sessions.append(session)
+        speaker = record["speaker"].strip()
+        if speaker not in conv.speakers:
+            conv.speakers.append(speaker)
+        text = fold_caption(record["text"], record.get("image_caption"))
+        session.turns.append(TurnInput(speaker, text, timestamp, record.get("id")))
+    _check_unique_ids(list(conversations.values()), file)
+    return list(conversations.values())
+
+
+def _check_unique_ids(conversations: list[ConversationInput], file: str) -> None:
+    for conv in conversations:
+        seen: set[str] = set()
+        for session in conv.sessions:
+            for turn in session.turns:
+                if turn.id is None:
+                    continue
+                if turn.id in seen:
+                    raise InputError(
+                        f"duplicate message id {turn.id!r}",
+                        file=file,
+                        record=f"conversation {conv.id}",
+                        field="id",
+                    )
+                seen.add(turn.id)

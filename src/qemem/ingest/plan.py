@@ -1,0 +1,93 @@
+"""What an ingest adds: only sessions and turns the store lacks (idempotent, appending)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qemem.errors import InputError
+from qemem.models import Conversation, ConversationInput, Session, Turn
+
+
+@dataclass
+class IngestPlan:
+    """New sessions and turns of one conversation, ready to write in one transaction."""
+
+    conversation: ConversationInput
+    sessions: list[Session] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+
+
+@dataclass
+class IngestReport:
+    """What an ingest did, per conversation id: sessions and turns added."""
+
+    added: dict[str, tuple[int, int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def turns_added(self) -> int:
+        return sum(turns for _, turns in self.added.values())
+
+    @property
+    def sessions_added(self) -> int:
+        return sum(sessions for sessions, _ in self.added.values())
+
+
+def plan_conversation(
+    conv: ConversationInput,
+    existing: Conversation | None,
+    existing_turns: list[Turn],
+    file: str = "<input>",
+) -> IngestPlan:
+    """Decide which sessions and turns of ``conv`` are new.
+
+    A session whose key is stored keeps its index; its stored turns must match the input's
+    first turns (speaker and text), and any further turns are appended. A new session gets the
+    index it suggests when free, else the next free one. Turns without an id get
+    ``D<session index>:<position>``.
+    """
+    plan = IngestPlan(conv)
+    stored = {s.key: s for s in existing.sessions} if existing else {}
+    used = {s.index for s in stored.values()}
+    by_session: dict[int, list[Turn]] = {}
+    for turn in existing_turns:
+        by_session.setdefault(turn.session, []).append(turn)
+    known_ids = {t.id for t in existing_turns}
+    for session in conv.sessions:
+        if session.key in stored:
+            index = stored[session.key].index
+            old = by_session.get(index, [])
+        else:
+            index = session.index if session.index not in used else max(used, default=0) + 1
+            used.add(index)
+            plan.sessions.append(Session(index, session.date_time, session.key))
+            old = []
+        for position, message in enumerate(session.turns):
+            where = f"conversation {conv.id}, session {session.key}, message {position + 1}"
+            if position < len(old):
+                if (old[position].speaker, old[position].text) != (message.speaker, message.text):
+                    raise InputError(
+                        "conflicts with the stored turn "
+                        f"{old[position].id} ({old[position].speaker}: "
+                        f"{old[position].text[:60]!r}); stored sessions can only grow, "
+                        "so delete the conversation first to replace it",
+                        file=file,
+                        record=where,
+                        field="text",
+                    )
+                continue
+            tid = message.id or f"D{index}:{position + 1}"
+            if tid in known_ids:
+                raise InputError(
+                    f"turn id {tid!r} is already used in this conversation",
+                    file=file,
+                    record=where,
+                    field="id",
+                )
+            known_ids.add(tid)
+            plan.turns.append(
+                Turn(
+                    tid, conv.id, index, position, message.speaker, message.text, message.timestamp
+                )
+            )
+    return plan

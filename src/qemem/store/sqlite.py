@@ -1,0 +1,427 @@
+"""The embedded default store: one SQLite file (WAL, foreign keys) holding all three spaces.
+
+Vectors are float32 blobs; dense search is an exact scan of the scope's matrix (a few thousand
+rows per conversation), BM25 indexes are built from the stored tokens of the scope. Both are
+cached in memory per (scope, space) and rebuilt after any write, from this connection or another.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from qemem.errors import EmbedderMismatchError, InputError, NotFoundError, StoreError
+from qemem.models import (
+    Conversation,
+    Episode,
+    SemanticFact,
+    Session,
+    Space,
+    Turn,
+    document,
+)
+from qemem.retrieve.bm25 import BM25Index, tokenize, top_positive
+from qemem.retrieve.fusion import cosine_rank
+from qemem.store.base import Ranked, Scope
+from qemem.store.schema import migrate
+
+_TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
+
+
+@dataclass
+class _Index:
+    ids: list[str]
+    matrix: np.ndarray
+    bm25: BM25Index
+
+
+class SQLiteStore:
+    """A :class:`~qemem.store.base.MemoryStore` in one SQLite file, or in memory (``":memory:"``).
+
+    Safe to share between threads (one connection behind a lock); several processes may open
+    the same file (WAL, busy timeout).
+    """
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
+            )
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            if self.path != ":memory:":
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._writes = 0
+        self._cache: dict[tuple[int, Space], tuple[tuple[int, int], _Index]] = {}
+
+    # ------------------------------------------------------------------ plumbing
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            outer = self._depth == 0
+            if outer:
+                self._conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
+            try:
+                yield
+            except BaseException:
+                self._depth -= 1
+                if outer:
+                    self._conn.execute("ROLLBACK")
+                    self._cache.clear()
+                raise
+            self._depth -= 1
+            if outer:
+                self._conn.execute("COMMIT")
+                self._writes += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _pk(self, scope: Scope) -> int:
+        rows = self._query(
+            "SELECT pk FROM conversations WHERE namespace = ? AND id = ?",
+            (scope.namespace, scope.conversation),
+        )
+        if not rows:
+            raise NotFoundError(
+                f"no conversation {scope!s} in store {self.path}: ingest it first "
+                "(qemem ingest FILE --store PATH) or list them (qemem conversations)"
+            )
+        return int(rows[0][0])
+
+    # ------------------------------------------------------------------ conversations
+    def conversations(self, namespace: str | None = None) -> list[Conversation]:
+        sql = "SELECT namespace, id FROM conversations"
+        params: tuple[str, ...] = ()
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params = (namespace,)
+        rows = self._query(sql + " ORDER BY namespace, id", params)
+        return [self.get_conversation(Scope(cid, ns)) for ns, cid in rows]
+
+    def get_conversation(self, scope: Scope) -> Conversation:
+        pk = self._pk(scope)
+        speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
+        sessions = tuple(
+            Session(int(idx), datetime.fromisoformat(dt), key)
+            for idx, dt, key in self._query(
+                "SELECT idx, date_time, key FROM sessions WHERE conv = ? ORDER BY idx", (pk,)
+            )
+        )
+        return Conversation(
+            scope.conversation, tuple(json.loads(speakers)), sessions, scope.namespace
+        )
+
+    def put_conversation(self, scope: Scope, speakers: Sequence[str]) -> None:
+        with self.transaction():
+            rows = self._query(
+                "SELECT pk, speakers FROM conversations WHERE namespace = ? AND id = ?",
+                (scope.namespace, scope.conversation),
+            )
+            if not rows:
+                self._conn.execute(
+                    "INSERT INTO conversations (namespace, id, speakers) VALUES (?, ?, ?)",
+                    (scope.namespace, scope.conversation, json.dumps(list(speakers))),
+                )
+                return
+            known = json.loads(rows[0][1])
+            merged = known + [s for s in speakers if s not in known]
+            if merged != known:
+                self._conn.execute(
+                    "UPDATE conversations SET speakers = ? WHERE pk = ?",
+                    (json.dumps(merged), rows[0][0]),
+                )
+
+    def add_sessions(self, scope: Scope, sessions: Sequence[Session]) -> None:
+        with self.transaction():
+            pk = self._pk(scope)
+            self._conn.executemany(
+                "INSERT INTO sessions (conv, idx, key, date_time) VALUES (?, ?, ?, ?)",
+                [(pk, s.index, s.key or str(s.index), s.date_time.isoformat()) for s in sessions],
+            )
+
+    def delete_conversation(self, scope: Scope) -> bool:
+        with self.transaction():
+            try:
+                pk = self._pk(scope)
+            except NotFoundError:
+                return False
+            self._conn.execute("DELETE FROM conversations WHERE pk = ?", (pk,))
+        self._cache = {key: value for key, value in self._cache.items() if key[0] != pk}
+        return True
+
+    # ------------------------------------------------------------------ embedder bookkeeping
+    def embedder(self) -> tuple[str, int] | None:
+        rows = self._query("SELECT value FROM meta WHERE key = 'embedder'")
+        if not rows:
+            return None
+        info = json.loads(rows[0][0])
+        return str(info["id"]), int(info["dim"])
+
+    def _check_vectors(self, count: int, vectors: np.ndarray, embedder: str) -> None:
+        if vectors.ndim != 2 or vectors.shape[0] != count:
+            raise InputError(f"expected {count} vectors, got an array of shape {vectors.shape}")
+        dim = int(vectors.shape[1])
+        known = self.embedder()
+        if known is None:
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('embedder', ?)",
+                (json.dumps({"id": embedder, "dim": dim}),),
+            )
+        elif known != (embedder, dim):
+            raise EmbedderMismatchError(
+                f"store {self.path} holds vectors of embedder {known[0]!r} ({known[1]}-d); "
+                f"refusing to mix in {embedder!r} ({dim}-d). Open it with the same embedder "
+                f"(QEMEM_EMBEDDER) or ingest into a new store"
+            )
+
+    def _put_vectors(self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray) -> None:
+        self._conn.executemany(
+            "INSERT OR REPLACE INTO vectors (conv, space, id, vector) VALUES (?, ?, ?, ?)",
+            [
+                (pk, space, rid, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for rid, v in zip(ids, vectors, strict=True)
+            ],
+        )
+
+    # ------------------------------------------------------------------ records
+    def add_turns(
+        self, scope: Scope, turns: Sequence[Turn], vectors: np.ndarray, embedder: str
+    ) -> None:
+        with self.transaction():
+            pk = self._pk(scope)
+            self._check_vectors(len(turns), vectors, embedder)
+            self._conn.executemany(
+                "INSERT INTO turns (conv, id, session, position, speaker, text, timestamp, tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        pk,
+                        t.id,
+                        t.session,
+                        t.position,
+                        t.speaker,
+                        t.text,
+                        t.timestamp.isoformat(),
+                        " ".join(tokenize(document(t))),
+                    )
+                    for t in turns
+                ],
+            )
+            self._put_vectors(pk, "turn", [t.id for t in turns], vectors)
+
+    def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
+        pk = self._pk(scope)
+        rows = self._query(
+            "SELECT id, session, position, speaker, text, timestamp FROM turns WHERE conv = ? "
+            "ORDER BY session, position",
+            (pk,),
+        )
+        turns = [
+            Turn(
+                rid,
+                scope.conversation,
+                session,
+                position,
+                speaker,
+                text,
+                datetime.fromisoformat(ts),
+            )
+            for rid, session, position, speaker, text, ts in rows
+        ]
+        return _select(turns, ids)
+
+    def add_episodes(
+        self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str
+    ) -> None:
+        with self.transaction():
+            pk = self._pk(scope)
+            self._check_vectors(len(episodes), vectors, embedder)
+            self._conn.executemany(
+                "INSERT INTO episodes (conv, id, session, title, content, timestamp, tokens)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        pk,
+                        e.id,
+                        e.session,
+                        e.title,
+                        e.content,
+                        e.timestamp.isoformat(),
+                        " ".join(tokenize(document(e))),
+                    )
+                    for e in episodes
+                ],
+            )
+            self._conn.executemany(
+                "INSERT INTO episode_turns (conv, episode, turn, ord) VALUES (?, ?, ?, ?)",
+                [(pk, e.id, tid, n) for e in episodes for n, tid in enumerate(e.turn_ids)],
+            )
+            self._put_vectors(pk, "episode", [e.id for e in episodes], vectors)
+
+    def episodes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Episode]:
+        pk = self._pk(scope)
+        links: dict[str, list[str]] = {}
+        for episode, turn in self._query(
+            "SELECT episode, turn FROM episode_turns WHERE conv = ? ORDER BY episode, ord", (pk,)
+        ):
+            links.setdefault(episode, []).append(turn)
+        rows = self._query(
+            "SELECT id, session, title, content, timestamp FROM episodes WHERE conv = ? "
+            "ORDER BY session, CAST(substr(id, 2) AS INTEGER), id",
+            (pk,),
+        )
+        episodes = [
+            Episode(
+                rid,
+                scope.conversation,
+                session,
+                title,
+                content,
+                datetime.fromisoformat(ts),
+                tuple(links.get(rid, ())),
+            )
+            for rid, session, title, content, ts in rows
+        ]
+        return _select(episodes, ids)
+
+    def put_facts(
+        self, scope: Scope, facts: Sequence[SemanticFact], vectors: np.ndarray, embedder: str
+    ) -> None:
+        with self.transaction():
+            pk = self._pk(scope)
+            self._check_vectors(len(facts), vectors, embedder)
+            for fact in facts:
+                self._conn.execute(
+                    "DELETE FROM fact_episodes WHERE conv = ? AND fact = ?", (pk, fact.id)
+                )
+                self._conn.execute(
+                    "INSERT OR REPLACE INTO facts (conv, id, content, session, tokens)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (pk, fact.id, fact.content, fact.session, " ".join(tokenize(document(fact)))),
+                )
+                self._conn.executemany(
+                    "INSERT INTO fact_episodes (conv, fact, episode) VALUES (?, ?, ?)",
+                    [(pk, fact.id, eid) for eid in dict.fromkeys(fact.episode_ids)],
+                )
+            self._put_vectors(pk, "fact", [f.id for f in facts], vectors)
+
+    def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
+        pk = self._pk(scope)
+        links: dict[str, list[str]] = {}
+        for fact, episode in self._query(
+            "SELECT fact, episode FROM fact_episodes WHERE conv = ? ORDER BY rowid", (pk,)
+        ):
+            links.setdefault(fact, []).append(episode)
+        rows = self._query(
+            "SELECT id, content, session FROM facts WHERE conv = ? "
+            "ORDER BY CAST(substr(id, 2) AS INTEGER), id",
+            (pk,),
+        )
+        facts = [
+            SemanticFact(rid, scope.conversation, content, session, tuple(links.get(rid, ())))
+            for rid, content, session in rows
+        ]
+        return _select(facts, ids)
+
+    # ------------------------------------------------------------------ search
+    def _index(self, scope: Scope, space: Space) -> _Index:
+        pk = self._pk(scope)
+        with self._lock:
+            version = (int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes)
+            cached = self._cache.get((pk, space))
+            if cached and cached[0] == version:
+                return cached[1]
+            table = _TABLES[space]
+            order = "session, position" if space == "turn" else "rowid"
+            rows = self._conn.execute(
+                f"SELECT r.id, r.tokens, v.vector FROM {table} r JOIN vectors v "
+                f"ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ? "
+                f"ORDER BY {order}",
+                (space, pk),
+            ).fetchall()
+            known = self.embedder()
+            dim = known[1] if known else 0
+            matrix = (
+                np.vstack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in rows])
+                if rows
+                else np.zeros((0, dim), dtype=np.float32)
+            )
+            index = _Index([r[0] for r in rows], matrix, BM25Index([r[1].split() for r in rows]))
+            self._cache[(pk, space)] = (version, index)
+            return index
+
+    def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
+        index = self._index(scope, space)
+        return list(index.ids), index.matrix
+
+    def dense_search(
+        self, scope: Scope, space: Space, queries: np.ndarray, k: int | None = None
+    ) -> list[Ranked]:
+        index = self._index(scope, space)
+        if index.matrix.shape[0] and queries.shape[1] != index.matrix.shape[1]:
+            raise EmbedderMismatchError(
+                f"query vectors are {queries.shape[1]}-d but the store's are "
+                f"{index.matrix.shape[1]}-d: search with the embedder the store was built with"
+            )
+        return [
+            [(index.ids[i], score) for i, score in cosine_rank(index.matrix, q, k)] for q in queries
+        ]
+
+    def bm25_search(
+        self, scope: Scope, space: Space, queries: Sequence[Sequence[str]], k: int | None = None
+    ) -> list[Ranked]:
+        index = self._index(scope, space)
+        return [
+            [(index.ids[i], score) for i, score in top_positive(index.bm25.scores(q), k)]
+            for q in queries
+        ]
+
+    # ------------------------------------------------------------------ state
+    def get_state(self, scope: Scope, key: str) -> str | None:
+        rows = self._query(
+            "SELECT value FROM state WHERE conv = ? AND key = ?", (self._pk(scope), key)
+        )
+        return str(rows[0][0]) if rows else None
+
+    def set_state(self, scope: Scope, key: str, value: str) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "INSERT OR REPLACE INTO state (conv, key, value) VALUES (?, ?, ?)",
+                (self._pk(scope), key, value),
+            )
+
+
+R = TypeVar("R", Turn, Episode, SemanticFact)
+
+
+def _select(records: list[R], ids: Sequence[str] | None) -> list[R]:
+    """Records in stored order, or those of ``ids`` in the order of ``ids`` (unknown ids skipped)."""
+    if ids is None:
+        return records
+    by_id = {r.id: r for r in records}
+    return [by_id[i] for i in ids if i in by_id]

@@ -1,0 +1,177 @@
+"""Table-driven tests of the deterministic quote check (qemem.evidence.quotes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match, verify_quote
+
+GROUP = "I went to a LGBTQ support group yesterday and it was so powerful."
+POTTERY = (
+    "Hey Mel! Good to see you! How have you been? I'm doing great - just got back from a "
+    "pottery workshop with the kids on Saturday. We made our own plates!"
+)
+RUNNING = (
+    "Thanks, Caroline! It’s been 3 years since I started running, and I finally ran a half "
+    "marathon last Sunday."
+)
+NECKLACE = (
+    "The transgender stories were so inspiring! I was so happy and thankful for all the "
+    "support. My mom gave me this necklace when I was 18, it reminds me of my roots."
+)
+CAMPING = (
+    "We're thinking of going camping in the mountains next month. Oliver loves the outdoors, "
+    "and Luna can't wait to see the lake. We have two kids, so it's a big trip."
+)
+
+# (id, quote, source, expected verified)
+CASES: list[tuple[str, str, str, bool]] = [
+    # --- accepted: verbatim and lightly normalised spans ---
+    ("verbatim-whole", GROUP, GROUP, True),
+    ("verbatim-sub-span", "LGBTQ support group yesterday", GROUP, True),
+    ("lower-case", "i went to a lgbtq support group yesterday", GROUP, True),
+    (
+        "punctuation-changed",
+        "I went to a LGBTQ support group yesterday, and it was so powerful!",
+        GROUP,
+        True,
+    ),
+    ("wrapped-in-quotes", '"it was so powerful"', GROUP, True),
+    ("extra-whitespace", "  it   was so\npowerful ", GROUP, True),
+    ("straight-vs-curly-apostrophe", "It's been 3 years since I started running", RUNNING, True),
+    ("curly-quotes-around", "“I finally ran a half marathon last Sunday”", RUNNING, True),
+    ("apostrophe-dropped", "Its been 3 years since I started running", RUNNING, True),
+    ("dropped-article", "I went to LGBTQ support group yesterday", GROUP, True),
+    (
+        "dropped-filler-just",
+        "I'm doing great - got back from a pottery workshop with the kids",
+        POTTERY,
+        True,
+    ),
+    (
+        "em-dash-for-hyphen",
+        "I'm doing great — just got back from a pottery workshop",
+        POTTERY,
+        True,
+    ),
+    (
+        "contraction-expanded",
+        "I am doing great - just got back from a pottery workshop",
+        POTTERY,
+        True,
+    ),
+    ("contraction-cant-expanded", "Luna cannot wait to see the lake", CAMPING, True),
+    (
+        "ellipsis-dots",
+        "I went to a LGBTQ support group yesterday ... it was so powerful",
+        GROUP,
+        True,
+    ),
+    ("ellipsis-char", "My mom gave me this necklace … it reminds me of my roots", NECKLACE, True),
+    ("number-kept", "My mom gave me this necklace when I was 18", NECKLACE, True),
+    ("speaker-name-kept", "Thanks, Caroline!", RUNNING, True),
+    ("possessive-name", "Caroline's support", "I really value Caroline's support.", True),
+    ("single-word", "powerful", GROUP, True),
+    ("number-word-kept", "We have two kids", CAMPING, True),
+    # --- rejected: text from elsewhere ---
+    ("other-text", "We made our own plates", GROUP, False),
+    ("other-source-text", "I finally ran a half marathon", POTTERY, False),
+    ("paraphrase", "I attended an LGBTQ support meeting yesterday", GROUP, False),
+    ("invented-tail", GROUP + " I met my new mentor there and we talked for hours.", GROUP, False),
+    (
+        "ellipsis-second-part-foreign",
+        "I went to a LGBTQ support group yesterday ... we made our own plates",
+        GROUP,
+        False,
+    ),
+    ("negation-inserted", "it was not so powerful", GROUP, False),
+    # --- rejected: word-shuffled ---
+    ("shuffled-clause", "so powerful it was", GROUP, False),
+    (
+        "shuffled-sentence",
+        "yesterday I went to a support group LGBTQ and it was powerful so",
+        GROUP,
+        False,
+    ),
+    ("reversed", "powerful so was it and yesterday group support LGBTQ a to went I", GROUP, False),
+    (
+        "names-swapped",
+        "Luna loves the outdoors, and Oliver can't wait to see the lake",
+        CAMPING,
+        False,
+    ),
+    # --- rejected: a number or a name changed ---
+    ("digit-changed", "It's been 4 years since I started running", RUNNING, False),
+    ("age-changed", "My mom gave me this necklace when I was 17", NECKLACE, False),
+    ("number-word-changed", "We have three kids", CAMPING, False),
+    ("name-changed-thanks", "Thanks, Melanie!", RUNNING, False),
+    ("name-changed-subject", "Max loves the outdoors", CAMPING, False),
+    ("weekday-name-changed", "I finally ran a half marathon last Saturday", RUNNING, False),
+    # --- degenerate input ---
+    ("empty-quote", "", GROUP, False),
+    ("punctuation-only-quote", "...", GROUP, False),
+    ("empty-source", "it was so powerful", "", False),
+]
+
+
+@pytest.mark.parametrize(
+    ("quote", "source", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_verify_quote_table(quote: str, source: str, expected: bool) -> None:
+    check = verify_quote(quote, source)
+    assert check.verified is expected, check
+    assert 0.0 <= check.score <= 1.0
+
+
+def test_table_is_separated_by_the_threshold() -> None:
+    """Accepted cases clear the threshold with margin; rejected fuzzy cases stay well below it."""
+    name_or_number = {
+        "digit-changed",
+        "age-changed",
+        "number-word-changed",
+        "name-changed-thanks",
+        "name-changed-subject",
+        "weekday-name-changed",
+    }
+    for case_id, quote, source, expected in CASES:
+        score = verify_quote(quote, source).score
+        if expected:
+            assert score >= DEFAULT_THRESHOLD + 0.03, (case_id, score)
+        elif case_id not in name_or_number:
+            assert score <= DEFAULT_THRESHOLD - 0.04, (case_id, score)
+
+
+def test_empty_quote_scores_zero() -> None:
+    check = verify_quote("", GROUP)
+    assert (check.verified, check.score, check.span) == (False, 0.0, None)
+
+
+def test_span_points_at_the_matched_source_text() -> None:
+    check = verify_quote("lgbtq support group", GROUP)
+    assert check.span is not None
+    assert GROUP[check.span[0] : check.span[1]] == "LGBTQ support group"
+
+
+def test_changed_name_is_reported_missing() -> None:
+    check = verify_quote("Thanks, Melanie!", RUNNING)
+    assert check.missing == ("melanie",)
+    assert not check.verified
+
+
+def test_threshold_is_respected() -> None:
+    quote = "I went to LGBTQ support group yesterday"
+    assert verify_quote(quote, GROUP).verified
+    assert not verify_quote(quote, GROUP, threshold=1.0).verified
+
+
+def test_best_quote_match_picks_the_verifying_source() -> None:
+    sources = {"D1:2": POTTERY, "D1:3": GROUP, "D2:1": RUNNING}
+    source_id, check = best_quote_match("it was so powerful", sources)
+    assert source_id == "D1:3"
+    assert check.verified and check.score == 1.0
+
+
+def test_best_quote_match_unverified_and_empty() -> None:
+    source_id, check = best_quote_match("We went sailing in Hawaii", {"D1:3": GROUP})
+    assert source_id == "D1:3" and not check.verified
+    assert best_quote_match("anything", {}) == (None, verify_quote("", ""))
