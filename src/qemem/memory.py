@@ -204,7 +204,7 @@ class Memory:
         conversation: str,
         query: str | Sequence[str],
         *,
-        k: int = 10,
+        k: int | None = 10,
         space: Space = "turn",
     ) -> list[SearchResult]:
         """Hybrid search (dense + BM25, RRF k=60) of one space for one or several queries;

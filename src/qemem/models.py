@@ -177,3 +177,86 @@ def document(record: Turn | Episode | SemanticFact) -> str:
     if isinstance(record, Episode):
         return f"{record.title}. {record.content}"
     return record.content
+
+
+AnswerType = Literal[
+    "date", "duration", "count", "list", "yes_no", "entity", "description", "reason", "inference"
+]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The information requirement of a question (the planner's output, or its rule fallback).
+
+    ``queries`` are the planned retrieval queries (without the question); ``source`` says
+    whether an LLM produced the plan ("llm") or rules did ("rules"), and ``note`` why.
+    """
+
+    question: str
+    need: str
+    answer_type: AnswerType
+    aggregate: bool
+    temporal: bool
+    queries: tuple[str, ...] = ()
+    source: Literal["llm", "rules"] = "rules"
+    note: str = ""
+
+    @property
+    def query_set(self) -> list[str]:
+        """The question followed by the planned queries, de-duplicated (case-insensitive)."""
+        seen: set[str] = set()
+        out: list[str] = []
+        for query in (self.question, *self.queries):
+            key = " ".join(query.lower().split())
+            if key and key not in seen:
+                seen.add(key)
+                out.append(query)
+        return out
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a pool item is there: ranked by a (query, method) list, raised by provenance, or
+    brought in as context of another hit (``via``)."""
+
+    kind: Literal["ranked", "provenance", "context"]
+    query: int | None = None
+    method: str | None = None
+    rank: int | None = None
+    via: str | None = None
+
+
+@dataclass
+class PoolItem:
+    """A candidate in the evidence pool: the record, its fused score and why it is there."""
+
+    space: Space
+    record: Turn | Episode | SemanticFact
+    score: float = 0.0
+    reasons: list[Reason] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+
+@dataclass
+class Pool:
+    """The candidate pool of one retrieval round: episodes and facts by score, turns in
+    conversation order (hits with their context)."""
+
+    conversation: str
+    queries: list[str]
+    episodes: list[PoolItem] = field(default_factory=list)
+    facts: list[PoolItem] = field(default_factory=list)
+    turns: list[PoolItem] = field(default_factory=list)
+
+    def items(self) -> list[PoolItem]:
+        return [*self.episodes, *self.facts, *self.turns]
+
+    def ids(self) -> set[str]:
+        """Every id in the pool, prefixed by space (``turn:D3:12``) to keep spaces apart."""
+        return {f"{item.space}:{item.id}" for item in self.items()}
+
+    def is_empty(self) -> bool:
+        return not (self.episodes or self.facts or self.turns)

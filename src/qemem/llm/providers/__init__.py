@@ -1,0 +1,1 @@
+"""Concrete providers; each imports its SDK lazily, only when constructed."""

@@ -1,0 +1,67 @@
+"""The SQLite record/replay cache under concurrent writers (threads and processes)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, Message
+
+
+def _req(i: int) -> LLMRequest:
+    return LLMRequest("sys", [Message("user", f"question {i} about D1:{i}")], "answer")
+
+
+def _writer(path: str, start: int, count: int) -> None:
+    client = LLMClient(FakeLLM(), cache=LLMCache(path), concurrency=4)
+    for i in range(start, start + count):
+        client.complete(_req(i))
+
+
+def test_many_threads_writing_the_same_and_different_keys(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    fake = FakeLLM()
+    client = LLMClient(fake, cache=LLMCache(path), concurrency=8)
+    # 160 requests over 40 distinct prompts: every prompt is written by several threads
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        outs = list(pool.map(lambda i: client.complete(_req(i % 40)), range(160)))
+    assert LLMCache(path).count() == 40
+    by_prompt: dict[int, set[str]] = {}
+    for i, out in enumerate(outs):
+        by_prompt.setdefault(i % 40, set()).add(out.text)
+    assert all(len(texts) == 1 for texts in by_prompt.values())
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_several_processes_writing_at_once(tmp_path: Path) -> None:
+    path = str(tmp_path / "cache.db")
+    ctx = multiprocessing.get_context("spawn")
+    # four processes, overlapping ranges: keys 0..59, each written by two processes
+    procs = [ctx.Process(target=_writer, args=(path, start, 30)) for start in (0, 15, 30, 0)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    cache = LLMCache(path, "replay")
+    assert cache.count() == 60
+    replay = LLMClient(FakeLLM(lambda r: "must not be called"), cache=cache)
+    for i in range(60):
+        out = replay.complete(_req(i))
+        assert out.cached and out.text == FakeLLM().complete(_req(i)).text
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+
+
+def test_off_mode_stores_nothing(tmp_path: Path) -> None:
+    cache = LLMCache(tmp_path / "c.db", "off")
+    client = LLMClient(FakeLLM(), cache=cache)
+    client.complete(_req(1))
+    assert not client.complete(_req(1)).cached
+    assert cache.count() == 0 and not (tmp_path / "c.db").exists()
