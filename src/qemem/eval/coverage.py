@@ -75,10 +75,7 @@ Ranker = Callable[[Memory, LocomoQuestion], Sequence[str]]
 
 def question_ranking(memory: Memory, question: LocomoQuestion) -> list[str]:
     """The foundation ranking: hybrid turn search with the question alone, every turn ranked."""
-    return [
-        r.record.id
-        for r in memory.search(question.conversation, question.question, k=None)
-    ]
+    return [r.record.id for r in memory.search(question.conversation, question.question, k=None)]
 
 
 def evaluate_coverage(
@@ -105,8 +102,11 @@ def evaluate_coverage(
             progress(n, len(questions))
     curve = coverage_curve(ranks, budgets)
     per_category = {
-        c: auc(coverage_curve([r for r, q in zip(ranks, questions, strict=True)
-                               if q.category == c], budgets))
+        c: auc(
+            coverage_curve(
+                [r for r, q in zip(ranks, questions, strict=True) if q.category == c], budgets
+            )
+        )
         for c in categories
     }
     return CoverageReport(len(questions), curve, auc(curve), ranks, per_category)

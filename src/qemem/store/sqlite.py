@@ -357,7 +357,7 @@ class SQLiteStore:
             if cached and cached[0] == version:
                 return cached[1]
             table = _TABLES[space]
-            order = "session, position" if space == "turn" else "rowid"
+            order = "r.session, r.position" if space == "turn" else "r.rowid"
             rows = self._conn.execute(
                 f"SELECT r.id, r.tokens, v.vector FROM {table} r JOIN vectors v "
                 f"ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ? "
@@ -420,7 +420,7 @@ R = TypeVar("R", Turn, Episode, SemanticFact)
 
 
 def _select(records: list[R], ids: Sequence[str] | None) -> list[R]:
-    """Records in stored order, or those of ``ids`` in the order of ``ids`` (unknown ids skipped)."""
+    """Records in stored order, or those of ``ids`` in their order (unknown ids skipped)."""
     if ids is None:
         return records
     by_id = {r.id: r for r in records}

