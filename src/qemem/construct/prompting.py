@@ -1,0 +1,83 @@
+"""Prompt pieces shared by the build steps: turn lines, requests and output schemas."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+import pydantic
+
+from qemem.errors import CacheMissError, LLMAuthError, LLMError
+from qemem.llm.types import LLMRequest, Message
+from qemem.models import Turn, format_datetime
+from qemem.prompts import render
+
+TURN_LINE = re.compile(
+    r"^\[(?P<label>[^\]]+)\] (?P<speaker>.+?) \((?P<date>[^)]*)\): (?P<text>.*)$"
+)
+"""How one turn is shown to the model: ``[n] Speaker (date): text`` (parsed by the fake)."""
+
+
+class SegmentOut(pydantic.BaseModel):
+    """Segmentation: message numbers grouped by episode, episodes in order."""
+
+    groups: list[list[int]]
+
+
+class EpisodeOut(pydantic.BaseModel):
+    """An episode's title and third-person narrative."""
+
+    title: str
+    narrative: str
+
+
+class PredictOut(pydantic.BaseModel):
+    """Statements an episode is expected to contain, given the known facts."""
+
+    prediction: list[str]
+
+
+class CalibrateOut(pydantic.BaseModel):
+    """New durable facts extracted from an episode."""
+
+    facts: list[str]
+
+
+def turn_lines(turns: Sequence[Turn]) -> str:
+    """Turns as numbered lines ``[n] Speaker (date): text``, numbered from 1."""
+    return "\n".join(
+        f"[{n}] {t.speaker} ({format_datetime(t.timestamp)}): {' '.join(t.text.split())}"
+        for n, t in enumerate(turns, start=1)
+    )
+
+
+def speakers_of(speakers: Sequence[str]) -> str:
+    """Speaker names as prose: ``A and B``, ``A, B and C``."""
+    names = list(speakers) or ["the participants"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def request(step: str, speakers: Sequence[str], max_tokens: int, **fields: object) -> LLMRequest:
+    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``)."""
+    who = speakers_of(speakers)
+    return LLMRequest(
+        system=render("build_system", speakers=who),
+        messages=[Message("user", render(f"build_{step}", speakers=who, **fields))],
+        stage=f"build.{step}",
+        max_tokens=max_tokens,
+    )
+
+
+def session_date(value: datetime) -> str:
+    """A session date as prompts show it."""
+    return format_datetime(value)
+
+
+def degradable(exc: BaseException) -> bool:
+    """Whether a failed build call may degrade (fallback) instead of stopping the build.
+
+    One call failing (provider error after retries, unparseable output) degrades; a replay
+    cache miss or rejected credentials would fail every call alike, so they stop the build.
+    """
+    return isinstance(exc, LLMError) and not isinstance(exc, CacheMissError | LLMAuthError)

@@ -1,0 +1,115 @@
+"""Segmentation of a session into topical episodes: LLM grouping, deterministic repair,
+fixed-size windows as the fallback."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from qemem.construct.config import BuildConfig
+from qemem.construct.prompting import SegmentOut, degradable, request, session_date, turn_lines
+from qemem.errors import LLMError
+from qemem.llm.client import LLMClient
+from qemem.llm.ledger import Ledger
+from qemem.models import Turn
+
+
+def split_evenly(indices: list[int], max_size: int) -> list[list[int]]:
+    """``indices`` cut into the fewest near-equal consecutive chunks of at most ``max_size``."""
+    if not indices:
+        return []
+    parts = math.ceil(len(indices) / max(1, max_size))
+    base, extra = divmod(len(indices), parts)
+    out, start = [], 0
+    for p in range(parts):
+        size = base + (1 if p < extra else 0)
+        out.append(indices[start : start + size])
+        start += size
+    return out
+
+
+def repair_groups(groups: Sequence[Sequence[int]], n_turns: int, max_size: int) -> list[list[int]]:
+    """Turn a model's grouping of turn indices ``0..n_turns-1`` into a valid segmentation.
+
+    Out-of-range and repeated indices are dropped (the first mention wins); every turn left out
+    joins the group of the turn before it (the group after it at the start); groups are cut into
+    runs of consecutive turns, in order; a run longer than ``max_size`` is split evenly. The
+    result covers every turn exactly once. With no usable index at all, all turns form one
+    group (then split by the cap).
+    """
+    owner: list[int | None] = [None] * n_turns
+    for label, group in enumerate(groups):
+        for index in group:
+            if isinstance(index, int) and 0 <= index < n_turns and owner[index] is None:
+                owner[index] = label
+    previous = next((o for o in owner if o is not None), 0)
+    filled: list[int] = []
+    for mark in owner:
+        if mark is not None:
+            previous = mark
+        filled.append(previous)
+    runs: list[list[int]] = []
+    for i, label in enumerate(filled):
+        if runs and filled[runs[-1][-1]] == label:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return [chunk for run in runs for chunk in split_evenly(run, max_size)]
+
+
+def windows(n_turns: int, size: int) -> list[list[int]]:
+    """Fixed-size windows over ``n_turns`` turns, evened out so none is tiny."""
+    return split_evenly(list(range(n_turns)), size)
+
+
+def segment_turns(
+    llm: LLMClient,
+    turns: Sequence[Turn],
+    speakers: Sequence[str],
+    config: BuildConfig,
+    ledger: Ledger | None = None,
+) -> tuple[list[list[int]], list[str]]:
+    """Group the turns of one session into episodes (indices into ``turns``), one LLM call
+    per batch of at most ``config.batch_size`` turns; episodes never cross batches.
+
+    Returns the groups and the reasons of the batches that fell back to windows.
+    """
+    groups: list[list[int]] = []
+    fallbacks: list[str] = []
+    batches = split_evenly(list(range(len(turns))), config.batch_size)
+    for batch in batches:
+        chunk = [turns[i] for i in batch]
+        try:
+            local = _segment_batch(llm, chunk, speakers, config, ledger)
+        except LLMError as exc:
+            if not degradable(exc):
+                raise
+            first, last = chunk[0].id, chunk[-1].id
+            fallbacks.append(f"turns {first}..{last}: {exc}")
+            local = windows(len(chunk), config.window_size)
+        groups.extend([[batch[i] for i in group] for group in local])
+    return groups, fallbacks
+
+
+def _segment_batch(
+    llm: LLMClient,
+    turns: Sequence[Turn],
+    speakers: Sequence[str],
+    config: BuildConfig,
+    ledger: Ledger | None,
+) -> list[list[int]]:
+    req = request(
+        "segment",
+        speakers,
+        config.segment_max_tokens,
+        session_date=session_date(turns[0].timestamp),
+        min_size=config.min_episode,
+        max_size=config.max_episode,
+        count=len(turns),
+        lines=turn_lines(turns),
+    )
+    out = llm.structured(req, SegmentOut, ledger=ledger).value
+    shown = [[n - 1 for n in group] for group in out.groups]
+    if not any(0 <= i < len(turns) for group in shown for i in group):
+        raise LLMError("the model returned no valid message number")
+    return repair_groups(shown, len(turns), config.max_episode)

@@ -1,0 +1,116 @@
+"""Does the constructor's ``time`` agree with the deterministic resolution of a card?
+
+Definition (deterministic, documented):
+
+* no verdict (``None``) when the model gave no time ("", "n/a", "none", "unknown", "-");
+* agreement when the deterministic phrase occurs in the model's time text (case, spacing and
+  punctuation ignored), e.g. both say "the Friday before 13 March 2023";
+* otherwise the model's text is read into date ranges and it agrees when any of them overlaps
+  the deterministic range. Read, in this order, each span consumed once:
+  "the <weekday>/week/weekend before/after/of <date>" (resolved like "last/next/this ..." at
+  that date), full dates ("9 March 2024", "March 9, 2024", "2024-03-09"), months ("March 2024",
+  "late March 2024"), seasons ("summer 2024"), and bare years ("2024").
+  So a coarser but consistent time ("March 2024" for 9 March 2024) agrees; a time that names a
+  different day, month or year, or names no date at all, does not.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+from qemem.evidence.times import MONTHS, WEEKDAYS, TimeResolution, resolve_times
+
+_EMPTY = {"", "n/a", "na", "none", "unknown", "-", "null", "not applicable", "not time-relevant"}
+_MONTH = "|".join([*MONTHS, *(m[:3] for m in MONTHS), "Sept"])
+_DATE_DMY = rf"(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})"
+_DATE_MDY = rf"(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})"
+_DATE_ISO = r"(?P<y3>\d{4})-(?P<m3>\d{2})-(?P<d3>\d{2})"
+_FULL_DATE = re.compile(rf"\b(?:{_DATE_DMY}|{_DATE_MDY}|{_DATE_ISO})\b", re.IGNORECASE)
+_RELATIVE = re.compile(
+    rf"\b(?:the\s+)?(?P<what>{'|'.join(WEEKDAYS)}|week|weekend)\s+(?P<rel>before|after|of)\s+"
+    rf"(?P<date>{_DATE_DMY}|{_DATE_MDY}|{_DATE_ISO})\b",
+    re.IGNORECASE,
+)
+_MONTH_YEAR = re.compile(rf"\b(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})\b", re.IGNORECASE)
+_SEASON_YEAR = re.compile(r"\b(?P<s>spring|summer|autumn|fall|winter)\s+(?P<y>\d{4})\b", re.I)
+_YEAR = re.compile(r"\b(?P<y>19\d\d|20\d\d)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+
+Range = tuple[date, date]
+
+
+def _month_number(name: str) -> int:
+    low = name.lower()[:3]
+    return next(n for n, m in enumerate(MONTHS, start=1) if m.lower().startswith(low))
+
+
+def _date_of(m: re.Match[str]) -> date | None:
+    """The date a ``_FULL_DATE``-style match names (None when impossible, e.g. 31 June)."""
+    groups = m.groupdict()
+    try:
+        if groups.get("d"):
+            return date(int(groups["y"]), _month_number(groups["m"]), int(groups["d"]))
+        if groups.get("d2"):
+            return date(int(groups["y2"]), _month_number(groups["m2"]), int(groups["d2"]))
+        return date(int(groups["y3"]), int(groups["m3"]), int(groups["d3"]))
+    except (ValueError, TypeError):
+        return None
+
+
+def _month_range(year: int, month: int) -> Range:
+    end_year, end_month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return date(year, month, 1), date.fromordinal(date(end_year, end_month, 1).toordinal() - 1)
+
+
+def _season_range(season: str, year: int) -> Range:
+    first = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}[season.lower()]
+    last_year, last_month = (year + 1, 2) if first == 12 else (year, first + 2)
+    return date(year, first, 1), _month_range(last_year, last_month)[1]
+
+
+def _blank(text: str, m: re.Match[str]) -> str:
+    return text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
+
+
+def time_ranges(text: str) -> list[Range]:
+    """The date ranges a free-text time names (see the module docstring for what is read)."""
+    ranges: list[Range] = []
+    for m in list(_RELATIVE.finditer(text)):
+        anchor = _date_of(m)
+        if anchor is None:
+            continue
+        word = {"before": "last", "after": "next", "of": "this"}[m.group("rel").lower()]
+        found = resolve_times(f"{word} {m.group('what')}", anchor)
+        ranges.extend((r.start, r.end) for r in found)
+        text = _blank(text, m)
+    for m in list(_FULL_DATE.finditer(text)):
+        day = _date_of(m)
+        if day is not None:
+            ranges.append((day, day))
+        text = _blank(text, m)
+    for m in list(_MONTH_YEAR.finditer(text)):
+        ranges.append(_month_range(int(m.group("y")), _month_number(m.group("m"))))
+        text = _blank(text, m)
+    for m in list(_SEASON_YEAR.finditer(text)):
+        ranges.append(_season_range(m.group("s"), int(m.group("y"))))
+        text = _blank(text, m)
+    for m in _YEAR.finditer(text):
+        year = int(m.group("y"))
+        ranges.append((date(year, 1, 1), date(year, 12, 31)))
+    return ranges
+
+
+def _norm(text: str) -> str:
+    return " ".join(_PUNCT.sub(" ", text.lower()).split())
+
+
+def time_agrees(llm_time: str, resolved: TimeResolution) -> bool | None:
+    """Whether the model's ``time`` text agrees with ``resolved`` (None: the model gave none)."""
+    if _norm(llm_time) in _EMPTY or llm_time.strip().lower() in _EMPTY:
+        return None
+    if _norm(resolved.phrase) in _norm(llm_time):
+        return True
+    return any(
+        start <= resolved.end and resolved.start <= end for start, end in time_ranges(llm_time)
+    )

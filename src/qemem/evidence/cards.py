@@ -1,0 +1,267 @@
+"""ViewCards: the evidence constructor (one structured LLM call) and deterministic verification.
+
+The constructor reads a formatted pool and the plan's need and returns cards (claim, sources,
+quote, time, relation) plus a sufficiency verdict. Verification needs no LLM: a card is
+*verified* when its quote matches the text of at least one cited source (``best_quote_match``);
+unverified cards are kept and marked; cited ids that name nothing are recorded. Each card's
+time is resolved deterministically (``normalise_time`` of the quote, else of the claim, against
+the session date of the matched source, else of the first known source) and compared with the
+model's ``time`` (``time_agrees``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from qemem.errors import StructuredOutputError
+from qemem.evidence.agreement import time_agrees
+from qemem.evidence.context import Located, SourceIndex, clean_id, format_memories
+from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match
+from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
+from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
+from qemem.models import Episode, Plan, Pool, SemanticFact, Turn, document
+from qemem.prompts import render
+
+MAX_FOLLOW_UPS = 3
+
+
+class CardOut(pydantic.BaseModel):
+    """One evidence card as the model writes it."""
+
+    claim: str = pydantic.Field(description="a self-contained fact, with names")
+    sources: list[str] = pydantic.Field(description="ids of the cited memories, turns preferred")
+    quote: str = pydantic.Field(default="", description="a short verbatim span of a source")
+    time: str = pydantic.Field(default="", description="when it happened; empty if irrelevant")
+    relation: str = pydantic.Field(default="", description="how the card bears on the question")
+
+    @pydantic.field_validator("sources", mode="before")
+    @classmethod
+    def _one_source(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class ConstructorOutput(pydantic.BaseModel):
+    """The constructor's whole output: cards and the sufficiency feedback."""
+
+    cards: list[CardOut] = pydantic.Field(default_factory=list)
+    sufficient: bool
+    missing: str = ""
+    follow_up_queries: list[str] = pydantic.Field(
+        default_factory=list, json_schema_extra={"maxItems": MAX_FOLLOW_UPS}
+    )
+
+    @pydantic.field_validator("follow_up_queries", mode="after")
+    @classmethod
+    def _at_most_three(cls, value: list[str]) -> list[str]:
+        return [q.strip() for q in value if q.strip()][:MAX_FOLLOW_UPS]
+
+    @pydantic.field_validator("missing", mode="before")
+    @classmethod
+    def _missing_text(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+
+@dataclass
+class Feedback:
+    """The constructor's sufficiency verdict for one round."""
+
+    sufficient: bool
+    missing: str = ""
+    follow_up_queries: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sufficient": self.sufficient,
+            "missing": self.missing,
+            "follow_up_queries": list(self.follow_up_queries),
+        }
+
+
+@dataclass
+class ViewCard:
+    """A verified (or marked unverified) evidence card.
+
+    ``matched_source`` is the cited source the quote matched best (None when no cited id
+    resolved); ``resolved_time`` the deterministic time, ``time`` the model's, and
+    ``time_agrees`` their agreement (None when the model gave no time or nothing resolved).
+    """
+
+    claim: str
+    sources: list[str]
+    quote: str
+    time: str
+    relation: str
+    verified: bool = False
+    score: float = 0.0
+    matched_source: str | None = None
+    unresolved_sources: list[str] = field(default_factory=list)
+    resolved_time: TimeResolution | None = None
+    time_agrees: bool | None = None
+    round: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "claim": self.claim,
+            "sources": list(self.sources),
+            "quote": self.quote,
+            "time": self.time,
+            "relation": self.relation,
+            "verified": self.verified,
+            "score": self.score,
+            "matched_source": self.matched_source,
+            "unresolved_sources": list(self.unresolved_sources),
+            "resolved_time": self.resolved_time.to_dict() if self.resolved_time else None,
+            "time_agrees": self.time_agrees,
+            "round": self.round,
+        }
+
+
+@dataclass
+class Construction:
+    """One constructor call's outcome; ``degraded`` says why there are no cards, if so."""
+
+    cards: list[CardOut]
+    feedback: Feedback
+    responses: list[LLMResponse] = field(default_factory=list)
+    degraded: str | None = None
+
+
+def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
+    """The pool's records by space (episodes and facts in pool order)."""
+    episodes = [i.record for i in pool.episodes if isinstance(i.record, Episode)]
+    facts = [i.record for i in pool.facts if isinstance(i.record, SemanticFact)]
+    turns = [i.record for i in pool.turns if isinstance(i.record, Turn)]
+    return episodes, facts, turns
+
+
+def format_pool(index: SourceIndex, pool: Pool) -> str:
+    """The pool as the constructor (and the direct answerer) reads it."""
+    return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
+
+
+def summarise_cards(cards: Sequence[ViewCard]) -> str:
+    """A numbered summary of existing cards for a refinement round."""
+    lines = []
+    for n, card in enumerate(cards, start=1):
+        time = f"; time: {card.time}" if card.time else ""
+        lines.append(f"{n}. {card.claim} (sources: {', '.join(card.sources)}{time})")
+    return "\n".join(lines)
+
+
+def construct(
+    llm: LLMClient,
+    index: SourceIndex,
+    pool: Pool,
+    plan: Plan,
+    *,
+    existing: Sequence[ViewCard] = (),
+    refining: bool = False,
+    max_tokens: int = 4096,
+    ledger: Ledger | None = None,
+) -> Construction:
+    """One constructor call over ``pool``. When ``refining``, the pool holds only new
+    candidates and the ``existing`` cards are summarised. Invalid output degrades to no cards."""
+    prior = ""
+    if refining:
+        prior = render(
+            "construct_existing",
+            cards=summarise_cards(existing) or "(none yet)",
+            next_number=len(existing) + 1,
+        )
+    user = render(
+        "construct_input",
+        question=plan.question,
+        need=plan.need,
+        answer_type=plan.answer_type,
+        aggregate="yes" if plan.aggregate else "no",
+        temporal="yes" if plan.temporal else "no",
+        existing=prior,
+        memories=format_pool(index, pool),
+    )
+    request = LLMRequest(
+        system=render("construct"),
+        messages=[Message("user", user)],
+        stage="construct",
+        max_tokens=max_tokens,
+    )
+    try:
+        result = llm.structured(request, ConstructorOutput, ledger=ledger)
+    except StructuredOutputError as exc:
+        responses: list[LLMResponse] = getattr(exc, "responses", [])
+        return Construction(
+            [], Feedback(sufficient=False), responses, degraded="construct output invalid"
+        )
+    out = result.value
+    feedback = Feedback(out.sufficient, out.missing.strip(), list(out.follow_up_queries))
+    return Construction(list(out.cards), feedback, list(result.responses))
+
+
+def _resolved_time(card: CardOut, located: Located, index: SourceIndex) -> TimeResolution:
+    anchor = index.session_date(located.record)
+    text = card.quote if resolve_times(card.quote, anchor) else card.claim
+    return normalise_time(text, anchor)
+
+
+def verify_card(
+    card: CardOut,
+    index: SourceIndex,
+    *,
+    round: int = 0,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> ViewCard:
+    """Check a card's quote against its cited sources and resolve its time."""
+    known: dict[str, Located] = {}
+    unresolved: list[str] = []
+    sources: list[str] = []
+    for raw in card.sources:
+        located = index.get(raw)
+        name = located.record.id if located else clean_id(raw) or raw
+        if name in sources:
+            continue
+        sources.append(name)
+        if located is None:
+            unresolved.append(name)
+        else:
+            known[name] = located
+    texts = {sid: document(loc.record) for sid, loc in known.items()}
+    matched, check = best_quote_match(card.quote, texts, threshold=threshold)
+    resolved = None
+    agrees = None
+    if matched is not None:
+        resolved = _resolved_time(card, known[matched], index)
+        agrees = time_agrees(card.time, resolved)
+    return ViewCard(
+        claim=card.claim.strip(),
+        sources=sources,
+        quote=card.quote.strip(),
+        time=card.time.strip(),
+        relation=card.relation.strip(),
+        verified=check.verified,
+        score=check.score,
+        matched_source=matched,
+        unresolved_sources=unresolved,
+        resolved_time=resolved,
+        time_agrees=agrees,
+        round=round,
+    )
+
+
+def _card_key(card: ViewCard) -> tuple[str, tuple[str, ...]]:
+    return " ".join(card.claim.lower().split()), tuple(sorted(card.sources))
+
+
+def merge_cards(existing: Sequence[ViewCard], new: Sequence[ViewCard]) -> list[ViewCard]:
+    """Existing cards kept as they are, then the new ones that are not exact repeats
+    (same claim, case and spacing ignored, and the same sources)."""
+    seen = {_card_key(c) for c in existing}
+    merged = list(existing)
+    for card in new:
+        if _card_key(card) not in seen:
+            seen.add(_card_key(card))
+            merged.append(card)
+    return merged

@@ -1,0 +1,137 @@
+"""Looking up cited memories and formatting memories for prompts.
+
+``SourceIndex`` loads one conversation's records once and answers: which record does an id
+name, what is its session date, which turns surround a turn. ``format_memories`` renders
+episodes, then semantic facts, then turns grouped by session in time order, every record with
+its id and session date (the layout every prompt of the query-time method uses).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
+from qemem.store.base import MemoryStore, Scope
+
+Record = Turn | Episode | SemanticFact
+
+_ID_DECORATION = re.compile(r"^(?:turn|episode|fact)\s*:\s*", re.IGNORECASE)
+
+
+def clean_id(raw: str) -> str:
+    """A cited id without the decoration models add: brackets, quotes, ``turn:`` prefixes."""
+    text = raw.strip().strip("[]()<>\"'`*. ")
+    return _ID_DECORATION.sub("", text).strip()
+
+
+def show_date(value: datetime) -> str:
+    """A session date as prompts show it: ``Thursday, 14 March 2024, 19:15``."""
+    return f"{value:%A}, {format_datetime(value)}"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A record found by id, with its space."""
+
+    space: Space
+    record: Record
+
+
+class SourceIndex:
+    """Every record of one conversation, by id, with session dates (loaded once)."""
+
+    def __init__(self, store: MemoryStore, scope: Scope) -> None:
+        self.conversation: Conversation = store.get_conversation(scope)
+        self.turns = store.turns(scope)
+        self.episodes = store.episodes(scope)
+        self.facts = store.facts(scope)
+        self._by_id: dict[str, Located] = {f.id: Located("fact", f) for f in self.facts}
+        self._by_id.update((e.id, Located("episode", e)) for e in self.episodes)
+        self._by_id.update((t.id, Located("turn", t)) for t in self.turns)
+        self._dates = {s.index: s.date_time for s in self.conversation.sessions}
+        self._order = {t.id: n for n, t in enumerate(self.turns)}
+        self._by_session: dict[int, list[Turn]] = {}
+        for turn in self.turns:
+            self._by_session.setdefault(turn.session, []).append(turn)
+
+    def get(self, raw_id: str) -> Located | None:
+        """The record an id (possibly decorated, see ``clean_id``) names; None if none does."""
+        return self._by_id.get(raw_id.strip()) or self._by_id.get(clean_id(raw_id))
+
+    def session_date(self, record: Record) -> datetime:
+        """The date-time of the session the record belongs to."""
+        fallback = record.timestamp if isinstance(record, Turn | Episode) else None
+        date = self._dates.get(record.session, fallback)
+        if date is None:  # a fact of a session the conversation does not list
+            return min(self._dates.values(), default=datetime(1970, 1, 1))
+        return date
+
+    def neighbours(self, turn: Turn, width: int) -> list[Turn]:
+        """The turn with up to ``width`` turns on each side in its session."""
+        session = self._by_session.get(turn.session, [turn])
+        at = next((n for n, t in enumerate(session) if t.id == turn.id), 0)
+        return session[max(0, at - width) : at + width + 1]
+
+    def episode_turns(self, episode: Episode, limit: int) -> list[Turn]:
+        """The first ``limit`` known turns an episode covers."""
+        found = [self._by_id.get(tid) for tid in episode.turn_ids[:limit]]
+        return [f.record for f in found if f is not None and isinstance(f.record, Turn)]
+
+    def turns_of(self, located: Located) -> list[Turn]:
+        """The original turns behind a record: itself, an episode's turns, a fact's episodes'."""
+        record = located.record
+        if isinstance(record, Turn):
+            return [record]
+        if isinstance(record, Episode):
+            return self.episode_turns(record, len(record.turn_ids))
+        out: list[Turn] = []
+        for eid in record.episode_ids:
+            found = self._by_id.get(eid)
+            if found is not None and isinstance(found.record, Episode):
+                out.extend(self.episode_turns(found.record, len(found.record.turn_ids)))
+        return out
+
+    def in_order(self, turns: Iterable[Turn]) -> list[Turn]:
+        """Distinct turns in conversation order."""
+        unique = {t.id: t for t in turns}
+        return sorted(unique.values(), key=lambda t: self._order.get(t.id, len(self._order)))
+
+
+def format_memories(
+    index: SourceIndex,
+    episodes: Sequence[Episode],
+    facts: Sequence[SemanticFact],
+    turns: Sequence[Turn],
+    *,
+    marked: Iterable[str] = (),
+) -> str:
+    """Episodes, then facts, then turns grouped by session in time order; ``marked`` turn ids
+    get a ``*`` before their id. Empty sections are left out."""
+    marks = set(marked)
+    blocks: list[str] = []
+    if episodes:
+        lines = ["Episodes:"]
+        for ep in episodes:
+            when = show_date(index.session_date(ep))
+            lines.append(f"[{ep.id}] (session {ep.session}, {when}) {ep.title}: {ep.content}")
+        blocks.append("\n".join(lines))
+    if facts:
+        lines = ["Semantic facts:"]
+        for fact in facts:
+            when = show_date(index.session_date(fact))
+            lines.append(f"[{fact.id}] (learned in session {fact.session}, {when}) {fact.content}")
+        blocks.append("\n".join(lines))
+    if turns:
+        lines = ["Turns:"]
+        session: int | None = None
+        for turn in index.in_order(turns):
+            if turn.session != session:
+                session = turn.session
+                lines.append(f"--- Session {session} ({show_date(index.session_date(turn))})")
+            star = "*" if turn.id in marks else ""
+            lines.append(f"{star}[{turn.id}] {turn.speaker}: {turn.text}")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)

@@ -1,0 +1,192 @@
+"""Answer stage: FINAL ANSWER extraction, abstentions and the retry, evidence assembly."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from importlib import resources
+
+import pytest
+
+from qemem.answer import (
+    answer_question,
+    assemble,
+    assemble_pool,
+    extract_final_answer,
+    is_abstention,
+)
+from qemem.embed import HashEmbedder
+from qemem.evidence import CardOut, SourceIndex, verify_card
+from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.memory import Memory
+from qemem.models import Episode, Pool, PoolItem, document
+from qemem.store import Scope, SQLiteStore
+
+SCOPE = Scope("demo-1")
+EPISODE = Episode(
+    "E1",
+    "demo-1",
+    5,
+    "After the race",
+    "Tomas ran the Riverside Half Marathon; Priya was in the Lake District with Arjun.",
+    datetime(2024, 8, 29, 16, 45),
+    tuple(f"D5:{n}" for n in range(1, 14)),
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "answer", "found"),
+    [
+        ("She went on 9 March.\nFINAL ANSWER: 9 March 2024", "9 March 2024", True),
+        ("final answer: Biscuit", "Biscuit", True),
+        ("Reasoning.\n**FINAL ANSWER:** Biscuit.", "Biscuit", True),
+        (
+            "**Final Answer**: the Saturday before 14 March 2024.",
+            "the Saturday before 14 March 2024",
+            True,
+        ),
+        ("FINAL ANSWER: **Piranesi**", "Piranesi", True),
+        ('FINAL ANSWER: "Klara and the Sun"', "Klara and the Sun", True),
+        ("FINAL ANSWER: draft\nOn reflection...\nFINAL ANSWER: Miso", "Miso", True),
+        ("Thinking it over.\nFINAL ANSWER:\n\n  2 cats  \n", "2 cats", True),
+        ("She has two cats, Biscuit and Miso.\n\n", "She has two cats, Biscuit and Miso", False),
+        ("Some reasoning.\nFINAL ANSWER:", "Some reasoning", False),
+        ("", "", False),
+    ],
+)
+def test_extract_final_answer(text: str, answer: str, found: bool) -> None:
+    assert extract_final_answer(text) == (answer, found)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "No information available",
+        "The conversation does not say",
+        "It is not mentioned",
+        "Cannot be determined from the conversation",
+        "I don't know",
+        "Unknown",
+        "The date is unknown",
+        "Not enough information",
+        "The memories don't mention it",
+        "",
+    ],
+)
+def test_abstentions(answer: str) -> None:
+    assert is_abstention(answer)
+
+
+@pytest.mark.parametrize(
+    "answer", ["No", "Biscuit", "Probably yes", "9 March 2024", "An unknown artist's vase"]
+)
+def test_not_abstentions(answer: str) -> None:
+    assert not is_abstention(answer)
+
+
+class Answers:
+    def __init__(self, *texts: str) -> None:
+        self.texts = list(texts)
+        self.stages: list[str] = []
+        self.prompts: list[str] = []
+
+    def __call__(self, request: LLMRequest) -> str:
+        self.stages.append(request.stage)
+        self.prompts.append(request.messages[-1].content)
+        return self.texts.pop(0)
+
+
+def test_abstention_retry_replaces_the_answer() -> None:
+    script = Answers("Nothing here.\nFINAL ANSWER: Not mentioned", "Found it.\nFINAL ANSWER: Miso")
+    reply = answer_question(LLMClient(FakeLLM(script)), "Who is the kitten?", "evidence")
+    assert (reply.text, reply.abstention_retry) == ("Miso", True)
+    assert reply.reasoning == "Found it.\nFINAL ANSWER: Miso"
+    assert script.stages == ["answer", "answer.retry"]
+    assert "slightly off" in script.prompts[1] and "slightly off" not in script.prompts[0]
+
+
+def test_retry_that_abstains_keeps_the_first() -> None:
+    script = Answers("FINAL ANSWER: no information", "FINAL ANSWER: I don't know")
+    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "evidence")
+    assert (reply.text, reply.abstention_retry) == ("no information", True)
+    assert reply.reasoning == "FINAL ANSWER: no information"
+
+
+def test_no_retry_for_a_real_answer_and_missing_line_flagged() -> None:
+    script = Answers("Biscuit")
+    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "evidence")
+    assert (reply.text, reply.abstention_retry) == ("Biscuit", False)
+    assert reply.degradations == ["answer: no FINAL ANSWER line; used the last line"]
+    assert script.stages == ["answer"]
+
+
+def test_retry_can_be_turned_off() -> None:
+    script = Answers("FINAL ANSWER: unknown")
+    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "e", retry_abstention=False)
+    assert (reply.text, reply.abstention_retry) == ("unknown", False)
+
+
+@pytest.fixture(scope="module")
+def index() -> SourceIndex:
+    store = SQLiteStore(":memory:")
+    embedder = HashEmbedder()
+    sample = resources.files("qemem.data").joinpath("sample.json")
+    with resources.as_file(sample) as path:
+        Memory(store, embedder).ingest(path)
+    store.add_episodes(SCOPE, [EPISODE], embedder.embed([document(EPISODE)]), embedder.id)
+    return SourceIndex(store, SCOPE)
+
+
+def turn_items(index: SourceIndex, *ids: str) -> list[PoolItem]:
+    return [PoolItem("turn", loc.record) for i in ids if (loc := index.get(i)) is not None]
+
+
+def test_assembly_with_cards(index: SourceIndex) -> None:
+    cards = [
+        verify_card(
+            CardOut(
+                claim="Priya went to her first pottery class.",
+                sources=["D1:3", "Z1"],
+                quote="I went to my first pottery class last Saturday",
+                time="9 March 2024",
+                relation="answer candidate",
+            ),
+            index,
+        ),
+        verify_card(CardOut(claim="Made up.", sources=["E1"], quote="Priya flew to Kyoto"), index),
+    ]
+    pool = Pool(
+        "demo-1",
+        ["q"],
+        episodes=[PoolItem("episode", EPISODE)],
+        turns=turn_items(index, "D1:2", "D1:3", "D2:6", "D4:2"),
+    )
+    assembly = assemble(index, cards, pool, neighbours=2, episode_turns=12)
+    text = assembly.text
+    assert text.index("Evidence cards") < text.index("Cited sources") < text.index("background")
+    assert "[1] Priya went to her first pottery class." in text
+    assert "(verified)" in text and "(UNVERIFIED: quote not found in the cited sources)" in text
+    assert "(unknown ids: Z1)" in text
+    assert 'by the session-date rule ("last Saturday"): the Saturday before 14 March 2024' in text
+    assert "*[D1:3] Priya:" in text and "\n[D1:1] Priya:" in text
+    assert "--- Session 1 (Thursday, 14 March 2024, 19:15)" in text
+    cited, background = text.split("Other retrieved memories (background):")
+    # cited turn D1:3 with two neighbours each side; episode E1 with its first 12 turns
+    assert "[D1:5]" in cited and "[D1:6]" not in cited
+    assert "[D5:12]" in cited and "[D5:13]" not in cited
+    assert "[E1]" in cited and "[E1]" not in background
+    # the rest of the pool (D1:2 and D1:3 are already shown) as background
+    assert "[D2:6]" in background and "[D4:2]" in background and "[D1:2]" not in background
+    expected = [f"D1:{n}" for n in range(1, 6)] + ["D2:6", "D4:2"]
+    expected += [f"D5:{n}" for n in range(1, 13)]
+    assert assembly.visible_turn_ids == expected
+    # citations: D1:3 itself and every turn of the cited episode
+    assert assembly.citations == ["D1:3", *(f"D5:{n}" for n in range(1, 14))]
+
+
+def test_assembly_without_cards_is_the_pool(index: SourceIndex) -> None:
+    pool = Pool("demo-1", ["q"], turns=turn_items(index, "D4:4", "D1:11"))
+    for assembly in (assemble(index, [], pool), assemble_pool(index, pool)):
+        assert assembly.text.startswith("Retrieved memories:")
+        assert assembly.visible_turn_ids == ["D1:11", "D4:4"]
+        assert assembly.citations == []
+        assert "Evidence cards" not in assembly.text

@@ -1,0 +1,217 @@
+"""``ask`` end to end on the bundled sample: every mode, refinement, degradation, offline fake."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from qemem.answer import AskConfig, ask
+from qemem.embed import HashEmbedder
+from qemem.errors import InputError, LLMError
+from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.memory import Memory
+from qemem.retrieve.pool import RetrievalConfig
+from qemem.store import Scope, SQLiteStore
+
+SCOPE = Scope("demo-1")
+QUESTION = "When did Priya go to her first pottery class?"
+EMBEDDER = HashEmbedder()
+PLAN = {
+    "need": "The date of Priya's first pottery class.",
+    "answer_type": "date",
+    "aggregate": False,
+    "temporal": True,
+    "queries": ["first pottery class", "pottery studio", "Priya clay wheel", "pottery course"],
+}
+POTTERY = {
+    "claim": "Priya went to her first pottery class.",
+    "sources": ["D1:3"],
+    "quote": "I went to my first pottery class last Saturday",
+    "time": "9 March 2024",
+    "relation": "answer candidate",
+}
+SMALL = AskConfig(retrieval=RetrievalConfig(budget_turns=3, context_window=0, budget_episodes=0))
+
+
+@pytest.fixture(scope="module")
+def store() -> SQLiteStore:
+    store = SQLiteStore(":memory:")
+    sample = resources.files("qemem.data").joinpath("sample.json")
+    with resources.as_file(sample) as path:
+        Memory(store, EMBEDDER).ingest(path)
+    return store
+
+
+class Script:
+    """A scripted LLM: per stage, a list of outputs used in turn (the last one repeats)."""
+
+    def __init__(self, **outputs: list[Any]) -> None:
+        self.outputs = {"plan": [PLAN], **outputs}
+        self.requests: list[LLMRequest] = []
+
+    @property
+    def stages(self) -> list[str]:
+        return [r.stage for r in self.requests]
+
+    def __call__(self, request: LLMRequest) -> Any:
+        self.requests.append(request)
+        queue = self.outputs[request.stage.split(".")[0]]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+def run(store: SQLiteStore, script: Script | None, mode: Any, **kw: Any) -> Any:
+    llm = LLMClient(FakeLLM(script)) if script is not None else None
+    return ask(store, SCOPE, EMBEDDER, llm, QUESTION, mode=mode, **kw)
+
+
+def test_retrieval_mode_makes_no_call(store: SQLiteStore) -> None:
+    fake = FakeLLM()
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION, mode="retrieval")
+    assert fake.calls == []
+    assert answer.text == "" and answer.cards == [] and answer.trace.calls == []
+    assert answer.trace.termination == "no_llm"
+    assert answer.trace.plan.source == "rules"
+    assert "D1:3" in answer.trace.visible_turn_ids
+    assert set(answer.trace.rounds[0].pool_ids) == answer.pool.ids()
+    assert [t.phrase for t in answer.pool_times["D1:3"]] == ["the Saturday before 14 March 2024"]
+    json.dumps(answer.to_dict())
+
+
+def test_retrieval_mode_without_llm(store: SQLiteStore) -> None:
+    answer = run(store, None, "retrieval")
+    assert answer.text == "" and not answer.pool.is_empty()
+
+
+@pytest.mark.parametrize("mode", ["direct", "no-refine", "full"])
+def test_modes_needing_an_llm_refuse_without_one(store: SQLiteStore, mode: str) -> None:
+    with pytest.raises(LLMError, match="QEMEM_LLM"):
+        run(store, None, mode)
+
+
+def test_bad_input(store: SQLiteStore) -> None:
+    with pytest.raises(InputError, match="unknown mode"):
+        run(store, None, "fast")
+    with pytest.raises(InputError, match="empty"):
+        ask(store, SCOPE, EMBEDDER, None, "  ", mode="retrieval")
+
+
+def test_direct_mode(store: SQLiteStore) -> None:
+    script = Script(answer=["On the Saturday before 14 March.\nFINAL ANSWER: 9 March 2024."])
+    answer = run(store, script, "direct")
+    assert script.stages == ["plan", "answer"]
+    assert answer.text == "9 March 2024" and answer.cards == []
+    assert answer.trace.plan.source == "llm" and answer.trace.termination is None
+    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
+    assert "[D1:3] Priya:" in script.requests[1].messages[0].content
+
+
+def test_no_refine_mode(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[{"cards": [POTTERY], "sufficient": False, "follow_up_queries": ["studio"]}],
+        answer=["FINAL ANSWER: the Saturday before 14 March 2024"],
+    )
+    answer = run(store, script, "no-refine")
+    assert script.stages == ["plan", "construct", "answer"]
+    assert answer.trace.termination == "round_budget"
+    assert answer.text == "the Saturday before 14 March 2024"
+    [card] = answer.cards
+    assert card.verified and card.resolved_time is not None
+    assert card.resolved_time.phrase == "the Saturday before 14 March 2024"
+    assert card.time_agrees is True
+    assert answer.citations == ["D1:3"]
+    assert {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"} <= set(answer.trace.visible_turn_ids)
+    assert "Evidence cards built for this question" in script.requests[2].messages[0].content
+
+
+def test_full_mode_refines_until_sufficient(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[
+            {"cards": [POTTERY], "sufficient": False, "follow_up_queries": ["Miso kitten"]},
+            {
+                "cards": [{"claim": "Priya adopted Miso.", "sources": ["D4:4"], "quote": "x"}],
+                "sufficient": True,
+            },
+        ],
+        answer=["FINAL ANSWER: 9 March 2024"],
+    )
+    answer = run(store, script, "full", config=SMALL)
+    assert script.stages == ["plan", "construct", "construct", "answer"]
+    assert answer.trace.termination == "sufficient"
+    first, second = answer.trace.rounds
+    assert first.queries is None and second.queries == ["Miso kitten"]
+    assert not set(first.pool_ids) & set(second.pool_ids)
+    assert set(answer.pool.ids()) == set(first.pool_ids) | set(second.pool_ids)
+    assert [(c.round, c.verified) for c in answer.cards] == [(0, True), (1, False)]
+    assert answer.citations == ["D1:3", "D4:4"]
+    data = answer.to_dict()
+    json.dumps(data)
+    assert [r["feedback"]["sufficient"] for r in data["trace"]["rounds"]] == [False, True]
+    assert data["trace"]["totals"]["by_group"]["construct"]["calls"] == 2
+    assert [c["stage"] for c in data["trace"]["calls"]] == script.stages
+
+
+def test_full_mode_round_budget(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[{"cards": [], "sufficient": False, "follow_up_queries": ["pottery"]}],
+        answer=["FINAL ANSWER: 9 March 2024"],
+    )
+    answer = run(store, script, "full", config=SMALL)
+    assert answer.trace.termination == "round_budget"
+    assert script.stages.count("construct") == 3  # the first round and two refinements
+
+
+def test_full_mode_no_new_candidates(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[{"cards": [], "sufficient": False, "follow_up_queries": ["pottery"]}],
+        answer=["FINAL ANSWER: 9 March 2024"],
+    )
+    # every turn is in the initial pool, so retrieving again finds nothing new
+    everything = AskConfig(retrieval=RetrievalConfig(budget_turns=100, depth=None))
+    answer = run(store, script, "full", config=everything)
+    assert answer.trace.termination == "no_new_candidates"
+    assert script.stages == ["plan", "construct", "answer"]
+
+
+def test_malformed_constructor_output_degrades(store: SQLiteStore) -> None:
+    script = Script(construct=["not json at all"], answer=["FINAL ANSWER: 9 March 2024"])
+    answer = run(store, script, "full")
+    assert script.stages == ["plan", "construct", "construct.repair", "answer"]
+    assert answer.trace.termination == "degraded: construct output invalid"
+    assert answer.trace.degradations == ["construct output invalid"]
+    assert answer.cards == [] and answer.text == "9 March 2024"
+    # answered from the pool
+    assert script.requests[-1].messages[0].content.startswith("Retrieved memories:")
+    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
+
+
+def test_abstention_retry_through_ask(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[{"cards": [POTTERY], "sufficient": True}],
+        answer=["FINAL ANSWER: Not mentioned.", "FINAL ANSWER: 9 March 2024"],
+    )
+    answer = run(store, script, "full")
+    assert script.stages == ["plan", "construct", "answer", "answer.retry"]
+    assert answer.text == "9 March 2024" and answer.trace.abstention_retry is True
+
+
+def test_planner_failure_is_flagged(store: SQLiteStore) -> None:
+    script = Script(
+        plan=["no plan"], construct=[{"cards": [], "sufficient": True}], answer=["FINAL ANSWER: x"]
+    )
+    answer = run(store, script, "no-refine")
+    assert answer.trace.plan.source == "rules"
+    assert answer.trace.degradations[0].startswith("plan fell back to rules")
+
+
+def test_offline_fake_llm_answers_meaningfully(store: SQLiteStore) -> None:
+    # no handler: the construct and answer stages use the responders qemem.answer registers
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(FakeLLM()), QUESTION)
+    assert answer.trace.termination == "sufficient"
+    pottery = [c for c in answer.cards if c.matched_source == "D1:3"]
+    assert pottery and pottery[0].verified
+    assert pottery[0].resolved_time is not None
+    assert pottery[0].resolved_time.phrase == "the Saturday before 14 March 2024"
+    assert "my first pottery class last Saturday" in answer.text

@@ -1,0 +1,274 @@
+"""Evidence constructor and deterministic card verification (quotes, ids, times, agreement)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from qemem.embed import HashEmbedder
+from qemem.evidence import (
+    CardOut,
+    SourceIndex,
+    ViewCard,
+    construct,
+    merge_cards,
+    time_agrees,
+    verify_card,
+)
+from qemem.evidence.times import TimeResolution
+from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.memory import Memory
+from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, document
+from qemem.store import Scope, SQLiteStore
+
+SCOPE = Scope("demo-1")
+PLAN = Plan(
+    question="When did Priya go to her first pottery class?",
+    need="The date of Priya's first pottery class.",
+    answer_type="date",
+    aggregate=False,
+    temporal=True,
+)
+EPISODE = Episode(
+    "E1",
+    "demo-1",
+    2,
+    "Priya changes jobs",
+    "Priya told Tomas she handed in her notice at Northgate to join Brightfield Solar.",
+    datetime(2024, 5, 2, 12, 40),
+    ("D2:1", "D2:2", "D2:3", "D2:4"),
+)
+FACT = SemanticFact(
+    "S1", "demo-1", "Priya works as a data analyst at Brightfield Solar.", 2, ("E1",)
+)
+
+
+@pytest.fixture(scope="module")
+def index() -> SourceIndex:
+    store = SQLiteStore(":memory:")
+    embedder = HashEmbedder()
+    sample = resources.files("qemem.data").joinpath("sample.json")
+    with resources.as_file(sample) as path:
+        Memory(store, embedder).ingest(path)
+    store.add_episodes(SCOPE, [EPISODE], embedder.embed([document(EPISODE)]), embedder.id)
+    store.put_facts(SCOPE, [FACT], embedder.embed([document(FACT)]), embedder.id)
+    return SourceIndex(store, SCOPE)
+
+
+def small_pool(index: SourceIndex, turn_ids: list[str]) -> Pool:
+    turns = [index.get(t) for t in turn_ids]
+    return Pool(
+        "demo-1",
+        [PLAN.question],
+        episodes=[PoolItem("episode", EPISODE)],
+        facts=[PoolItem("fact", FACT)],
+        turns=[PoolItem("turn", loc.record) for loc in turns if loc is not None],
+    )
+
+
+def card(quote: str, sources: list[str], claim: str = "a claim", time: str = "") -> CardOut:
+    return CardOut(claim=claim, sources=sources, quote=quote, time=time, relation="answer")
+
+
+# ------------------------------------------------------------------ constructor
+
+
+def test_constructor_prompt_and_output(index: SourceIndex) -> None:
+    seen: list[LLMRequest] = []
+
+    def handler(request: LLMRequest) -> dict[str, Any]:
+        seen.append(request)
+        return {
+            "cards": [
+                {
+                    "claim": "Priya went to her first pottery class.",
+                    "sources": ["D1:3"],
+                    "quote": "I went to my first pottery class last Saturday",
+                    "time": "the Saturday before 14 March 2024",
+                    "relation": "answer candidate",
+                }
+            ],
+            "sufficient": False,
+            "missing": "  the studio's name ",
+            "follow_up_queries": ["studio near the canal", "pottery studio", "clay", "fourth"],
+        }
+
+    made = construct(LLMClient(FakeLLM(handler)), index, small_pool(index, ["D2:2", "D1:3"]), PLAN)
+    assert made.degraded is None
+    assert [c.sources for c in made.cards] == [["D1:3"]]
+    assert made.feedback.sufficient is False
+    assert made.feedback.missing == "the studio's name"
+    assert made.feedback.follow_up_queries == ["studio near the canal", "pottery studio", "clay"]
+    request = seen[0]
+    assert request.stage == "construct"
+    assert (
+        request.schema is not None
+        and request.schema["properties"]["follow_up_queries"]["maxItems"] == 3
+    )
+    prompt = request.messages[0].content
+    assert "Information needed: The date of Priya's first pottery class." in prompt
+    # episodes, then facts, then turns grouped by session in time order, with ids and dates
+    order = [
+        prompt.index("[E1] (session 2, Thursday, 2 May 2024, 12:40) Priya changes jobs"),
+        prompt.index("[S1] (learned in session 2, Thursday, 2 May 2024, 12:40)"),
+        prompt.index("--- Session 1 (Thursday, 14 March 2024, 19:15)"),
+        prompt.index("[D1:3] Priya: That's amazing!"),
+        prompt.index("--- Session 2 (Thursday, 2 May 2024, 12:40)"),
+        prompt.index("[D2:2] Priya: Ha, a few!"),
+    ]
+    assert order == sorted(order)
+    assert "follow-up round" not in prompt
+
+
+def test_refinement_prompt_summarises_existing_cards(index: SourceIndex) -> None:
+    seen: list[LLMRequest] = []
+
+    def handler(request: LLMRequest) -> dict[str, Any]:
+        seen.append(request)
+        return {"cards": [], "sufficient": True}
+
+    existing = [ViewCard("Priya adopted Miso.", ["D4:4"], "I adopted a kitten", "", "x")]
+    llm = LLMClient(FakeLLM(handler))
+    construct(llm, index, small_pool(index, ["D1:3"]), PLAN, existing=existing, refining=True)
+    prompt = seen[0].messages[0].content
+    assert "1. Priya adopted Miso. (sources: D4:4)" in prompt
+    assert "numbered from 2 on" in prompt
+
+
+def test_malformed_constructor_output_degrades(index: SourceIndex) -> None:
+    calls: list[str] = []
+
+    def handler(request: LLMRequest) -> str:
+        calls.append(request.stage)
+        return '{"cards": "not a list"}'
+
+    made = construct(LLMClient(FakeLLM(handler)), index, small_pool(index, ["D1:3"]), PLAN)
+    assert calls == ["construct", "construct.repair"]
+    assert made.degraded == "construct output invalid"
+    assert made.cards == [] and made.feedback.sufficient is False
+    assert len(made.responses) == 2
+
+
+# ------------------------------------------------------------------ verification
+
+
+def test_verified_card_with_resolved_time(index: SourceIndex) -> None:
+    out = verify_card(
+        card("I went to my first pottery class last Saturday", ["[D1:3]"], time="9 March 2024"),
+        index,
+    )
+    assert out.verified and out.score >= 0.85
+    assert out.sources == ["D1:3"] and out.matched_source == "D1:3"
+    assert out.unresolved_sources == []
+    assert out.resolved_time is not None
+    assert out.resolved_time.phrase == "the Saturday before 14 March 2024"
+    assert out.resolved_time.start == date(2024, 3, 9)
+    assert out.time_agrees is True
+
+
+def test_unverified_card_is_kept_and_unknown_ids_recorded(index: SourceIndex) -> None:
+    # the number changed: the quote is not in the source
+    out = verify_card(card("I went to my second pottery class", ["D1:3", "D9:99"]), index)
+    assert out.verified is False
+    assert out.matched_source == "D1:3"
+    assert out.unresolved_sources == ["D9:99"]
+    assert out.sources == ["D1:3", "D9:99"]
+
+
+def test_quote_from_another_turn_is_unverified(index: SourceIndex) -> None:
+    out = verify_card(card("I adopted a kitten last Friday", ["D1:3"]), index)
+    assert out.verified is False and out.score < 0.85
+
+
+def test_card_with_no_known_source(index: SourceIndex) -> None:
+    out = verify_card(card("anything at all", ["X7", "turn:D0:1"]), index)
+    assert out.verified is False and out.score == 0.0
+    assert out.matched_source is None and out.resolved_time is None
+    assert out.unresolved_sources == ["X7", "D0:1"]
+
+
+def test_episode_and_fact_sources(index: SourceIndex) -> None:
+    ep = verify_card(card("handed in her notice at Northgate", ["E1", "D1:3"]), index)
+    assert ep.verified and ep.matched_source == "E1"
+    fact = verify_card(card("a data analyst at Brightfield Solar", ["S1"]), index)
+    assert fact.verified and fact.matched_source == "S1"
+    # no relative expression: the session date of the fact's session
+    assert fact.resolved_time is not None and fact.resolved_time.phrase == "2 May 2024"
+    assert fact.resolved_time.expression == ""
+
+
+def test_time_falls_back_to_the_claim(index: SourceIndex) -> None:
+    out = verify_card(
+        card(
+            "I signed up for the Riverside Half Marathon",
+            ["D1:2"],
+            claim="Tomas signed up for the Riverside Half Marathon yesterday.",
+            time="13 March 2024",
+        ),
+        index,
+    )
+    assert out.verified
+    assert out.resolved_time is not None and out.resolved_time.phrase == "13 March 2024"
+    assert out.time_agrees is True
+
+
+def test_time_of_a_later_session(index: SourceIndex) -> None:
+    out = verify_card(card("I adopted a kitten last Friday!", ["D4:4"], time="July 2024"), index)
+    assert out.resolved_time is not None
+    assert out.resolved_time.phrase == "the Friday before 22 July 2024"
+    assert out.resolved_time.start == date(2024, 7, 19)
+    assert out.time_agrees is True
+
+
+SATURDAY = TimeResolution(
+    "last Saturday",
+    date(2024, 3, 9),
+    date(2024, 3, 9),
+    "day",
+    "the Saturday before 14 March 2024",
+)
+LAST_WEEK = TimeResolution(
+    "last week", date(2024, 3, 4), date(2024, 3, 10), "week", "the week before 14 March 2024"
+)
+
+
+@pytest.mark.parametrize(
+    ("llm_time", "resolved", "expected"),
+    [
+        ("the Saturday before 14 March 2024", SATURDAY, True),  # same phrase
+        ("The Saturday before 14 March, 2024.", SATURDAY, True),  # punctuation ignored
+        ("9 March 2024", SATURDAY, True),  # the same day
+        ("Saturday, March 9th, 2024", SATURDAY, True),
+        ("2024-03-09", SATURDAY, True),
+        ("March 2024", SATURDAY, True),  # coarser but consistent
+        ("early March 2024", SATURDAY, True),
+        ("10 March 2024", SATURDAY, False),  # another day
+        ("the Saturday after 14 March 2024", SATURDAY, False),  # 16 March
+        ("the Friday before 14 March 2024", SATURDAY, False),  # 8 March
+        ("2023", SATURDAY, False),
+        ("April 2024", SATURDAY, False),
+        ("last Saturday", SATURDAY, False),  # names no date
+        ("", SATURDAY, None),
+        ("n/a", SATURDAY, None),
+        ("Unknown", SATURDAY, None),
+        ("8 March 2024", LAST_WEEK, True),  # a day inside the week
+        ("the week before 14 March 2024", LAST_WEEK, True),
+        ("the weekend of 9 March 2024", LAST_WEEK, True),
+        ("12 March 2024", LAST_WEEK, False),
+        ("winter 2023", LAST_WEEK, False),  # Dec 2023 - Feb 2024
+        ("spring 2024", LAST_WEEK, True),
+    ],
+)
+def test_time_agreement(llm_time: str, resolved: TimeResolution, expected: bool | None) -> None:
+    assert time_agrees(llm_time, resolved) is expected
+
+
+def test_merge_cards_keeps_existing_and_drops_repeats() -> None:
+    first = ViewCard("Priya has a cat.", ["D1:11"], "My cat Biscuit", "", "")
+    repeat = ViewCard("priya  has a CAT.", ["D1:11"], "My cat Biscuit would never", "", "")
+    other_source = ViewCard("Priya has a cat.", ["D4:5"], "Biscuit", "", "")
+    merged = merge_cards([first], [repeat, other_source])
+    assert merged == [first, other_source]
