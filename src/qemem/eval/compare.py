@@ -1,0 +1,149 @@
+"""Compare two LoCoMo runs question by question: paired and conversation-cluster bootstraps of
+the difference (run A minus run B) and leave-one-conversation-out differences."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qemem.errors import InputError
+from qemem.eval.report import load_records
+from qemem.eval.stats import (
+    BootstrapResult,
+    cluster_bootstrap,
+    leave_one_cluster_out,
+    paired_bootstrap,
+)
+
+Record = Mapping[str, Any]
+
+
+def _visible(record: Record) -> float | None:
+    flag = record["visibility"]["final"]
+    return None if flag is None else float(flag)
+
+
+#: per-question value of each comparable metric (None: the question does not count)
+METRICS: dict[str, Callable[[Record], float | None]] = {
+    "judge": lambda r: None if r["score"] is None else float(r["score"]),
+    "f1": lambda r: None if r["f1"] is None else float(r["f1"]),
+    "f1_locomo": lambda r: None if r["f1_locomo"] is None else float(r["f1_locomo"]),
+    "visible": _visible,
+}
+
+
+@dataclass
+class Comparison:
+    """Run A against run B over the questions both answered (and both can score).
+
+    ``cluster`` and ``leave_one_out`` are None (with ``note`` saying why) when the shared
+    questions come from fewer than two conversations.
+    """
+
+    run_a: str
+    run_b: str
+    metric: str
+    questions: int
+    only_a: int
+    only_b: int
+    mean_a: float
+    mean_b: float
+    paired: BootstrapResult
+    cluster: BootstrapResult | None
+    leave_one_out: dict[str, float] | None
+    conversations: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (floats rounded to 6 digits)."""
+
+        def rounded(value: Any) -> Any:
+            if isinstance(value, float):
+                return round(value, 6)
+            if isinstance(value, dict):
+                return {k: rounded(v) for k, v in value.items()}
+            return value
+
+        data = asdict(self)
+        return {k: rounded(v) for k, v in data.items()}
+
+
+def load_run(path: Path) -> tuple[str, list[dict[str, Any]]]:
+    """A run folder's mode (from manifest.json, else its only mode) and records of that mode."""
+    records = load_records(path / "results.jsonl")
+    if not records:
+        raise InputError(
+            f"{path} has no results.jsonl records: give a qemem eval locomo --out folder"
+        )
+    manifest = path / "manifest.json"
+    modes = sorted({str(r["mode"]) for r in records})
+    mode = json.loads(manifest.read_text("utf-8")).get("mode") if manifest.exists() else None
+    if mode is None:
+        if len(modes) > 1:
+            raise InputError(f"{path} mixes modes {modes} and has no manifest.json")
+        mode = modes[0]
+    return str(mode), [r for r in records if r["mode"] == mode]
+
+
+def compare_runs(
+    run_a: Path,
+    run_b: Path,
+    *,
+    metric: str = "judge",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Bootstrap the difference ``metric(A) - metric(B)`` over the shared questions."""
+    if metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
+    value = METRICS[metric]
+    scored = []
+    for path in (run_a, run_b):
+        _, records = load_run(path)
+        scored.append(
+            {
+                (str(r["conversation"]), int(r["index"])): v
+                for r in records
+                if (v := value(r)) is not None
+            }
+        )
+    a, b = scored
+    shared = sorted(set(a) & set(b))
+    if not shared:
+        raise InputError(
+            f"runs {run_a} and {run_b} share no question scored by {metric!r} (retrieval-mode "
+            "runs have no judge labels: compare them with --metric visible)"
+        )
+    left, right = [a[k] for k in shared], [b[k] for k in shared]
+    clusters = [k[0] for k in shared]
+    conversations = sorted(set(clusters))
+    paired = paired_bootstrap(
+        left, right, n_resamples=n_resamples, seed=seed, confidence=confidence
+    )
+    cluster, loo, note = None, None, ""
+    if len(conversations) >= 2:
+        cluster = cluster_bootstrap(
+            left, right, clusters, n_resamples=n_resamples, seed=seed, confidence=confidence
+        )
+        loo = leave_one_cluster_out(left, right, clusters)
+    else:
+        note = "one conversation only: cluster bootstrap and leave-one-out are n/a"
+    return Comparison(
+        str(run_a),
+        str(run_b),
+        metric,
+        len(shared),
+        len(set(a) - set(b)),
+        len(set(b) - set(a)),
+        sum(left) / len(left),
+        sum(right) / len(right),
+        paired,
+        cluster,
+        loo,
+        conversations,
+        note,
+    )

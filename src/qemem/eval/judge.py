@@ -1,0 +1,116 @@
+"""The LLM judge of the LoCoMo evaluation: CORRECT or WRONG against the gold answer.
+
+The judge reads the question, the gold answer and the generated answer (prompts ``judge`` and
+``judge_input``, in our own words after the protocol of this literature: generous on topic, and
+on dates in other formats or relative forms that refer to the same period) and returns JSON
+``{"label": "CORRECT" | "WRONG"}`` through structured output at temperature 0.
+
+With ``runs > 1`` the judge is asked that many times. Each request carries its pass number
+("Grading pass 2"), so the record/replay cache keeps the runs apart (identical requests would
+collapse into one cached exchange) and a real provider sees distinct requests. An output that
+does not validate even after the repair call counts as WRONG and is counted as a parse failure.
+
+Importing this module registers a fake responder for stage ``judge``: the fake LLM labels an
+answer CORRECT when ``f1_common(prediction, gold) >= 0.5`` or the gold occurs in the prediction
+(case-insensitive), else WRONG.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pydantic
+
+from qemem.errors import StructuredOutputError
+from qemem.eval.metrics import f1_common
+from qemem.llm import Ledger, LLMClient, LLMRequest, Message, register_fake_responder
+from qemem.llm.fake import fake_instance
+from qemem.prompts import render
+
+Label = Literal["CORRECT", "WRONG"]
+JUDGE_MAX_TOKENS = 64
+
+
+class Verdict(pydantic.BaseModel):
+    """The judge's output."""
+
+    label: Label
+
+    @pydantic.field_validator("label", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+
+@dataclass
+class Judgement:
+    """Labels of every judge run (a failed parse is WRONG) and how many runs failed to parse."""
+
+    labels: list[Label] = field(default_factory=list)
+    parse_failures: int = 0
+
+    @property
+    def score(self) -> float:
+        """Share of runs that said CORRECT."""
+        return sum(label == "CORRECT" for label in self.labels) / len(self.labels)
+
+
+def judge_request(question: str, gold: str, prediction: str, run: int) -> LLMRequest:
+    """The judge request of pass ``run`` (1-based)."""
+    user = render(
+        "judge_input", question=question, gold=gold, prediction=prediction or "(no answer)", run=run
+    )
+    return LLMRequest(
+        system=render("judge"),
+        messages=[Message("user", user)],
+        stage="judge",
+        temperature=0.0,
+        max_tokens=JUDGE_MAX_TOKENS,
+    )
+
+
+def judge_answer(
+    llm: LLMClient,
+    question: str,
+    gold: str,
+    prediction: str,
+    *,
+    runs: int = 1,
+    ledger: Ledger | None = None,
+) -> Judgement:
+    """Judge ``prediction`` against ``gold`` ``runs`` times."""
+    result = Judgement()
+    for run in range(1, runs + 1):
+        request = judge_request(question, gold, prediction, run)
+        try:
+            verdict = llm.structured(request, Verdict, ledger=ledger).value
+        except StructuredOutputError:
+            result.labels.append("WRONG")
+            result.parse_failures += 1
+            continue
+        result.labels.append(verdict.label)
+    return result
+
+
+_FIELD = {
+    name: re.compile(rf"<{name}>\n(.*?)\n</{name}>", re.DOTALL)
+    for name in ("question", "reference_answer", "generated_answer")
+}
+
+
+def fake_judge(request: LLMRequest) -> Any:
+    """Deterministic judge for the fake LLM (see the module docstring)."""
+    prompt = request.messages[-1].content if request.messages else ""
+    found = {name: pattern.search(prompt) for name, pattern in _FIELD.items()}
+    gold, pred = found["reference_answer"], found["generated_answer"]
+    if request.system != render("judge") or gold is None or pred is None:
+        return fake_instance(request.schema or {"type": "object"}, request.prompt_text)
+    gold_text, pred_text = gold.group(1).strip(), pred.group(1).strip()
+    contained = bool(gold_text) and gold_text.lower() in pred_text.lower()
+    correct = contained or f1_common(pred_text, gold_text) >= 0.5
+    return {"label": "CORRECT" if correct else "WRONG"}
+
+
+register_fake_responder("judge", fake_judge)

@@ -1,0 +1,450 @@
+"""The analyses of a LoCoMo run: ``summary.json``, ``report.md`` and PNG plots from its records.
+
+``summary.json`` is a pure function of the records and the run's models: keys sorted, floats
+rounded, no timestamps or durations (those go to ``timings.json``), so a rerun from a warm LLM
+cache reproduces it byte for byte. Evidence analyses count only questions with annotated
+evidence; accuracy counts only judged questions (none in retrieval mode).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from qemem.errors import InputError
+from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
+from qemem.eval.stats import mean_std, wilson_interval
+from qemem.ingest.locomo import CATEGORY_NAMES
+
+Record = Mapping[str, Any]
+METHOD_STAGES = ("plan", "construct", "answer")
+EVIDENCE_TURN_BUCKETS = ("1", "2", ">=3")
+SPAN_BUCKETS = ("same session", "<=30 days", "31-180 days", ">180 days")
+VISIBILITY = ("initial", "refined", "final", "cited")
+
+
+def record_key(record: Record) -> tuple[str, int, str]:
+    """What identifies a record: conversation, question index and mode."""
+    return (str(record["conversation"]), int(record["index"]), str(record["mode"]))
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a results.jsonl (first record of each key; a cut-off last line, left by
+    an interrupted run, is ignored); [] when the file does not exist."""
+    if not path.exists():
+        return []
+    lines = path.read_text("utf-8").splitlines()
+    records: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if n == len(lines) - 1:
+                continue
+            raise InputError(f"line {n + 1} of {path} is not JSON; delete it and rerun") from None
+        records.setdefault(record_key(record), record)
+    return list(records.values())
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+# ---------------------------------------------------------------------------- analyses
+
+
+def accuracy(records: Sequence[Record]) -> dict[str, Any]:
+    """Judge accuracy of the judged records: mean over questions (of the per-question share of
+    CORRECT runs), Wilson 95% interval (successes = accuracy x n, rounded), per-run accuracies
+    with their mean and sample std, and parse failures."""
+    judged = [r for r in records if r["judge_labels"]]
+    n = len(judged)
+    if not n:
+        return {"n": 0, "accuracy": None}
+    mean = sum(float(r["score"]) for r in judged) / n
+    runs = min(len(r["judge_labels"]) for r in judged)
+    per_run = [sum(r["judge_labels"][j] == "CORRECT" for r in judged) / n for j in range(runs)]
+    low, high = wilson_interval(round(mean * n), n)
+    run_mean, run_std = mean_std(per_run)
+    return {
+        "n": n,
+        "accuracy": _r(mean),
+        "ci95": [_r(low), _r(high)],
+        "runs": [_r(a) for a in per_run],
+        "mean_over_runs": _r(run_mean),
+        "std_over_runs": _r(run_std),
+        "parse_failures": sum(int(r["judge_parse_failures"]) for r in judged),
+    }
+
+
+def scores(records: Sequence[Record]) -> dict[str, float | None]:
+    """Mean token F1 (both conventions) and BLEU-1 of the records that have them."""
+    keys = ("f1", "f1_locomo", "bleu1")
+    return {k: _r(_mean([float(r[k]) for r in records if r[k] is not None])) for k in keys}
+
+
+def _block(records: Sequence[Record]) -> dict[str, Any]:
+    return {**accuracy(records), "scores": scores(records)}
+
+
+def by_category(records: Sequence[Record]) -> dict[str, Any]:
+    """Accuracy and scores per raw category number, with its name."""
+    out = {}
+    for category in sorted({int(r["category"]) for r in records}):
+        chosen = [r for r in records if int(r["category"]) == category]
+        out[str(category)] = {"name": CATEGORY_NAMES.get(category, str(category)), **_block(chosen)}
+    return out
+
+
+def evidence(records: Sequence[Record]) -> dict[str, Any]:
+    """Complete-evidence visibility of the initial pool, the pool after refinement, the final
+    answer context and the card citations; mean share of evidence turns the cards cite (None
+    where the mode has no cards)."""
+    with_evidence = [r for r in records if r["evidence"]]
+    out: dict[str, Any] = {
+        "questions": len(with_evidence),
+        "unknown_evidence_questions": sum(1 for r in with_evidence if r["evidence_unknown"]),
+    }
+    for key in (*VISIBILITY, "cited_share"):
+        values = [r["visibility"][key] for r in with_evidence]
+        known = [float(v) for v in values if v is not None]
+        out[key if key == "cited_share" else f"visible_{key}"] = _r(_mean(known))
+    return out
+
+
+def refinement(records: Sequence[Record]) -> dict[str, Any]:
+    """Trigger rate, accuracy with and without refinement, rounds, extra calls and cost."""
+    n = len(records)
+    triggered = [r for r in records if r["refinement"]["triggered"]]
+    rest = [r for r in records if not r["refinement"]["triggered"]]
+    extra_calls = sum(int(r["refinement"]["extra_calls"]) for r in records)
+    costs = [r["refinement"]["extra_cost_usd"] for r in records]
+    extra_cost = None if any(c is None for c in costs) else sum(float(c) for c in costs)
+    return {
+        "questions": n,
+        "triggered": len(triggered),
+        "trigger_rate": _r(len(triggered) / n) if n else None,
+        "accuracy_triggered": accuracy(triggered)["accuracy"],
+        "accuracy_not_triggered": accuracy(rest)["accuracy"],
+        "mean_rounds_triggered": _r(_mean([float(r["refinement"]["rounds"]) for r in triggered])),
+        "extra_calls_per_question": _r(extra_calls / n) if n else None,
+        "extra_calls_per_triggered": _r(extra_calls / len(triggered)) if triggered else None,
+        "extra_cost_usd_per_question": _r(extra_cost / n, 6)
+        if n and extra_cost is not None
+        else None,
+        "terminations": dict(Counter(str(r["refinement"]["termination"]) for r in records)),
+    }
+
+
+def cost(records: Sequence[Record]) -> dict[str, Any]:
+    """Per question: calls, tokens and nominal USD by stage group; method totals (plan,
+    construct, answer and anything else but the judge) and each stage's share of them."""
+    n = len(records)
+    stages = sorted({s for r in records for s in r["llm"]})
+    per_stage: dict[str, Any] = {}
+    for stage in stages:
+        tallies = [r["llm"][stage] for r in records if stage in r["llm"]]
+        costs = [t["cost_usd"] for t in tallies]
+        total_cost = None if any(c is None for c in costs) else sum(float(c) for c in costs)
+        per_stage[stage] = {
+            "calls": sum(int(t["calls"]) for t in tallies),
+            "input_tokens": sum(int(t["input_tokens"]) for t in tallies),
+            "output_tokens": sum(int(t["output_tokens"]) for t in tallies),
+            "cost_usd": total_cost,
+        }
+    method = {k: v for k, v in per_stage.items() if k != "judge"}
+
+    def total(tallies: Iterable[Mapping[str, Any]], key: str) -> float | None:
+        values = [t[key] for t in tallies]
+        return None if any(v is None for v in values) else float(sum(values))
+
+    tokens = (
+        total([{"t": t["input_tokens"] + t["output_tokens"]} for t in method.values()], "t") or 0.0
+    )
+    method_cost = total(method.values(), "cost_usd")
+    out: dict[str, Any] = {"questions": n, "by_stage": {}}
+    for stage, t in per_stage.items():
+        stage_tokens = t["input_tokens"] + t["output_tokens"]
+        out["by_stage"][stage] = {
+            "calls_per_question": _r(t["calls"] / n) if n else None,
+            "input_tokens_per_question": _r(t["input_tokens"] / n, 1) if n else None,
+            "output_tokens_per_question": _r(t["output_tokens"] / n, 1) if n else None,
+            "cost_usd_per_question": _r(t["cost_usd"] / n, 6)
+            if n and t["cost_usd"] is not None
+            else None,
+            "cost_share": _r(t["cost_usd"] / method_cost)
+            if stage != "judge" and method_cost and t["cost_usd"] is not None
+            else None,
+            "token_share": _r(stage_tokens / tokens) if stage != "judge" and tokens else None,
+        }
+    for key, label in (
+        ("calls", "calls"),
+        ("input_tokens", "input_tokens"),
+        ("output_tokens", "output_tokens"),
+        ("cost_usd", "cost_usd"),
+    ):
+        value = total(method.values(), key)
+        digits = {"calls": 4, "cost_usd": 6}.get(key, 1)
+        out[f"method_{label}_per_question"] = (
+            _r(value / n, digits) if n and value is not None else None
+        )
+    return out
+
+
+def span_bucket(record: Record) -> str | None:
+    """Time between the earliest and latest evidence session: same session, <=30 days,
+    31-180 days, >180 days (calendar days between session dates); None without known evidence."""
+    sessions, days = record["evidence_sessions"], record["evidence_span_days"]
+    if not sessions or days is None:
+        return None
+    if len(sessions) == 1:
+        return SPAN_BUCKETS[0]
+    return SPAN_BUCKETS[1] if days <= 30 else SPAN_BUCKETS[2] if days <= 180 else SPAN_BUCKETS[3]
+
+
+def turns_bucket(record: Record) -> str | None:
+    """Number of annotated evidence turns: 1, 2 or >=3 (None for none)."""
+    count = len(record["evidence"])
+    return None if count == 0 else EVIDENCE_TURN_BUCKETS[min(count, 3) - 1]
+
+
+def sessions_bucket(record: Record) -> str | None:
+    """single-session or cross-session evidence (None without known evidence)."""
+    sessions = record["evidence_sessions"]
+    return None if not sessions else "single-session" if len(sessions) == 1 else "cross-session"
+
+
+def complexity(records: Sequence[Record]) -> dict[str, Any]:
+    """Accuracy (and final-context visibility) by evidence turns, sessions and time span."""
+    groups: dict[str, tuple[Callable[[Record], str | None], Sequence[str]]] = {
+        "evidence_turns": (turns_bucket, EVIDENCE_TURN_BUCKETS),
+        "sessions": (sessions_bucket, ("single-session", "cross-session")),
+        "span": (span_bucket, SPAN_BUCKETS),
+    }
+    out: dict[str, Any] = {}
+    for name, (bucket, labels) in groups.items():
+        out[name] = {}
+        for label in labels:
+            chosen = [r for r in records if bucket(r) == label]
+            visible = [float(bool(r["visibility"]["final"])) for r in chosen]
+            out[name][label] = {**accuracy(chosen), "visible_final": _r(_mean(visible))}
+    return out
+
+
+def coverage(records: Sequence[Record]) -> dict[str, Any]:
+    """Coverage curve of the initial pool over turn budgets 10-120, with its AUC."""
+    ranks = [r["visibility"]["initial_pool_rank"] for r in records if r["evidence"]]
+    curve = coverage_curve(ranks, TURN_BUDGETS)
+    sizes = [float(len(r["initial_pool_turn_ids"])) for r in records]
+    return {
+        "questions": len(ranks),
+        "coverage": {str(b): _r(v) for b, v in curve.items()},
+        "auc": _r(auc(curve)) if ranks else None,
+        "mean_initial_pool_turns": _r(_mean(sizes), 1),
+    }
+
+
+def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Every analysis of the records, as summary.json holds it."""
+    records = sorted(records, key=record_key)
+    return {
+        "mode": str(manifest.get("mode", "")),
+        "answerer": manifest.get("answerer"),
+        "judge": manifest.get("judge"),
+        "judge_runs": manifest.get("judge_runs"),
+        "embedder": manifest.get("embedder"),
+        "questions": len(records),
+        "conversations": sorted({str(r["conversation"]) for r in records}),
+        "accuracy": accuracy(records),
+        "scores": scores(records),
+        "by_category": by_category(records),
+        "evidence": evidence(records),
+        "refinement": refinement(records),
+        "cost": cost(records),
+        "complexity": complexity(records),
+        "coverage": coverage(records),
+        "degraded_questions": sum(1 for r in records if r["degradations"]),
+    }
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _acc(block: Mapping[str, Any]) -> str:
+    if block.get("accuracy") is None:
+        return "n/a"
+    low, high = block["ci95"]
+    spread = f" ± {100 * block['std_over_runs']:.1f}" if len(block["runs"]) > 1 else ""
+    return f"{_pct(block['accuracy'])}{spread} [{_pct(low)}, {_pct(high)}] (n={block['n']})"
+
+
+def render_markdown(summary: Mapping[str, Any], plots: Sequence[str], note: str = "") -> str:
+    """report.md: the tables of the summary, the plots and ``note``."""
+    s = summary
+    lines = [
+        f"# LoCoMo evaluation: mode {s['mode']}",
+        "",
+        f"Answerer {s['answerer'] or 'none'}, judge {s['judge'] or 'none'} "
+        f"({s['judge_runs']} run(s)), embedder "
+        f"{s['embedder']}; {s['questions']} questions from {', '.join(s['conversations'])}.",
+        "Accuracy: mean [Wilson 95% interval] (± std over judge runs when several).",
+        "",
+        "## Accuracy",
+        "",
+        "| category | accuracy | F1 | F1 (LoCoMo) | BLEU-1 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    rows = [(f"{c} {b['name']}", b, b["scores"]) for c, b in s["by_category"].items()]
+    rows.append(("all", s["accuracy"], s["scores"]))
+    for label, block, sc in rows:
+        lines.append(
+            f"| {label} | {_acc(block)} | {sc['f1']} | {sc['f1_locomo']} | {sc['bleu1']} |"
+        )
+    ev = s["evidence"]
+    lines += ["", "## Evidence", "", f"Questions with annotated evidence: {ev['questions']}.", ""]
+    lines += ["| complete evidence visible in | share |", "| --- | --- |"]
+    for key in VISIBILITY:
+        lines.append(f"| {key} | {_pct(ev[f'visible_{key}'])} |")
+    lines.append(f"| (mean share of evidence turns cited) | {_pct(ev['cited_share'])} |")
+    rf = s["refinement"]
+    lines += [
+        "",
+        "## Refinement",
+        "",
+        f"Triggered on {rf['triggered']} of {rf['questions']} ({_pct(rf['trigger_rate'])}); "
+        f"accuracy when triggered {_pct(rf['accuracy_triggered'])}, otherwise "
+        f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
+        f"{rf['extra_calls_per_question']}, per triggered question "
+        f"{rf['extra_calls_per_triggered']}; extra USD per question "
+        f"{rf['extra_cost_usd_per_question']}; terminations {rf['terminations']}.",
+        "",
+        "## Cost per question",
+        "",
+        "| stage | calls | input tokens | output tokens | USD | cost share | token share |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for stage, t in s["cost"]["by_stage"].items():
+        lines.append(
+            f"| {stage} | {t['calls_per_question']} | {t['input_tokens_per_question']} | "
+            f"{t['output_tokens_per_question']} | {t['cost_usd_per_question']} | "
+            f"{_pct(t['cost_share'])} | {_pct(t['token_share'])} |"
+        )
+    c = s["cost"]
+    lines.append(
+        f"| method (no judge) | {c['method_calls_per_question']} | "
+        f"{c['method_input_tokens_per_question']} | {c['method_output_tokens_per_question']} | "
+        f"{c['method_cost_usd_per_question']} | | |"
+    )
+    lines += ["", "## Evidence complexity", "", "| group | bucket | accuracy | final visible |"]
+    lines.append("| --- | --- | --- | --- |")
+    for group, buckets in s["complexity"].items():
+        for label, block in buckets.items():
+            lines.append(f"| {group} | {label} | {_acc(block)} | {_pct(block['visible_final'])} |")
+    cov = s["coverage"]
+    lines += [
+        "",
+        "## Initial-pool coverage",
+        "",
+        f"AUC over turn budgets 10-120: {_pct(cov['auc'])} ({cov['questions']} questions; mean "
+        f"initial pool {cov['mean_initial_pool_turns']} turns).",
+        "",
+        "| budget | " + " | ".join(cov["coverage"]) + " |",
+        "| --- " * (len(cov["coverage"]) + 1) + "|",
+        "| coverage | " + " | ".join(_pct(v) for v in cov["coverage"].values()) + " |",
+        "",
+    ]
+    lines += [f"![{p}]({p})" for p in plots]
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
+
+
+def write_plots(out: Path, summary: Mapping[str, Any]) -> tuple[list[str], str]:
+    """accuracy_by_category.png, coverage_curve.png and cost_split.png (cost shares, else token
+    shares); ([], a note) when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return [], "Plots skipped: matplotlib is not installed (pip install matplotlib)."
+    made = []
+    cats = [(c, b) for c, b in summary["by_category"].items() if b["accuracy"] is not None]
+    if cats:
+        names = [f"{c} {b['name']}" for c, b in cats]
+        values = [b["accuracy"] for _, b in cats]
+        errors = [
+            [b["accuracy"] - b["ci95"][0] for _, b in cats],
+            [b["ci95"][1] - b["accuracy"] for _, b in cats],
+        ]
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar(names, values, yerr=errors, capsize=4, color="#4c72b0")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("judge accuracy")
+        ax.set_title("Accuracy by category (Wilson 95%)")
+        made.append(_save(fig, out / "accuracy_by_category.png"))
+    cov = summary["coverage"]
+    if cov["questions"]:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([int(b) for b in cov["coverage"]], list(cov["coverage"].values()), marker="o")
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("turn budget")
+        ax.set_ylabel("complete evidence covered")
+        ax.set_title(f"Initial-pool coverage (AUC {cov['auc']})")
+        made.append(_save(fig, out / "coverage_curve.png"))
+    stages = {k: v for k, v in summary["cost"]["by_stage"].items() if k != "judge"}
+    key = "cost_share" if any(v["cost_share"] for v in stages.values()) else "token_share"
+    if any(v[key] for v in stages.values()):
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.bar(list(stages), [v[key] or 0.0 for v in stages.values()], color="#55a868")
+        ax.set_ylabel(key.replace("_", " "))
+        ax.set_title("Split of the method's " + ("cost" if key == "cost_share" else "tokens"))
+        made.append(_save(fig, out / "cost_split.png"))
+    return made, ""
+
+
+def _save(fig: Any, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path.name
+
+
+def write_report(
+    out: Path, records: Sequence[Record], manifest: Mapping[str, Any], *, plots: bool = True
+) -> dict[str, Any]:
+    """Write summary.json, the plots (unless ``plots`` is False) and report.md into ``out``;
+    return the summary."""
+    summary = summarise(records, manifest)
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
+    )
+    made, note = write_plots(out, summary) if plots else ([], "")
+    build = out / "build.json"
+    if build.exists():
+        reports = json.loads(build.read_text("utf-8"))
+        calls = sum(t["calls"] for r in reports.values() for t in r["llm"].values())
+        costs = [t["cost_nominal_usd"] for r in reports.values() for t in r["llm"].values()]
+        usd = "n/a" if any(c is None for c in costs) else f"{sum(costs):.4f}"
+        note = (
+            f"Memory construction (one-off, not in the per-question cost): {calls} calls, "
+            f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
+        ).strip()
+    (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
+    return summary

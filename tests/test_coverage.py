@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from qemem.embed.base import HashEmbedder
+from qemem.eval.coverage import (
+    budget_positions,
+    coverage_curve,
+    evaluate_coverage,
+    evaluate_pool_coverage,
+    exposure_groups,
+    turn_tokens,
+)
+from qemem.memory import Memory
+from qemem.models import Episode, Pool, PoolItem, Reason, Turn
+from qemem.retrieve.pool import RetrievalConfig
+from qemem.store.sqlite import SQLiteStore
+
+SAMPLE = Path(__file__).parents[1] / "src" / "qemem" / "data" / "sample.json"
+WHEN = datetime(2024, 3, 14, 19, 15)
+
+
+def test_strict_and_inclusive_budget_rules() -> None:
+    groups = [["a", "b", "c"], ["d", "e", "f", "g"]]
+    aliases = {t: t for t in "abcdefg"}
+    assert budget_positions(groups, ["f"], aliases) == (7, 4)
+    assert budget_positions(groups, ["b"], aliases) == (3, 1)
+    assert budget_positions(groups, ["a", "x"], aliases) == (None, None)
+    assert budget_positions(groups, [], aliases) == (0, 0)
+    strict, inclusive = budget_positions(groups, ["f"], aliases)
+    # budget 5: strict stops before the 4-turn candidate (3 + 4 > 5); inclusive takes it
+    assert coverage_curve([strict], [3, 5, 7]) == {3: 0.0, 5: 0.0, 7: 1.0}
+    assert coverage_curve([inclusive], [3, 5, 7]) == {3: 0.0, 5: 1.0, 7: 1.0}
+
+
+def test_token_budgets_and_aliases() -> None:
+    groups = [["a", "b"], ["c"], ["d"]]
+    cost = {"a": 100, "b": 250, "c": 400, "d": 50}
+    aliases = {"a": 1, "b": 2, "c": 3, "d": 4, "c2": 3}
+    assert budget_positions(groups, ["c2"], aliases, cost) == (750, 351)  # c2 is an alias of c
+    assert budget_positions(groups, ["a", "d"], aliases, cost) == (800, 751)
+    turn = Turn("D1:1", "c", 1, 0, "Ann", "x" * 11, WHEN)  # "Ann: " + 11 chars = 16 chars
+    assert turn_tokens(turn) == 4
+    assert turn_tokens(Turn("D1:2", "c", 1, 1, "Ann", "x" * 12, WHEN)) == 5
+
+
+def _item(tid: str, score: float, reasons: list[Reason]) -> PoolItem:
+    return PoolItem("turn", Turn(tid, "c", 1, int(tid[1:]), "A", tid, WHEN), score, reasons)
+
+
+def test_exposure_groups_follow_scores_and_deduplicate() -> None:
+    ranked = Reason("ranked", query=0, method="dense", rank=1)
+    pool = Pool(
+        "c",
+        ["q"],
+        episodes=[
+            PoolItem("episode", Episode("E1", "c", 1, "t", "x", WHEN, ("t4", "t3")), 0.05),
+        ],
+        turns=[
+            _item("t1", 0.04, [ranked]),
+            _item("t2", 0.0, [Reason("context", via="t1")]),
+            _item("t4", 0.03, [ranked]),
+            _item("t5", 0.01, [Reason("context", via="t4")]),
+        ],
+    )
+    assert exposure_groups(pool) == [["t4", "t3"], ["t1", "t2"], ["t5"]]
+
+
+def test_pool_coverage_end_to_end() -> None:
+    memory = Memory(SQLiteStore(":memory:"), HashEmbedder())
+    report = evaluate_pool_coverage(memory, SAMPLE, config=RetrievalConfig(budget_turns=5))
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["questions"] == report.questions > 0
+    assert set(data["curves"]) == {
+        "turns/strict",
+        "turns/inclusive",
+        "tokens/strict",
+        "tokens/inclusive",
+    }
+    assert list(data["coverage"]) == [str(b) for b in range(10, 121, 10)]
+    curves = report.curves
+    for budget in range(10, 121, 10):  # the inclusive rule never covers less
+        assert curves["turns/inclusive"][budget] >= curves["turns/strict"][budget]
+    assert data["auc"] == pytest.approx(sum(curves["turns/strict"].values()) / 12, abs=1e-4)
+    assert 0 < report.pool_turns <= 5 * 5
+    plain = evaluate_coverage(memory, SAMPLE).to_dict()
+    assert {"questions", "coverage", "auc"} <= set(plain)

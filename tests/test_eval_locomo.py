@@ -1,0 +1,249 @@
+"""The LoCoMo run: per-question analysis helpers, and the harness end to end on the bundled
+sample with the fake LLM and fake judge (resuming, warm-cache rerun, retrieval mode)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from qemem.answer import Answer
+from qemem.answer.ask import Trace
+from qemem.cli import app
+from qemem.errors import ConfigError, InputError
+from qemem.eval.locomo import (
+    LocomoRunConfig,
+    evidence_share,
+    evidence_visible,
+    initial_pool,
+    refinement_info,
+    round_turn_ids,
+    run_locomo,
+    stage_costs,
+)
+from qemem.evidence.cards import Feedback
+from qemem.evidence.refine import RoundTrace
+from qemem.llm import FakeLLM
+from qemem.models import Episode, Pool, PoolItem, Turn
+from qemem.retrieve.plan import rule_plan
+
+runner = CliRunner()
+WHEN = datetime(2024, 3, 14, 19, 15)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
+    for name in ("QEMEM_LLM", "QEMEM_LLM_CACHE", "QEMEM_CACHE_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+# ---------------------------------------------------------------------------- helpers
+
+ALIASES = {
+    "D1:1": ("Ann", "2024-03-14T19:15:00", "I adopted a cat."),
+    "D3:1": ("Ann", "2024-03-14T19:15:00", "I adopted a cat."),  # alias of D1:1
+    "D2:2": ("Bo", "2024-04-01T10:00:00", "Nice!"),
+    "D2:3": ("Ann", "2024-04-01T10:00:00", "Her name is Biscuit."),
+}
+
+
+def test_visibility_counts_aliases() -> None:
+    evidence = ["D1:1", "D2:3"]
+    assert evidence_visible(["D3:1", "D2:3"], evidence, ALIASES) is True
+    assert evidence_visible(["D3:1", "D2:2"], evidence, ALIASES) is False
+    assert evidence_share(["D3:1", "D2:2"], evidence, ALIASES) == 0.5
+    assert evidence_share(["D2:2"], evidence, ALIASES) == 0.0
+    # an evidence id the store does not know is never visible
+    assert evidence_visible(["D3:1", "D2:3"], [*evidence, "D9:9"], ALIASES) is False
+    assert evidence_share(["D9:9"], ["D9:9", "D1:1"], ALIASES) == 0.5
+    assert evidence_visible(["D1:1"], [], ALIASES) is None
+    assert evidence_share(["D1:1"], [], ALIASES) is None
+
+
+def call(stage: str, inp: int, out: int, usd: float | None) -> dict[str, Any]:
+    return {"stage": stage, "input_tokens": inp, "output_tokens": out, "cost_usd": usd}
+
+
+def test_stage_costs_group_repairs_and_missing_prices() -> None:
+    calls = [
+        call("plan", 10, 2, 0.5),
+        call("plan.repair", 5, 1, 0.25),
+        call("answer", 7, 3, None),
+        call("answer.retry", 1, 1, 0.1),
+    ]
+    assert stage_costs(calls) == {
+        "answer": {"calls": 2, "input_tokens": 8, "output_tokens": 4, "cost_usd": None},
+        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75},
+    }
+
+
+def item(space: str, record: Turn | Episode, score: float = 1.0) -> PoolItem:
+    return PoolItem(space, record, score)  # type: ignore[arg-type]
+
+
+def turn(tid: str) -> Turn:
+    return Turn(tid, "c", int(tid[1]), int(tid.split(":")[1]), "Ann", "text", WHEN)
+
+
+def refined_answer() -> Answer:
+    """Round 0 examined episode E1 (turns D1:1, D1:2) and turn D1:5 and asked for more;
+    round 1 added turn D2:1; calls: plan, construct (+repair), construct (+repair), answer."""
+    episode = Episode("E1", "c", 1, "t", "content", WHEN, ("D1:1", "D1:2"))
+    pool = Pool(
+        "c",
+        ["q"],
+        episodes=[item("episode", episode)],
+        turns=[item("turn", turn("D1:5")), item("turn", turn("D2:1"))],
+    )
+    rounds = [
+        RoundTrace(0, None, ["episode:E1", "turn:D1:5"], feedback=Feedback(False, "when?")),
+        RoundTrace(1, ["when"], ["turn:D2:1"], feedback=Feedback(True)),
+    ]
+    calls = [
+        call("plan", 100, 10, 0.001),
+        call("construct", 1000, 100, 0.01),
+        call("construct.repair", 1100, 90, 0.011),
+        call("construct", 400, 50, 0.004),
+        call("construct.repair", 450, 40, 0.005),
+        call("answer", 900, 20, 0.009),
+    ]
+    trace = Trace(rule_plan("q"), rounds, "sufficient", ["D1:5", "D2:1"], calls)
+    return Answer("q", "a", "a", "full", [], ["D2:1"], pool, trace)
+
+
+def test_round_turn_ids_and_initial_pool() -> None:
+    answer = refined_answer()
+    assert round_turn_ids(answer, [0]) == ["D1:1", "D1:2", "D1:5"]
+    assert round_turn_ids(answer, [0, 1]) == ["D1:1", "D1:2", "D1:5", "D2:1"]
+    first = initial_pool(answer)
+    assert [i.id for i in first.episodes] == ["E1"] and [i.id for i in first.turns] == ["D1:5"]
+
+
+def test_refinement_info_counts_calls_after_the_first_construction() -> None:
+    info = refinement_info(refined_answer())
+    assert info == {
+        "triggered": True,
+        "rounds": 1,
+        "termination": "sufficient",
+        "extra_calls": 2,  # the second construct call and its repair
+        "extra_input_tokens": 850,
+        "extra_output_tokens": 90,
+        "extra_cost_usd": pytest.approx(0.009),
+    }
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def invoke(*args: str) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_harness_end_to_end_resume_and_warm_rerun(
+    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "run"
+    base = ["eval", "locomo", "--data", str(sample_path), "--out", str(out)]
+    fake = [
+        "--llm",
+        "fake",
+        "--judge",
+        "fake",
+        "--judge-runs",
+        "2",
+        "--concurrency",
+        "3",
+        "--no-plots",
+    ]
+    invoke(*base, *fake, "--limit", "3")
+    assert len(lines(out / "results.jsonl")) == 3
+    with (out / "results.jsonl").open("a") as handle:  # as if killed while writing
+        handle.write('{"conversation": "demo-1", "ind')
+    text = invoke(*base, *fake)
+    assert "resumed 3" in text and "answered 11" in text
+    records = lines(out / "results.jsonl")
+    keys = [(r["conversation"], r["index"], r["mode"]) for r in records]
+    assert len(keys) == 14 == len(set(keys))  # categories 1-4 of the sample, no duplicates
+    assert {r["category"] for r in records} == {1, 2, 3, 4}
+    first = min(records, key=lambda r: r["index"])
+    assert first["category_name"] == "multi-hop" and first["evidence"] == ["D1:13", "D3:11", "D5:9"]
+    assert first["evidence_sessions"] == [1, 3, 5] and len(first["judge_labels"]) == 2
+    assert set(first["llm"]) == {"plan", "construct", "answer", "judge"}
+    assert first["llm"]["judge"]["calls"] == 2
+    for field in (
+        "prediction",
+        "gold",
+        "f1",
+        "f1_locomo",
+        "bleu1",
+        "latency_s",
+        "refinement",
+        "visible_turn_ids",
+        "cited_turn_ids",
+        "initial_pool_turn_ids",
+    ):
+        assert field in first
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["answerer"] == "fake:fake" and manifest["embedder"].startswith("hash")
+    assert manifest["config"]["judge_runs"] == 2 and len(manifest["data_sha256"]) == 64
+    assert "judge" in manifest["prompts"] and manifest["mode"] == "full"
+    summary = (out / "summary.json").read_text()
+    assert json.loads(summary)["questions"] == 14
+    assert (out / "report.md").exists() and (out / "build.json").exists()
+
+    # warm cache: answer everything again in the same folder, with no provider call
+    calls: list[str] = []
+    original = FakeLLM.complete
+
+    def counting(self: FakeLLM, request: Any) -> Any:
+        calls.append(request.stage)
+        return original(self, request)
+
+    monkeypatch.setattr(FakeLLM, "complete", counting)
+    (out / "results.jsonl").unlink()
+    result = run_locomo(
+        LocomoRunConfig(
+            sample_path, out, llm="fake", judge="fake", judge_runs=2, concurrency=2, plots=False
+        )
+    )
+    assert calls == [] and result.provider_calls == 0 and result.answered == 14
+    assert result.cached_calls == 14 * 5  # plan, construct, answer, two judge runs
+    assert (out / "summary.json").read_text() == summary
+
+    # a different answerer in the same folder is refused
+    with pytest.raises(ConfigError, match="different answerer"):
+        run_locomo(LocomoRunConfig(sample_path, out, llm="fake:other", judge="fake"))
+
+
+def test_retrieval_mode_needs_no_llm(tmp_path: Path, sample_path: Path) -> None:
+    out = tmp_path / "ret"
+    result = run_locomo(
+        LocomoRunConfig(sample_path, out, mode="retrieval", categories=(2, 4), limit=4, plots=False)
+    )
+    assert result.questions == 4 and result.provider_calls == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["accuracy"] == {"n": 0, "accuracy": None} and summary["judge"] is None
+    assert summary["coverage"]["questions"] == 4 and summary["coverage"]["auc"] is not None
+    assert summary["scores"] == {"f1": None, "f1_locomo": None, "bleu1": None}  # no answers
+    assert summary["evidence"]["visible_cited"] is None  # no cards in retrieval mode
+    assert {r["category"] for r in lines(out / "results.jsonl")} == {2}  # first four: cat 2
+    assert not (out / "build.json").exists()
+
+
+def test_bad_selection_is_an_input_error(tmp_path: Path, sample_path: Path) -> None:
+    with pytest.raises(InputError, match="unknown conversation"):
+        run_locomo(LocomoRunConfig(sample_path, tmp_path, conversations=("nope",)))
+    with pytest.raises(InputError, match="categories"):
+        run_locomo(LocomoRunConfig(sample_path, tmp_path, categories=(7,)))

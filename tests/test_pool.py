@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from qemem.embed.base import HashEmbedder
+from qemem.errors import InputError
+from qemem.memory import Memory
+from qemem.models import Episode, Plan, Reason, SemanticFact, Turn
+from qemem.retrieve.pool import (
+    Fused,
+    RetrievalConfig,
+    build_pool,
+    context_windows,
+    fuse_lists,
+    provenance_adjust,
+    space_budgets,
+)
+from qemem.store.sqlite import SQLiteStore
+
+SAMPLE = Path(__file__).parents[1] / "src" / "qemem" / "data" / "sample.json"
+WHEN = datetime(2024, 3, 14, 19, 15)
+
+
+def test_rrf_sums_reciprocal_ranks_and_absent_adds_nothing() -> None:
+    fused = fuse_lists({(0, "dense"): ["a", "b", "c"], (0, "bm25"): ["b", "d"]}, k=60)
+    assert list(fused) == ["b", "a", "d", "c"]
+    assert fused["b"].score == pytest.approx(1 / 62 + 1 / 61)
+    assert fused["a"].score == pytest.approx(1 / 61)
+    assert fused["d"].score == pytest.approx(1 / 62)
+    assert fused["c"].score == pytest.approx(1 / 63)
+    assert fused["a"].ranks == [(0, "dense", 1)]
+    assert fused["b"].ranks == [(0, "dense", 2), (0, "bm25", 1)]
+    assert fused["b"].reasons()[1] == Reason("ranked", query=0, method="bm25", rank=1)
+
+
+def test_provenance_adjustment_raises_cited_episodes() -> None:
+    episodes = {"E1": Fused(0.04, [(0, "dense", 1)]), "E2": Fused(0.02, [(0, "dense", 2)])}
+    facts = {"S1": Fused(0.02, []), "S2": Fused(0.01, [])}
+    citations = {"S1": ("E2", "E2"), "S2": ("E3",), "S9": ("E1",)}
+    out = provenance_adjust(episodes, facts, citations, 0.5)
+    assert list(out) == ["E1", "E2", "E3"]
+    assert out["E1"].score == pytest.approx(0.04)
+    assert out["E2"].score == pytest.approx(0.03)  # cited twice by one fact counts once
+    assert out["E3"].score == pytest.approx(0.005)  # only a fact points at it
+    assert out["E2"].via == ["S1"] and out["E3"].via == ["S2"]
+    assert Reason("provenance", via="S1") in out["E2"].reasons()
+    assert episodes["E2"].score == 0.02  # inputs untouched
+    assert {k: v.score for k, v in provenance_adjust(episodes, facts, citations, 0).items()} == {
+        "E1": 0.04,
+        "E2": 0.02,
+    }
+
+
+def test_budgets_with_and_without_aggregate() -> None:
+    config = RetrievalConfig(budget_episodes=8, budget_facts=15, budget_turns=40)
+    assert space_budgets(config, False) == {"episode": 8, "fact": 15, "turn": 40}
+    assert space_budgets(config, True) == {"episode": 12, "fact": 22, "turn": 60}
+    doubled = RetrievalConfig(aggregate_multiplier=2.0)
+    assert space_budgets(doubled, True)["turn"] == 2 * RetrievalConfig().budget_turns
+
+
+def _turn(tid: str, session: int, position: int) -> Turn:
+    return Turn(tid, "c", session, position, "A", tid, WHEN)
+
+
+def test_context_windows_stay_in_session_deduplicate_and_keep_order() -> None:
+    turns = [_turn(f"a{i}", 1, i) for i in range(4)] + [_turn(f"b{i}", 2, i) for i in range(3)]
+    out = context_windows(turns, ["b0", "a3"], 2)
+    assert [(t.id, holders) for t, holders in out] == [
+        ("a1", ("a3",)),
+        ("a2", ("a3",)),
+        ("a3", ("a3",)),
+        ("b0", ("b0",)),
+        ("b1", ("b0",)),
+        ("b2", ("b0",)),
+    ]
+    overlap = context_windows(turns, ["a1", "a3"], 1, exclude={"a2"})
+    assert [(t.id, holders) for t, holders in overlap] == [
+        ("a0", ("a1",)),
+        ("a1", ("a1",)),
+        ("a3", ("a3",)),
+    ]
+    assert [t.id for t, _ in context_windows(turns, ["a0"], 0)] == ["a0"]
+
+
+def test_config_validation() -> None:
+    with pytest.raises(InputError):
+        RetrievalConfig(rrf_k=0)
+    with pytest.raises(InputError):
+        RetrievalConfig(depth=0)
+
+
+@pytest.fixture(scope="module")
+def memory() -> Memory:
+    mem = Memory(SQLiteStore(":memory:"), HashEmbedder())
+    mem.ingest(SAMPLE)
+    return mem
+
+
+def _plan(question: str, *queries: str, aggregate: bool = False) -> Plan:
+    return Plan(question, question, "description", aggregate, False, tuple(queries))
+
+
+def test_pool_turns_only_with_reasons_and_exclusion(memory: Memory) -> None:
+    scope = memory.scope("demo-1")
+    config = RetrievalConfig(budget_turns=3, context_window=1)
+    plan = _plan("Which pottery pieces did Priya make?", "lopsided mug", "tall vase")
+    pool = build_pool(memory.store, scope, memory.embedder, plan, config=config)
+    assert pool.queries == plan.query_set
+    assert pool.episodes == [] and pool.facts == []  # no episodes or facts built
+    order = [t.id for t in memory.turns("demo-1")]
+    ids = [item.id for item in pool.turns]
+    assert ids == sorted(ids, key=order.index)  # conversation order
+    hits = [i for i in pool.turns if any(r.kind == "ranked" for r in i.reasons)]
+    assert len(hits) == 3
+    for item in pool.turns:
+        for reason in item.reasons:
+            if reason.kind == "ranked":
+                assert reason.method in ("dense", "bm25") and reason.query in (0, 1, 2)
+                assert reason.rank is not None and reason.rank >= 1
+            else:
+                assert reason.kind == "context" and reason.via in {h.id for h in hits}
+    assert "D1:5" in ids  # the mug, found by BM25 on "lopsided mug"
+    excluded = {"turn:D1:5", "turn:D4:12", "turn:D1:4"}
+    again = build_pool(memory.store, scope, memory.embedder, plan, config=config, exclude=excluded)
+    assert not again.ids() & excluded
+    assert len([i for i in again.turns if i.reasons and i.reasons[0].kind == "ranked"]) == 3
+
+
+def test_pool_provenance_over_episodes_and_facts() -> None:
+    mem = Memory(SQLiteStore(":memory:"), HashEmbedder())
+    mem.ingest(SAMPLE)
+    scope = mem.scope("demo-1")
+    plan = _plan("Which marathon did Tomas run?")
+    before = build_pool(mem.store, scope, mem.embedder, plan)
+    assert before.episodes == [] and before.facts == []
+    turns = {t.id: t for t in mem.turns("demo-1")}
+    episodes = [
+        Episode("E1", "demo-1", 1, "Pottery class", "Priya tried a wheel.", WHEN, ("D1:3", "D1:5")),
+        Episode("E2", "demo-1", 5, "Catching up", "They chatted.", WHEN, ("D5:1", "D5:2")),
+    ]
+    facts = [
+        SemanticFact("S1", "demo-1", "Tomas ran the Riverside Half Marathon.", 5, ("E2",)),
+        SemanticFact("S2", "demo-1", "Priya made a lopsided mug.", 1, ("E1",)),
+    ]
+    mem.store.add_episodes(scope, episodes, mem.embed_documents(episodes), mem.embedder.id)
+    mem.store.put_facts(scope, facts, mem.embed_documents(facts), mem.embedder.id)
+    pool = build_pool(mem.store, scope, mem.embedder, plan)  # the record cache sees the write
+    assert pool.facts[0].id == "S1"
+    e2 = next(e for e in pool.episodes if e.id == "E2")
+    assert Reason("provenance", via="S1") in e2.reasons
+    assert pool.episodes[0].id == "E2"  # raised above E1 by the fact citing it
+    assert all(t.id in turns for t in (i.record for i in pool.turns))
+    off = build_pool(
+        mem.store, scope, mem.embedder, plan, config=RetrievalConfig(provenance_weight=0.0)
+    )
+    assert all(r.kind == "ranked" for e in off.episodes for r in e.reasons)
+    excluded = build_pool(mem.store, scope, mem.embedder, plan, exclude={"episode:E2", "fact:S1"})
+    assert "E2" not in {e.id for e in excluded.episodes}
+    assert "S1" not in {f.id for f in excluded.facts}
+
+
+def test_empty_query_is_refused(memory: Memory) -> None:
+    with pytest.raises(InputError):
+        build_pool(memory.store, memory.scope("demo-1"), memory.embedder, _plan("  "))
