@@ -69,3 +69,80 @@ def test_user_errors_exit_2_with_a_message(
         sys.argv = argv
     assert info.value.code == 2
     assert "no conversation nope" in capsys.readouterr().err
+
+
+def test_build_ask_and_pool_with_the_fake_llm(
+    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = str(tmp_path / "m.db")
+    invoke("ingest", str(sample_path), "--store", store, "--quiet")
+    no_llm = runner.invoke(app, ["build", "--store", store])
+    assert no_llm.exit_code != 0 and "needs an LLM" in str(no_llm.exception)
+    monkeypatch.setenv("QEMEM_LLM", "fake")
+    [built] = json.loads(invoke("build", "--store", store, "--json").splitlines()[-1])
+    assert built["episodes"] > 0 and built["facts_added"] > 0
+    [again] = json.loads(invoke("build", "--store", store, "--json").splitlines()[-1])
+    assert again["episodes"] == 0
+    answer = json.loads(
+        invoke(
+            "ask",
+            "When did Priya go to her first pottery class?",
+            "--store",
+            store,
+            "-c",
+            "demo-1",
+            "--json",
+        ).splitlines()[-1]
+    )
+    assert answer["mode"] == "full" and answer["text"]
+    assert answer["cards"] and "D1:3" in answer["citations"]
+    assert answer["trace"]["plan"]["source"] == "llm"
+    shown = invoke(
+        "ask", "What books has Priya read?", "--store", store, "-c", "demo-1", "--mode", "retrieval"
+    )
+    assert "retrieval" in shown
+    pool = json.loads(
+        invoke(
+            "search",
+            "What books has Priya read?",
+            "--store",
+            store,
+            "-c",
+            "demo-1",
+            "--pool",
+            "--plan",
+            "--json",
+        ).splitlines()[-1]
+    )
+    assert pool["plan"]["aggregate"] is True
+    assert {"episodes", "facts", "turns"} <= set(pool["pool"])
+    assert pool["pool"]["turns"] and pool["pool"]["episodes"]
+
+
+def test_time_command() -> None:
+    rows = json.loads(
+        invoke(
+            "time",
+            "I went there yesterday and last Friday",
+            "--anchor",
+            "1:56 pm on 8 May, 2023",
+            "--json",
+        ).splitlines()[-1]
+    )
+    assert [(r["expression"], r["phrase"]) for r in rows] == [
+        ("yesterday", "7 May 2023"),
+        ("last Friday", "the Friday before 8 May 2023"),
+    ]
+
+
+def test_eval_coverage_pool_json(sample_path: Path) -> None:
+    out = invoke("eval", "coverage", "--data", str(sample_path), "--pool", "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["questions"] == 14
+    assert set(result["curves"]) == {
+        "turns/strict",
+        "turns/inclusive",
+        "tokens/strict",
+        "tokens/inclusive",
+    }
+    assert result["run"]["ranking"] == "full pool, question only"
