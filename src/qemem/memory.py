@@ -22,7 +22,7 @@ from qemem.construct import (
     import_nemori,
 )
 from qemem.embed.base import Embedder, open_embedder
-from qemem.errors import EmbedderMismatchError, LLMError
+from qemem.errors import EmbedderMismatchError, LLMError, NotFoundError
 from qemem.ingest.plan import IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
@@ -208,10 +208,10 @@ class Memory:
         return report
 
     def _existing(self, scope: Scope) -> Conversation | None:
-        matches = [
-            c for c in self.store.conversations(scope.namespace) if c.id == scope.conversation
-        ]
-        return matches[0] if matches else None
+        try:
+            return self.store.get_conversation(scope)
+        except NotFoundError:
+            return None
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:

@@ -32,6 +32,9 @@ LLMOpt = Annotated[
 ]
 
 
+SHOWN = 8
+
+
 class AskMode(StrEnum):
     full = "full"
     no_refine = "no-refine"
@@ -112,8 +115,19 @@ def show_answer(answer: Answer) -> None:
     if answer.citations:
         console.print("cited turns: " + ", ".join(answer.citations))
     if answer.mode == "retrieval":
-        table = Table("id", "speaker", "text", "times")
-        for item in answer.pool.turns:
+        ranked = sorted(
+            (item for item in answer.pool.turns if any(r.kind == "ranked" for r in item.reasons)),
+            key=lambda item: -item.score,
+        )
+        table = Table(
+            "id",
+            "speaker",
+            "text",
+            "times",
+            title=f"best {min(len(ranked), SHOWN)} of {len(answer.pool.turns)} pool "
+            "turns (--json for the whole pool)",
+        )
+        for item in ranked[:SHOWN]:
             times = "; ".join(
                 f"{t.expression} -> {t.phrase}" for t in answer.pool_times.get(item.id, [])
             )
