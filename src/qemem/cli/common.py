@@ -10,7 +10,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from qemem.memory import Memory
 
@@ -50,10 +57,10 @@ def print_json(data: Any) -> None:
 
 
 @contextmanager
-def progress_bar(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar; yields a (done, total) callback. Silent when ``quiet``."""
+def phase_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar per phase (ingest, build, questions); None when ``quiet``."""
     if quiet:
-        yield lambda done, total: None
+        yield None
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -63,9 +70,21 @@ def progress_bar(label: str, quiet: bool = False) -> Iterator[Callable[[int, int
         console=err_console,
         transient=True,
     ) as bar:
-        task = bar.add_task(label, total=None)
+        tasks: dict[str, TaskID] = {}
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total)
 
         yield update
+
+
+@contextmanager
+def progress_bar(label: str, quiet: bool = False) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar; yields a (done, total) callback. Silent when ``quiet``."""
+    with phase_bars(quiet) as update:
+        if update is None:
+            yield lambda done, total: None
+        else:
+            yield lambda done, total: update(label, done, total)

@@ -4,20 +4,10 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
 from qemem.cli.common import (
@@ -26,6 +16,7 @@ from qemem.cli.common import (
     OptionalStoreOpt,
     console,
     err_console,
+    phase_bars,
     print_json,
     progress_bar,
 )
@@ -257,27 +248,3 @@ def compare(
         f"A {result.mean_a:.4f} vs B {result.mean_b:.4f} over {result.questions} shared "
         f"questions (only A {result.only_a}, only B {result.only_b}). {result.note}"
     )
-
-
-@contextmanager
-def phase_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar per phase (ingest, build, questions); None when ``quiet``."""
-    if quiet:
-        yield None
-        return
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as bar:
-        tasks: dict[str, TaskID] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total)
-
-        yield update

@@ -14,6 +14,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import InputError
 from qemem.models import SPACES, Episode, Plan, Pool, PoolItem, Reason, SemanticFact, Space, Turn
 from qemem.retrieve.bm25 import tokenize
+from qemem.retrieve.fusion import RRF_K, ranked, rrf
 from qemem.retrieve.query_rules import strip_speakers
 from qemem.store.base import MemoryStore, Scope
 
@@ -50,7 +51,7 @@ class RetrievalConfig:
     score smoothing, a smaller context window for aggregate questions, dense/BM25 weights.
     """
 
-    rrf_k: int = 60
+    rrf_k: int = RRF_K
     budget_episodes: int = 8
     budget_facts: int = 16
     budget_turns: int = 40
@@ -91,19 +92,15 @@ class Fused:
         ]
 
 
-def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = 60) -> dict[str, Fused]:
-    """Reciprocal rank fusion of named lists: score(m) = sum of 1 / (k + rank) over the lists
-    containing m (ranks from 1; a list without m adds nothing). Returns ids best first (ties
-    keep first appearance), each with its rank in every list that contains it."""
-    fused: dict[str, Fused] = {}
+def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, Fused]:
+    """Reciprocal rank fusion (:func:`~qemem.retrieve.fusion.rrf`) of named lists, ids best
+    first (ties keep first appearance), each with its rank in every list that contains it."""
+    scores = rrf(lists.values(), k)
+    ranks: dict[str, list[tuple[int, str, int]]] = {}
     for (query, method), ranking in lists.items():
         for rank, rid in enumerate(ranking, start=1):
-            entry = fused.get(rid)
-            if entry is None:
-                entry = fused[rid] = Fused(0.0, [])
-            entry.score += 1.0 / (k + rank)
-            entry.ranks.append((query, method, rank))
-    return dict(sorted(fused.items(), key=lambda item: -item[1].score))
+            ranks.setdefault(rid, []).append((query, method, rank))
+    return {rid: Fused(score, ranks[rid]) for rid, score in ranked(scores)}
 
 
 def provenance_adjust(
