@@ -260,6 +260,10 @@ LAST_WEEK = TimeResolution(
         ("12 March 2024", LAST_WEEK, False),
         ("winter 2023", LAST_WEEK, False),  # Dec 2023 - Feb 2024
         ("spring 2024", LAST_WEEK, True),
+        ("9 March", SATURDAY, True),  # no year: read in the resolved range's year
+        ("March 9th", SATURDAY, True),
+        ("10 March", SATURDAY, False),
+        ("31 February", SATURDAY, False),  # impossible day
     ],
 )
 def test_time_agreement(llm_time: str, resolved: TimeResolution, expected: bool | None) -> None:

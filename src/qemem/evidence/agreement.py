@@ -9,7 +9,8 @@ Definition (deterministic, documented):
   the deterministic range. Read, in this order, each span consumed once:
   "the <weekday>/week/weekend before/after/of <date>" (resolved like "last/next/this ..." at
   that date), full dates ("9 March 2024", "March 9, 2024", "2024-03-09"), months ("March 2024",
-  "late March 2024"), seasons ("summer 2024"), and bare years ("2024").
+  "late March 2024"), seasons ("summer 2024"), bare years ("2024"), and, when a year is implied
+  by the deterministic range, days without a year ("13 August", "August 13th").
   So a coarser but consistent time ("March 2024" for 9 March 2024) agrees; a time that names a
   different day, month or year, or names no date at all, does not.
 """
@@ -35,6 +36,11 @@ _RELATIVE = re.compile(
 _MONTH_YEAR = re.compile(rf"\b(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})\b", re.IGNORECASE)
 _SEASON_YEAR = re.compile(r"\b(?P<s>spring|summer|autumn|fall|winter)\s+(?P<y>\d{4})\b", re.I)
 _YEAR = re.compile(r"\b(?P<y>19\d\d|20\d\d)\b")
+_DAY_MONTH = re.compile(
+    rf"\b(?:(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH})"
+    rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?)\b",
+    re.IGNORECASE,
+)
 _PUNCT = re.compile(r"[^\w\s]")
 
 Range = tuple[date, date]
@@ -73,8 +79,9 @@ def _blank(text: str, m: re.Match[str]) -> str:
     return text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
 
 
-def time_ranges(text: str) -> list[Range]:
-    """The date ranges a free-text time names (see the module docstring for what is read)."""
+def time_ranges(text: str, years: tuple[int, ...] = ()) -> list[Range]:
+    """The date ranges a free-text time names (see the module docstring for what is read);
+    a day named without a year is read in each of ``years``."""
     ranges: list[Range] = []
     for m in list(_RELATIVE.finditer(text)):
         anchor = _date_of(m)
@@ -95,9 +102,18 @@ def time_ranges(text: str) -> list[Range]:
     for m in list(_SEASON_YEAR.finditer(text)):
         ranges.append(_season_range(m.group("s"), int(m.group("y"))))
         text = _blank(text, m)
-    for m in _YEAR.finditer(text):
+    for m in list(_YEAR.finditer(text)):
         year = int(m.group("y"))
         ranges.append((date(year, 1, 1), date(year, 12, 31)))
+        text = _blank(text, m)
+    for m in _DAY_MONTH.finditer(text):
+        day_text, month_name = m.group("d") or m.group("d2"), m.group("m") or m.group("m2")
+        for year in years:
+            try:
+                named = date(year, _month_number(month_name), int(day_text))
+            except ValueError:
+                continue
+            ranges.append((named, named))
     return ranges
 
 
@@ -112,5 +128,6 @@ def time_agrees(llm_time: str, resolved: TimeResolution) -> bool | None:
     if _norm(resolved.phrase) in _norm(llm_time):
         return True
     return any(
-        start <= resolved.end and resolved.start <= end for start, end in time_ranges(llm_time)
+        start <= resolved.end and resolved.start <= end
+        for start, end in time_ranges(llm_time, tuple({resolved.start.year, resolved.end.year}))
     )
