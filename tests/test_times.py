@@ -126,6 +126,40 @@ CASES: list[tuple[str, str, date, list[Row]]] = [
         D(2023, 12, 31),
         [("tomorrow", D(2024, 1, 1), D(2024, 1, 1), "day", "1 January 2024")],
     ),
+    # --- forward counts: "from now" and "in N units' time"; a bare "in N units" is a duration ---
+    (
+        "days-from-now-month-end",
+        "The results come 3 days from now",
+        D(2023, 5, 30),
+        [("3 days from now", D(2023, 6, 2), D(2023, 6, 2), "day", "2 June 2023")],
+    ),
+    (
+        "weeks-time",
+        "The move is in two weeks' time",
+        MON_8_MAY,
+        [
+            (
+                "in two weeks' time",
+                D(2023, 5, 22),
+                D(2023, 5, 28),
+                "week",
+                "two weeks after 8 May 2023",
+            )
+        ],
+    ),
+    (
+        "a-month-from-now-december",
+        "We fly a month from now",
+        D(2023, 12, 15),
+        [("a month from now", D(2024, 1, 1), D(2024, 1, 31), "month", "January 2024")],
+    ),
+    (
+        "in-a-years-time",
+        "I'll graduate in a year’s time",
+        MON_8_MAY,
+        [("in a year’s time", D(2024, 1, 1), D(2024, 12, 31), "year", "2024")],
+    ),
+    ("duration-not-a-date", "I built the shed in two weeks", MON_8_MAY, []),
     # --- N units ago: digits and words ---
     (
         "days-ago-digits",

@@ -20,7 +20,10 @@ Conventions (documented choices):
 * "last/this/next week" and "weekend": the previous/current/next ISO week (its Saturday and
   Sunday for weekends). "on/over the weekend" and "this past weekend" mean the last weekend.
 * "N days ago": the day; "N weeks/weekends ago": that ISO week (weekend) N weeks back; "N
-  months/years ago": that calendar month/year. "a"/"an" = 1, "a couple (of)" = 2.
+  months/years ago": that calendar month/year. "a"/"an" = 1, "a couple (of)" = 2. Forward
+  counts resolve the same way ahead: "N units from now" and "in N units' time" ("the week
+  after", "two weeks after ..."). A bare "in N units" is left alone: it usually states a
+  duration ("I built it in two weeks"), not a date.
 * "a few"/"few"/"several" are vague: counted as 3, but the range runs from 4 units ago to 2
   units ago (calendar-aligned) and the granularity is widened one step (day -> week, week and
   weekend -> month, month and year -> year); the phrase reads "a few days before 8 May 2023".
@@ -148,25 +151,35 @@ def _units_ago(anchor: date, n: int, unit: str) -> tuple[date, date]:
     return date(anchor.year - n, 1, 1), date(anchor.year - n, 12, 31)
 
 
-def _ago(m: re.Match[str], anchor: date) -> _Resolved:
+def _shifted(m: re.Match[str], anchor: date, direction: int) -> _Resolved:
+    """ "N units ago" (``direction`` -1) or "in N units" / "N units from now" (+1)."""
     n, vague = _parse_count(m.group("n"))
     unit = m.group("unit").lower()
+    relation = "before" if direction < 0 else "after"
     if vague:
-        start = _units_ago(anchor, 4, unit)[0]
-        end = _units_ago(anchor, 2, unit)[1]
+        ends = (_units_ago(anchor, -direction * 4, unit), _units_ago(anchor, -direction * 2, unit))
+        start, end = min(r[0] for r in ends), max(r[1] for r in ends)
         word = "several" if "several" in m.group("n").lower() else "a few"
         base = str(anchor.year) if unit == "year" else day_phrase(anchor)
-        return start, end, _WIDER[unit], f"{word} {unit}s before {base}"
-    start, end = _units_ago(anchor, n, unit)
+        return start, end, _WIDER[unit], f"{word} {unit}s {relation} {base}"
+    start, end = _units_ago(anchor, -direction * n, unit)
     if unit == "day":
         return start, end, "day", day_phrase(start)
     if unit in ("week", "weekend"):
         lead = f"the {unit}" if n == 1 else f"{_count_word(n)} {unit}s"
         granularity: Granularity = "weekend" if unit == "weekend" else "week"
-        return start, end, granularity, f"{lead} before {day_phrase(anchor)}"
+        return start, end, granularity, f"{lead} {relation} {day_phrase(anchor)}"
     if unit == "month":
         return start, end, "month", _month_phrase(start.year, start.month)
     return start, end, "year", str(start.year)
+
+
+def _ago(m: re.Match[str], anchor: date) -> _Resolved:
+    return _shifted(m, anchor, -1)
+
+
+def _ahead(m: re.Match[str], anchor: date) -> _Resolved:
+    return _shifted(m, anchor, 1)
 
 
 def _fixed_day(offset: int) -> Callable[[re.Match[str], date], _Resolved]:
@@ -255,6 +268,11 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]]
         (r"\b(?:yesterday|last\s+night)\b", _fixed_day(-1)),
         (r"\btomorrow\b", _fixed_day(1)),
         (rf"\b(?P<n>{_COUNT})\s+(?P<unit>day|weekend|week|month|year)s?\s+ago\b", _ago),
+        (
+            rf"\bin\s+(?P<n>{_COUNT})\s+(?P<unit>day|weekend|week|month|year)s?['\u2019]s?\s+time\b",
+            _ahead,
+        ),
+        (rf"\b(?P<n>{_COUNT})\s+(?P<unit>day|weekend|week|month|year)s?\s+from\s+now\b", _ahead),
         (r"\b(?P<rel>last|this|next)\s+(?P<unit>weekend|week|month|year)\b", _relative_unit),
         (r"\b(?:(?:on|over)\s+the|this\s+past|the\s+past)\s+weekend\b", _past_weekend),
         (rf"\b(?P<rel>last|this\s+past|past|this|next|on)\s+(?P<wd>{_WD})\b", _weekday),
