@@ -29,9 +29,13 @@ class InputError(QememError):
         self.record = record
         self.field = field
         where = ", ".join(
-            f"{label} {value}"
-            for label, value in (("file", file), ("record", record), ("field", field))
-            if value is not None
+            part
+            for part in (
+                f"file {file}" if file is not None else None,
+                record,  # already says what it is: "record 3", "line 12", "sample conv-26"
+                f"field {field}" if field is not None else None,
+            )
+            if part is not None
         )
         super().__init__(f"{message} ({where})" if where else message)
 
