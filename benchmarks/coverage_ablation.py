@@ -9,10 +9,13 @@ store: ingestion writes to it). Prints one line per configuration and curve.
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from qemem.eval.coverage import evaluate_pool_coverage
+from qemem.eval.manifest import run_info
 from qemem.memory import Memory
 from qemem.retrieve.pool import RetrievalConfig
 
@@ -36,12 +39,15 @@ def main() -> None:
     parser.add_argument("--only", default="", help="run configurations whose name has this")
     args = parser.parse_args()
     memory = Memory.open(args.store)
+    info = run_info(args.data, embedder=memory.embedder.id, plan="rules (question only)")
+    print(json.dumps(info, indent=1))
     for name, config in CONFIGS.items():
         if args.only not in name:
             continue
         start = time.perf_counter()
         report = evaluate_pool_coverage(memory, args.data, config=config).to_dict()
         print(f"{name}  [{time.perf_counter() - start:.0f} s, {report['questions']} questions]")
+        print(f"    config: {asdict(config)}")
         for curve, values in report["curves"].items():  # type: ignore[attr-defined]
             print(f"    {curve:17} AUC {values['auc']:.4f}")
         print(f"    by category (turns/strict): {report['auc_by_category']}")
