@@ -109,13 +109,15 @@ class _Matcher:
             if (who is None or t.speaker.casefold() == who)
             and (day is None or t.timestamp.date() == day)
         ]
-        for test in (
-            lambda t: _norm(t.text) == wanted,
-            lambda t: (
-                bool(wanted)
-                and (_norm(t.text).startswith(wanted) or wanted.startswith(_norm(t.text)))
-            ),
-        ):
+
+        def exact(t: Turn) -> bool:
+            return _norm(t.text) == wanted
+
+        def prefix(t: Turn) -> bool:
+            stored = _norm(t.text)
+            return bool(wanted) and (stored.startswith(wanted) or wanted.startswith(stored))
+
+        for test in (exact, prefix):
             found = [t for t in candidates if test(t)]
             if found:
                 turn = next((t for t in found if t.id not in self.used), found[0])

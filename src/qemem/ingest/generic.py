@@ -50,7 +50,7 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
                 raise InputError(
                     f"invalid JSON: {exc.msg}", file=file, record=f"line {line_no}"
                 ) from exc
-    return records
+    return list(records)
 
 
 def parse_generic(records: list[Any], file: str = "<input>") -> list[ConversationInput]:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 from qemem.errors import CacheMissError, ConfigError
 from qemem.llm.types import LLMRequest, LLMResponse
@@ -55,7 +55,7 @@ def parse_mode(mode: str) -> CacheMode:
         raise ConfigError(
             f"unknown cache mode {mode!r}; QEMEM_CACHE_MODE must be one of {', '.join(CACHE_MODES)}"
         )
-    return cast(CacheMode, mode)
+    return mode
 
 
 class LLMCache:

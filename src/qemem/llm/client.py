@@ -117,10 +117,10 @@ class LLMClient:
 
     def _delay(self, attempt: int, error: LLMCallError) -> float:
         if error.retry_after is not None:
-            return min(error.retry_after, MAX_RETRY_AFTER_S)
+            return min(float(error.retry_after), MAX_RETRY_AFTER_S)
         backoff = min(self.max_delay_s, self.base_delay_s * 2**attempt)
         with self._rng_lock:
-            return backoff * (0.5 + 0.5 * self._rng.random())
+            return float(backoff * (0.5 + 0.5 * self._rng.random()))
 
     def _call(self, request: LLMRequest) -> LLMResponse:
         for attempt in range(self.max_attempts):

@@ -154,7 +154,7 @@ class _Generator:
         lo, hi = int(node.get("minLength", 0)), node.get("maxLength")
         if len(text) < lo:
             text = (text + " ") * (lo // max(len(text), 1) + 1)
-        return text[: int(hi)] if hi is not None else text
+        return str(text[: int(hi)] if hi is not None else text)
 
     def number(self, node: dict[str, Any], kind: str) -> float | int:
         lo = node.get("minimum", node.get("exclusiveMinimum"))

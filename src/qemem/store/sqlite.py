@@ -99,7 +99,7 @@ class SQLiteStore:
         with self._lock:
             self._conn.close()
 
-    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
