@@ -53,13 +53,6 @@ def format_datetime(value: datetime) -> str:
 
 
 @dataclass(frozen=True)
-class Speaker:
-    """A participant of a conversation."""
-
-    name: str
-
-
-@dataclass(frozen=True)
 class Session:
     """One sitting of a conversation: its order, start date-time and the source's session key."""
 

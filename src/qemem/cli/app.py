@@ -17,12 +17,12 @@ from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
     JsonOpt,
+    LLMOpt,
     NamespaceOpt,
     OptionalStoreOpt,
     StoreOpt,
     console,
     err_console,
-    open_memory,
     print_json,
     progress_bar,
 )
@@ -61,7 +61,10 @@ def ingest(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Add a file's conversations to the store (idempotent; new sessions are appended)."""
-    with open_memory(store, embedder, namespace) as memory, progress_bar("embedding", quiet) as p:
+    with (
+        Memory.open(store, embedder=embedder, namespace=namespace) as memory,
+        progress_bar("embedding", quiet) as p,
+    ):
         report = memory.ingest(file, fmt=cast(Format, str(fmt)), progress=p)
     for cid, (sessions, turns) in report.added.items():
         console.print(f"{cid}: +{sessions} sessions, +{turns} turns")
@@ -75,7 +78,7 @@ def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
     """List the conversations in the store."""
-    with open_memory(store, None, namespace) as memory:
+    with Memory.open(store, namespace=namespace) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
@@ -114,7 +117,7 @@ def delete(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Delete a conversation and everything derived from it."""
-    with open_memory(store, None, namespace) as memory:
+    with Memory.open(store, namespace=namespace) as memory:
         if not memory.delete(conversation):
             raise QememError(f"no conversation {conversation!r} in {store}")
     console.print(f"deleted {conversation}")
@@ -169,9 +172,7 @@ def search(
     plan: Annotated[
         bool, typer.Option("--plan", help="Plan queries with the LLM first (with --pool).")
     ] = False,
-    llm: Annotated[
-        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec for --plan.")
-    ] = None,
+    llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
@@ -219,9 +220,7 @@ def show_pool(pool: Pool, plan: Plan | None) -> None:
 def demo(
     store: OptionalStoreOpt = None,
     embedder: EmbedderOpt = None,
-    llm: Annotated[
-        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec (QEMEM_LLM).")
-    ] = None,
+    llm: LLMOpt = None,
 ) -> None:
     """Ingest the bundled sample conversation and answer a few questions about it."""
     from qemem.cli.query import show_answer

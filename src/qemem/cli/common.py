@@ -19,8 +19,6 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from qemem.memory import Memory
-
 console = Console()
 err_console = Console(stderr=True)
 
@@ -44,11 +42,13 @@ EmbedderOpt = Annotated[
 NamespaceOpt = Annotated[
     str, typer.Option("--namespace", help="User/tenant namespace of the conversations.")
 ]
+LLMOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm", envvar="QEMEM_LLM", help="LLM spec (QEMEM_LLM), e.g. anthropic:claude-haiku-4-5."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-
-
-def open_memory(store: Path | None, embedder: str | None, namespace: str = "default") -> Memory:
-    return Memory.open(store, embedder=embedder, namespace=namespace)
 
 
 def print_json(data: Any) -> None:

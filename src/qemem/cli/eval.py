@@ -13,6 +13,7 @@ from rich.table import Table
 from qemem.cli.common import (
     EmbedderOpt,
     JsonOpt,
+    LLMOpt,
     OptionalStoreOpt,
     console,
     err_console,
@@ -59,9 +60,7 @@ def coverage(
     planner: Annotated[
         bool, typer.Option("--planner", help="Plan queries with the LLM (implies --pool).")
     ] = False,
-    llm: Annotated[
-        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec for --planner.")
-    ] = None,
+    llm: LLMOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""

@@ -16,21 +16,15 @@ from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
     JsonOpt,
+    LLMOpt,
     NamespaceOpt,
     StoreOpt,
     console,
-    open_memory,
     print_json,
     progress_bar,
 )
 from qemem.evidence.times import parse_anchor, resolve_times
 from qemem.memory import Memory
-
-LLMOpt = Annotated[
-    str | None,
-    typer.Option("--llm", envvar="QEMEM_LLM", help="LLM spec, e.g. anthropic:claude-haiku-4-5."),
-]
-
 
 SHOWN = 8
 
@@ -87,7 +81,7 @@ def import_nemori(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Import NEMORI episodes and semantic memories onto an ingested conversation."""
-    with open_memory(store, embedder, namespace) as memory:
+    with Memory.open(store, embedder=embedder, namespace=namespace) as memory:
         report = memory.import_nemori(directory, conversation)
     console.print(
         f"imported {report.episodes} episodes and {report.facts} facts; "
