@@ -308,9 +308,7 @@ class Memory:
     def plan(self, conversation: str, question: str) -> Plan:
         """The information requirement of ``question`` (LLM planner, or rules without one)."""
         conv = self.conversation(conversation)
-        dates = [s.date_time for s in conv.sessions]
-        span = (min(dates), max(dates)) if dates else None
-        return plan_question(self.llm, question, conv.speakers, span)
+        return plan_question(self.llm, question, conv.speakers, conv.span)
 
     def retrieve(
         self,

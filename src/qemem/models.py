@@ -112,6 +112,12 @@ class Conversation:
     sessions: tuple[Session, ...] = ()
     namespace: str = "default"
 
+    @property
+    def span(self) -> tuple[datetime, datetime] | None:
+        """The first and last session date-times (None without sessions)."""
+        dates = [s.date_time for s in self.sessions]
+        return (min(dates), max(dates)) if dates else None
+
 
 @dataclass(frozen=True)
 class TurnInput:

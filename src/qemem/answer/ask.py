@@ -194,9 +194,8 @@ def ask(
     if llm is None or mode == "retrieval":
         plan = rule_plan(question, "retrieval mode makes no LLM call")
     else:
-        dates = [s.date_time for s in index.conversation.sessions]
-        span = (min(dates), max(dates)) if dates else None
-        plan = plan_question(llm, question, index.conversation.speakers, span, ledger=ledger)
+        conversation = index.conversation
+        plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
         if plan.source == "rules":
             degradations.append(f"plan fell back to rules: {plan.note or 'no reason given'}")
     pool = build_pool(store, scope, embedder, plan, config=config.retrieval)

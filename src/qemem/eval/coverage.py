@@ -6,7 +6,7 @@ Evidence annotations are used only here, for analysis; the system never sees the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +60,19 @@ def coverage_curve(
     return {b: sum(r is not None and r <= b for r in ranks) / len(ranks) for b in budgets}
 
 
+def curves_by_category(
+    ranks: Sequence[int | None],
+    questions: Sequence[LocomoQuestion],
+    categories: Sequence[int],
+    budgets: Sequence[int],
+) -> dict[int, dict[int, float]]:
+    """The coverage curve of each category's questions (``ranks`` aligned with ``questions``)."""
+    grouped: dict[int, list[int | None]] = {c: [] for c in categories}
+    for rank, question in zip(ranks, questions, strict=True):
+        grouped.setdefault(question.category, []).append(rank)
+    return {c: coverage_curve(grouped[c], budgets) for c in categories}
+
+
 def auc(curve: Mapping[int, float]) -> float:
     """Area under a coverage curve, as the mean coverage over its budgets."""
     return sum(curve.values()) / len(curve) if curve else 0.0
@@ -84,7 +97,13 @@ class CoverageReport:
         }
 
 
-Ranker = Callable[[Memory, LocomoQuestion], Sequence[str]]
+def load_questions(
+    memory: Memory, data: str | Path, categories: Sequence[int]
+) -> list[LocomoQuestion]:
+    """Ingest ``data`` (LoCoMo) into ``memory`` if needed; its questions of ``categories``."""
+    samples = load_locomo(data)
+    memory.ingest(parse_locomo(samples, str(data)))
+    return [q for q in locomo_questions(samples) if q.category in categories]
 
 
 def question_ranking(memory: Memory, question: LocomoQuestion) -> list[str]:
@@ -98,30 +117,23 @@ def evaluate_coverage(
     *,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
     budgets: Sequence[int] = TURN_BUDGETS,
-    ranker: Ranker = question_ranking,
     progress: Progress | None = None,
 ) -> CoverageReport:
     """Ingest ``data`` (LoCoMo) if needed, rank turns for each question, measure coverage."""
-    samples = load_locomo(data)
-    memory.ingest(parse_locomo(samples, str(data)))
-    questions = [q for q in locomo_questions(samples) if q.category in categories]
+    questions = load_questions(memory, data, categories)
     aliases: dict[str, dict[str, tuple[str, str, str]]] = {}
     ranks: list[int | None] = []
     for n, question in enumerate(questions, start=1):
         if question.conversation not in aliases:
             aliases[question.conversation] = alias_keys(memory.turns(question.conversation))
-        exposed = ranker(memory, question)
+        exposed = question_ranking(memory, question)
         ranks.append(evidence_rank(exposed, question.evidence, aliases[question.conversation]))
         if progress:
             progress(n, len(questions))
     curve = coverage_curve(ranks, budgets)
     per_category = {
-        c: auc(
-            coverage_curve(
-                [r for r, q in zip(ranks, questions, strict=True) if q.category == c], budgets
-            )
-        )
-        for c in categories
+        c: auc(curve)
+        for c, curve in curves_by_category(ranks, questions, categories, budgets).items()
     }
     return CoverageReport(len(questions), curve, auc(curve), ranks, per_category)
 
@@ -251,9 +263,7 @@ def evaluate_pool_coverage(
     ``llm`` when given, else the rule plan: the question alone) and measure how early its
     exposure order (:func:`exposure_groups`) covers the annotated evidence."""
     config = config or RetrievalConfig()
-    samples = load_locomo(data)
-    memory.ingest(parse_locomo(samples, str(data)))
-    questions = [q for q in locomo_questions(samples) if q.category in categories]
+    questions = load_questions(memory, data, categories)
     context: dict[str, tuple[dict[str, tuple[str, str, str]], dict[str, int]]] = {}
     ranks: dict[str, list[int | None]] = {k: [] for k in CURVE_NAMES}
     exposed_total = 0
@@ -267,9 +277,7 @@ def evaluate_pool_coverage(
             plan = rule_plan(question.question)
         else:
             info = memory.conversation(conv)
-            dates = [s.date_time for s in info.sessions]
-            span = (min(dates), max(dates)) if dates else None
-            plan = plan_question(llm, question.question, info.speakers, span, ledger=ledger)
+            plan = plan_question(llm, question.question, info.speakers, info.span, ledger=ledger)
         pool = memory.retrieve(conv, question.question, plan=plan, config=config)
         groups = exposure_groups(pool)
         exposed_total += sum(len(g) for g in groups)
@@ -281,13 +289,7 @@ def evaluate_pool_coverage(
             progress(n, len(questions))
     budgets = {"turns": turn_budgets, "tokens": token_budgets}
     curves = {name: coverage_curve(r, budgets[name.split("/")[0]]) for name, r in ranks.items()}
-    per_category = {
-        c: coverage_curve(
-            [r for r, q in zip(ranks["turns/strict"], questions, strict=True) if q.category == c],
-            turn_budgets,
-        )
-        for c in categories
-    }
+    per_category = curves_by_category(ranks["turns/strict"], questions, categories, turn_budgets)
     return PoolCoverageReport(
         len(questions),
         curves,
