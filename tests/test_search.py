@@ -26,7 +26,7 @@ def test_rrf_sums_reciprocal_ranks_and_ignores_absence() -> None:
 
 
 def test_fuse_records_ranks_per_list() -> None:
-    hits = fuse({"dense:0": [("x", 0.9), ("y", 0.5)], "bm25:0": [("y", 3.0)]}, "turn")
+    hits = fuse({(0, "dense"): ["x", "y"], (0, "bm25"): ["y"]}, "turn")
     assert [h.id for h in hits] == ["y", "x"]
     assert hits[0].ranks == {"dense:0": 2, "bm25:0": 1}
     assert hits[1].ranks == {"dense:0": 1}

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from qemem.models import Reason
 
 RRF_K = 60
 
@@ -19,6 +22,36 @@ def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
         for rank, item in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
     return fused
+
+
+ListKey = tuple[int, str]
+"""A ranked list's name: (query index, method)."""
+
+
+@dataclass
+class Fused:
+    """An id's fused score and where it was ranked: (query index, method, rank) per list."""
+
+    score: float
+    ranks: list[tuple[int, str, int]]
+    via: list[str] = field(default_factory=list)
+
+    def reasons(self) -> list[Reason]:
+        """The ranked lists, then the facts that raised it (provenance), as reasons."""
+        return [Reason("ranked", query=q, method=m, rank=r) for q, m, r in self.ranks] + [
+            Reason("provenance", via=fid) for fid in self.via
+        ]
+
+
+def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, Fused]:
+    """Reciprocal rank fusion (:func:`~qemem.retrieve.fusion.rrf`) of named lists, ids best
+    first (ties keep first appearance), each with its rank in every list that contains it."""
+    scores = rrf(lists.values(), k)
+    ranks: dict[str, list[tuple[int, str, int]]] = {}
+    for (query, method), ranking in lists.items():
+        for rank, rid in enumerate(ranking, start=1):
+            ranks.setdefault(rid, []).append((query, method, rank))
+    return {rid: Fused(score, ranks[rid]) for rid, score in ranked(scores)}
 
 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:

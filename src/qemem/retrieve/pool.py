@@ -8,14 +8,15 @@ same-session neighbours. Every pool item carries the reasons it is there.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from qemem.embed.base import Embedder
 from qemem.errors import InputError
 from qemem.models import SPACES, Episode, Plan, Pool, PoolItem, Reason, SemanticFact, Space, Turn
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, ranked, rrf
+from qemem.retrieve.fusion import RRF_K, Fused, fuse_lists
 from qemem.retrieve.query_rules import strip_speakers
+from qemem.retrieve.search import ranked_lists
 from qemem.store.base import MemoryStore, Scope
 
 METHODS: tuple[str, ...] = ("dense", "bm25")
@@ -71,36 +72,6 @@ class RetrievalConfig:
             raise InputError("retrieval config: budgets must be >= 0")
         if self.depth is not None and self.depth < 1:
             raise InputError("retrieval config: depth must be >= 1 or None (every record)")
-
-
-ListKey = tuple[int, str]
-"""A ranked list's name: (query index, method)."""
-
-
-@dataclass
-class Fused:
-    """An id's fused score and where it was ranked: (query index, method, rank) per list."""
-
-    score: float
-    ranks: list[tuple[int, str, int]]
-    via: list[str] = field(default_factory=list)
-
-    def reasons(self) -> list[Reason]:
-        """The ranked lists, then the facts that raised it (provenance), as reasons."""
-        return [Reason("ranked", query=q, method=m, rank=r) for q, m, r in self.ranks] + [
-            Reason("provenance", via=fid) for fid in self.via
-        ]
-
-
-def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, Fused]:
-    """Reciprocal rank fusion (:func:`~qemem.retrieve.fusion.rrf`) of named lists, ids best
-    first (ties keep first appearance), each with its rank in every list that contains it."""
-    scores = rrf(lists.values(), k)
-    ranks: dict[str, list[tuple[int, str, int]]] = {}
-    for (query, method), ranking in lists.items():
-        for rank, rid in enumerate(ranking, start=1):
-            ranks.setdefault(rid, []).append((query, method, rank))
-    return {rid: Fused(score, ranks[rid]) for rid, score in ranked(scores)}
 
 
 def provenance_adjust(
@@ -201,12 +172,7 @@ def build_pool(
 
     fused: dict[Space, dict[str, Fused]] = {}
     for space in SPACES:
-        dense = store.dense_search(scope, space, vectors, config.depth)
-        sparse = store.bm25_search(scope, space, tokens, config.depth)
-        lists: dict[ListKey, list[str]] = {}
-        for i in range(len(texts)):
-            lists[(i, "dense")] = [rid for rid, _ in dense[i]]
-            lists[(i, "bm25")] = [rid for rid, _ in sparse[i]]
+        lists = ranked_lists(store, scope, space, vectors, tokens, config.depth)
         fused[space] = fuse_lists(lists, config.rrf_k)
     turns = store.turns(scope)
     episode_records = {e.id: e for e in store.episodes(scope)}
