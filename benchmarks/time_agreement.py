@@ -1,11 +1,13 @@
 """Agreement of ``resolve_times`` with LoCoMo's gold answers to temporal questions.
 
 Takes the category-2 questions whose single evidence turn holds exactly one relative time
-expression, resolves it against the turn's session date and compares with the gold answer two
-ways: the exact phrase (case-insensitive) and date agreement (``time_agrees``: the gold names a
-date, month, season or year overlapping the resolved range, or contains the phrase).
+expression and whose gold answer names a time (a date, month, season, year, "the <weekday>
+before <date>" or a relative expression; golds such as "her mother" are counted apart),
+resolves the expression against the turn's session date and compares with the gold answer two
+ways: the exact phrase (case-insensitive) and date agreement (``time_agrees``: the gold's period
+overlaps the resolved range, or contains the phrase).
 
-    python benchmarks/time_agreement.py --data ../shared/data/locomo/locomo-dev.json [-v]
+    python benchmarks/time_agreement.py --data locomo10.json [-v]
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 from pathlib import Path
 
 from qemem.eval.manifest import run_info
-from qemem.evidence.agreement import time_agrees
+from qemem.evidence.agreement import time_agrees, time_ranges
 from qemem.evidence.times import resolve_times
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
 
@@ -32,7 +34,7 @@ def main() -> None:
         for session in conv.sessions
         for turn in session.turns
     }
-    total = exact = agree = 0
+    total = exact = agree = no_time = 0
     misses = []
     for q in locomo_questions(samples):
         if q.category != 2 or len(q.evidence) != 1 or (q.conversation, q.evidence[0]) not in turns:
@@ -41,20 +43,23 @@ def main() -> None:
         found = resolve_times(text, anchor)
         if len(found) != 1:
             continue
-        total += 1
         ours = found[0]
+        if not time_ranges(q.answer, (ours.start.year, ours.end.year), ours.anchor):
+            no_time += 1
+            continue
+        total += 1
         exact += ours.phrase.lower() == q.answer.strip().rstrip(".").lower()
         ok = bool(time_agrees(q.answer, ours))
         agree += ok
         if not ok:
-            misses.append((q.answer, ours.expression, ours.phrase))
+            misses.append((f"{q.conversation}#{q.index}", q.answer, ours.expression, ours.phrase))
     print(json.dumps(run_info(args.data, questions=total), indent=1))
-    print(f"questions: {total}")
+    print(f"questions: {total} (and {no_time} whose gold answer names no time, not counted)")
     print(f"exact phrase: {exact}/{total} = {exact / max(total, 1):.3f}")
     print(f"date agreement: {agree}/{total} = {agree / max(total, 1):.3f}")
     if args.verbose:
-        for gold, expression, phrase in misses:
-            print(f"  gold {gold!r:40} | {expression!r} -> {phrase!r}")
+        for key, gold, expression, phrase in misses:
+            print(f"  {key:12} gold {gold!r:36} | {expression!r} -> {phrase!r}")
 
 
 if __name__ == "__main__":

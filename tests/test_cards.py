@@ -18,7 +18,8 @@ from qemem.evidence import (
     time_agrees,
     verify_card,
 )
-from qemem.evidence.times import TimeResolution
+from qemem.evidence.cards import resolve_card_time
+from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, document
@@ -200,12 +201,14 @@ def test_episode_and_fact_sources(index: SourceIndex) -> None:
     assert fact.resolved_time.expression == ""
 
 
-def test_time_falls_back_to_the_claim(index: SourceIndex) -> None:
+def test_time_comes_from_the_source_outside_the_quote(index: SourceIndex) -> None:
+    # D1:2 says "... the Riverside Half Marathon yesterday": the expression is in the cited
+    # message, not in the quoted span, and the claim does not repeat it
     out = verify_card(
         card(
             "I signed up for the Riverside Half Marathon",
             ["D1:2"],
-            claim="Tomas signed up for the Riverside Half Marathon yesterday.",
+            claim="Tomas signed up for the Riverside Half Marathon.",
             time="13 March 2024",
         ),
         index,
@@ -213,6 +216,20 @@ def test_time_falls_back_to_the_claim(index: SourceIndex) -> None:
     assert out.verified
     assert out.resolved_time is not None and out.resolved_time.phrase == "13 March 2024"
     assert out.time_agrees is True
+
+
+def test_time_is_the_expression_nearest_the_quote(index: SourceIndex) -> None:
+    # D4:4: "... we've agreed to go next spring instead. ... I adopted a kitten last Friday!"
+    out = verify_card(card("I adopted a kitten", ["D4:4"], time="19 July 2024"), index)
+    assert out.resolved_time is not None
+    assert out.resolved_time.expression == "last Friday"
+    assert out.time_agrees is True
+
+
+def test_time_without_expression_is_the_session_date() -> None:
+    anchor = datetime(2023, 5, 8, 13, 56)
+    resolved = resolve_card_time("I love painting sunsets.", (0, 6), anchor)
+    assert (resolved.expression, resolved.phrase) == ("", "8 May 2023")
 
 
 def test_time_of_a_later_session(index: SourceIndex) -> None:
@@ -233,6 +250,12 @@ SATURDAY = TimeResolution(
 LAST_WEEK = TimeResolution(
     "last week", date(2024, 3, 4), date(2024, 3, 10), "week", "the week before 14 March 2024"
 )
+
+
+FIRST_MAY = TimeResolution("", date(2023, 5, 1), date(2023, 5, 1), "day", "1 May 2023")
+(LAST_SUMMER,) = resolve_times("last summer", date(2023, 10, 17))
+(LAST_MONTH,) = resolve_times("last month", date(2023, 5, 8))
+(TEN_YEARS_AGO,) = resolve_times("ten years ago", date(2023, 6, 27))
 
 
 @pytest.mark.parametrize(
@@ -264,6 +287,19 @@ LAST_WEEK = TimeResolution(
         ("March 9th", SATURDAY, True),
         ("10 March", SATURDAY, False),
         ("31 February", SATURDAY, False),  # impossible day
+        ("1 May 2023", FIRST_MAY, True),
+        ("11 May 2023", FIRST_MAY, False),  # not a substring match: day boundaries count
+        ("21 May 2023", FIRST_MAY, False),
+        ("May 11, 2023", FIRST_MAY, False),
+        ("the summer before 17 October 2023", LAST_SUMMER, True),  # one period, two phrasings
+        ("summer 2023", LAST_SUMMER, True),
+        ("the summer before 17 October 2022", LAST_SUMMER, False),
+        ("the month before 8 May 2023", LAST_MONTH, True),
+        ("April 2023", LAST_MONTH, True),
+        ("May 2023", LAST_MONTH, False),
+        ("10 years ago", TEN_YEARS_AGO, True),  # relative, read against the same session date
+        ("a few years ago", TEN_YEARS_AGO, False),
+        ("2013", TEN_YEARS_AGO, True),
     ],
 )
 def test_time_agreement(llm_time: str, resolved: TimeResolution, expected: bool | None) -> None:

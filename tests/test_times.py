@@ -354,19 +354,27 @@ CASES: list[tuple[str, str, date, list[Row]]] = [
         "last-month-march-31",
         "last month",
         D(2023, 3, 31),
-        [("last month", D(2023, 2, 1), D(2023, 2, 28), "month", "February 2023")],
+        [("last month", D(2023, 2, 1), D(2023, 2, 28), "month", "the month before 31 March 2023")],
     ),
     (
         "last-month-leap",
         "last month",
         D(2024, 3, 31),
-        [("last month", D(2024, 2, 1), D(2024, 2, 29), "month", "February 2024")],
+        [("last month", D(2024, 2, 1), D(2024, 2, 29), "month", "the month before 31 March 2024")],
     ),
     (
         "last-month-january",
         "Last month we moved.",
         D(2023, 1, 15),
-        [("Last month", D(2022, 12, 1), D(2022, 12, 31), "month", "December 2022")],
+        [
+            (
+                "Last month",
+                D(2022, 12, 1),
+                D(2022, 12, 31),
+                "month",
+                "the month before 15 January 2023",
+            )
+        ],
     ),
     (
         "next-month-december",
@@ -429,13 +437,109 @@ CASES: list[tuple[str, str, date, list[Row]]] = [
         "on-sunday-from-monday",
         "on Sunday",
         MON_8_MAY,
-        [("on Sunday", D(2023, 5, 14), D(2023, 5, 14), "day", "the Sunday after 8 May 2023")],
+        [("on Sunday", D(2023, 5, 7), D(2023, 5, 7), "day", "the Sunday before 8 May 2023")],
+    ),
+    # a weekday without "last"/"next" is the last one before the session date ...
+    (
+        "on-friday-past-from-monday",
+        "I went there on Friday",
+        MON_8_MAY,
+        [("on Friday", D(2023, 5, 5), D(2023, 5, 5), "day", "the Friday before 8 May 2023")],
+    ),
+    (
+        "this-friday-past-tense",
+        "This Friday I ran my first 10k",
+        MON_8_MAY,
+        [("This Friday", D(2023, 5, 5), D(2023, 5, 5), "day", "the Friday before 8 May 2023")],
+    ),
+    (
+        "on-saturday-not-future-progressive",
+        "I'm doing great - just got back from a pottery workshop on Saturday.",
+        MON_8_MAY,
+        [("on Saturday", D(2023, 5, 6), D(2023, 5, 6), "day", "the Saturday before 8 May 2023")],
+    ),
+    # ... and the next one after it when its clause speaks of the future
+    (
+        "on-friday-future-going",
+        "I'm going on Friday",
+        MON_8_MAY,
+        [("on Friday", D(2023, 5, 12), D(2023, 5, 12), "day", "the Friday after 8 May 2023")],
+    ),
+    (
+        "this-friday-future-will",
+        "We will meet this Friday",
+        MON_8_MAY,
+        [("this Friday", D(2023, 5, 12), D(2023, 5, 12), "day", "the Friday after 8 May 2023")],
+    ),
+    (
+        "future-is-per-clause",
+        "I'll call you on Sunday. On Saturday I ran.",
+        MON_8_MAY,
+        [
+            ("on Sunday", D(2023, 5, 14), D(2023, 5, 14), "day", "the Sunday after 8 May 2023"),
+            ("On Saturday", D(2023, 5, 6), D(2023, 5, 6), "day", "the Saturday before 8 May 2023"),
+        ],
     ),
     (
         "on-tuesday-from-saturday",
         "On Tuesday we talked",
         SAT_15_JUL,
         [("On Tuesday", D(2023, 7, 11), D(2023, 7, 11), "day", "the Tuesday before 15 July 2023")],
+    ),
+    # --- method.md checks: last night, last weekend, last month, the other day, a few days ago
+    (
+        "method-last-night",
+        "We watched a movie last night",
+        MON_8_MAY,
+        [("last night", D(2023, 5, 7), D(2023, 5, 7), "day", "7 May 2023")],
+    ),
+    (
+        "method-last-weekend",
+        "We went hiking last weekend",
+        MON_8_MAY,
+        [
+            (
+                "last weekend",
+                D(2023, 5, 6),
+                D(2023, 5, 7),
+                "weekend",
+                "the weekend before 8 May 2023",
+            )
+        ],
+    ),
+    (
+        "method-last-month",
+        "I started boot camp last month",
+        MON_8_MAY,
+        [("last month", D(2023, 4, 1), D(2023, 4, 30), "month", "the month before 8 May 2023")],
+    ),
+    (
+        "method-the-other-day",
+        "I saw her the other day",
+        MON_8_MAY,
+        [
+            (
+                "the other day",
+                D(2023, 5, 4),
+                D(2023, 5, 6),
+                "week",
+                "a few days before 8 May 2023",
+            )
+        ],
+    ),
+    (
+        "method-a-few-days-ago",
+        "I saw her a few days ago",
+        MON_8_MAY,
+        [
+            (
+                "a few days ago",
+                D(2023, 5, 4),
+                D(2023, 5, 6),
+                "week",
+                "a few days before 8 May 2023",
+            )
+        ],
     ),
     (
         "this-past-friday",
@@ -581,7 +685,9 @@ def test_normalise_time_first_or_anchor() -> None:
     first = normalise_time("We met last week and again yesterday", MON_8_MAY)
     assert (first.expression, first.phrase) == ("last week", "the week before 8 May 2023")
     none = normalise_time("I love painting.", datetime(2023, 5, 8, 13, 56))
-    assert none == TimeResolution("", MON_8_MAY, MON_8_MAY, "day", "8 May 2023", position=0)
+    assert none == TimeResolution(
+        "", MON_8_MAY, MON_8_MAY, "day", "8 May 2023", position=0, anchor=MON_8_MAY
+    )
 
 
 def test_to_dict_is_json_ready() -> None:
@@ -593,6 +699,7 @@ def test_to_dict_is_json_ready() -> None:
         "granularity": "day",
         "phrase": "the Friday before 15 July 2023",
         "position": 0,
+        "anchor": "2023-07-15",
     }
 
 

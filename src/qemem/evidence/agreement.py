@@ -1,18 +1,23 @@
 """Does the constructor's ``time`` agree with the deterministic resolution of a card?
 
-Definition (deterministic, documented):
+Definition (deterministic, documented): both sides are read as periods and compared, not
+their phrasings.
 
 * no verdict (``None``) when the model gave no time ("", "n/a", "none", "unknown", "-");
-* agreement when the deterministic phrase occurs in the model's time text (case, spacing and
-  punctuation ignored), e.g. both say "the Friday before 13 March 2023";
+* agreement when the deterministic phrase occurs in the model's time text as whole words (case,
+  spacing and punctuation ignored), e.g. both say "the Friday before 13 March 2023"; "1 May
+  2023" does not occur in "11 May 2023";
 * otherwise the model's text is read into date ranges and it agrees when any of them overlaps
   the deterministic range. Read, in this order, each span consumed once:
-  "the <weekday>/week/weekend before/after/of <date>" (resolved like "last/next/this ..." at
-  that date), full dates ("9 March 2024", "March 9, 2024", "2024-03-09"), months ("March 2024",
-  "late March 2024"), seasons ("summer 2024"), bare years ("2024"), and, when a year is implied
-  by the deterministic range, days without a year ("13 August", "August 13th").
-  So a coarser but consistent time ("March 2024" for 9 March 2024) agrees; a time that names a
-  different day, month or year, or names no date at all, does not.
+  "the <weekday>/week/weekend/month/<season> before/after/of <date>" (resolved like
+  "last/next/this ..." at that date), full dates ("9 March 2024", "March 9, 2024",
+  "2024-03-09"), months ("March 2024", "late March 2024"), seasons ("summer 2024"), bare years
+  ("2024"), when a year is implied by the deterministic range, days without a year ("13
+  August", "August 13th"), and, when the resolution knows its session date, relative
+  expressions ("ten years ago", "last summer") resolved against that same date.
+  So a coarser but consistent time ("March 2024" for 9 March 2024) agrees, and so does the same
+  period written another way ("the summer before 17 October 2023" and "summer 2023"); a time
+  that names a different day, month or year, or names no date at all, does not.
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ _MONTH = "|".join([*MONTHS, *(m[:3] for m in MONTHS), "Sept"])
 _DATE_DMY = rf"(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})"
 _DATE_MDY = rf"(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})"
 _DATE_ISO = r"(?P<y3>\d{4})-(?P<m3>\d{2})-(?P<d3>\d{2})"
+_SEASONS = "spring|summer|autumn|fall|winter"
 _FULL_DATE = re.compile(rf"\b(?:{_DATE_DMY}|{_DATE_MDY}|{_DATE_ISO})\b", re.IGNORECASE)
 _RELATIVE = re.compile(
-    rf"\b(?:the\s+)?(?P<what>{'|'.join(WEEKDAYS)}|week|weekend)\s+(?P<rel>before|after|of)\s+"
+    rf"\b(?:the\s+)?(?P<what>{'|'.join(WEEKDAYS)}|week|weekend|month|{_SEASONS})\s+"
+    r"(?P<rel>before|after|of)\s+"
     rf"(?P<date>{_DATE_DMY}|{_DATE_MDY}|{_DATE_ISO})\b",
     re.IGNORECASE,
 )
@@ -79,16 +86,17 @@ def _blank(text: str, m: re.Match[str]) -> str:
     return text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
 
 
-def time_ranges(text: str, years: tuple[int, ...] = ()) -> list[Range]:
+def time_ranges(text: str, years: tuple[int, ...] = (), anchor: date | None = None) -> list[Range]:
     """The date ranges a free-text time names (see the module docstring for what is read);
-    a day named without a year is read in each of ``years``."""
+    a day named without a year is read in each of ``years``, a relative expression against
+    ``anchor`` (none when it is None)."""
     ranges: list[Range] = []
     for m in list(_RELATIVE.finditer(text)):
-        anchor = _date_of(m)
-        if anchor is None:
+        at = _date_of(m)
+        if at is None:
             continue
         word = {"before": "last", "after": "next", "of": "this"}[m.group("rel").lower()]
-        found = resolve_times(f"{word} {m.group('what')}", anchor)
+        found = resolve_times(f"{word} {m.group('what')}", at)
         ranges.extend((r.start, r.end) for r in found)
         text = _blank(text, m)
     for m in list(_FULL_DATE.finditer(text)):
@@ -114,6 +122,9 @@ def time_ranges(text: str, years: tuple[int, ...] = ()) -> list[Range]:
             except ValueError:
                 continue
             ranges.append((named, named))
+        text = _blank(text, m)
+    if anchor is not None:
+        ranges.extend((r.start, r.end) for r in resolve_times(text, anchor))
     return ranges
 
 
@@ -125,9 +136,10 @@ def time_agrees(llm_time: str, resolved: TimeResolution) -> bool | None:
     """Whether the model's ``time`` text agrees with ``resolved`` (None: the model gave none)."""
     if _norm(llm_time) in _EMPTY or llm_time.strip().lower() in _EMPTY:
         return None
-    if _norm(resolved.phrase) in _norm(llm_time):
+    if re.search(rf"(?<!\w){re.escape(_norm(resolved.phrase))}(?!\w)", _norm(llm_time)):
         return True
+    years = tuple(sorted({resolved.start.year, resolved.end.year}))
     return any(
         start <= resolved.end and resolved.start <= end
-        for start, end in time_ranges(llm_time, tuple({resolved.start.year, resolved.end.year}))
+        for start, end in time_ranges(llm_time, years, resolved.anchor)
     )

@@ -4,15 +4,16 @@ The constructor reads a formatted pool and the plan's need and returns cards (cl
 quote, time, relation) plus a sufficiency verdict. Verification needs no LLM: a card is
 *verified* when its quote matches the text of at least one cited source (``best_quote_match``);
 unverified cards are kept and marked; cited ids that name nothing are recorded. Each card's
-time is resolved deterministically (``normalise_time`` of the quote, else of the claim, against
-the session date of the matched source, else of the first known source) and compared with the
-model's ``time`` (``time_agrees``).
+time is resolved deterministically from the matched source message (``resolve_card_time``: the
+relative expression nearest the quote, else the session date) and compared with the model's
+``time`` as periods, not phrasings (``time_agrees``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pydantic
@@ -201,10 +202,21 @@ def construct(
     return Construction(list(out.cards), feedback, list(result.responses))
 
 
-def _resolved_time(card: CardOut, located: Located, index: SourceIndex) -> TimeResolution:
-    anchor = index.session_date(located.record)
-    text = card.quote if resolve_times(card.quote, anchor) else card.claim
-    return normalise_time(text, anchor)
+def resolve_card_time(
+    source_text: str, span: tuple[int, int] | None, anchor: datetime
+) -> TimeResolution:
+    """The deterministic time of a card from its matched source message: the relative
+    expression of ``source_text`` nearest the quoted ``span`` (inside it counts as distance 0;
+    ties go to the earlier one), else the session date ``anchor``."""
+    found = resolve_times(source_text, anchor)
+    if not found:
+        return normalise_time("", anchor)
+    start, end = span or (0, 0)
+
+    def distance(r: TimeResolution) -> int:
+        return max(start - (r.position + len(r.expression)), r.position - end, 0)
+
+    return min(found, key=lambda r: (distance(r), r.position))
 
 
 def verify_card(
@@ -233,7 +245,8 @@ def verify_card(
     resolved = None
     agrees = None
     if matched is not None:
-        resolved = _resolved_time(card, known[matched], index)
+        anchor = index.session_date(known[matched].record)
+        resolved = resolve_card_time(texts[matched], check.span, anchor)
         agrees = time_agrees(card.time, resolved)
     return ViewCard(
         claim=card.claim.strip(),

@@ -14,11 +14,15 @@ method's form:
 Conventions (documented choices):
 
 * "last/next <weekday>": the nearest such weekday strictly before/after the anchor ("last
-  Monday" said on a Monday is seven days earlier); "on/this <weekday>": that weekday in the
-  anchor's ISO week, phrased "the <weekday> before/after <anchor>", or the anchor date itself
-  when it is that weekday.
+  Monday" said on a Monday is seven days earlier). A weekday said without "last" or "next"
+  ("on Friday", "this Friday") is the last such day before the anchor ("the Friday before
+  8 May 2023"), or the next one after it when its clause is in the future tense ("I'm going on
+  Friday", "we will meet this Friday"); the anchor date itself when it is that weekday.
 * "last/this/next week" and "weekend": the previous/current/next ISO week (its Saturday and
   Sunday for weekends). "on/over the weekend" and "this past weekend" mean the last weekend.
+* "last month": the calendar month before the anchor's, phrased "the month before <anchor>";
+  "this/next month": that month by name ("June 2023"). "last night" is yesterday; "the other
+  day" is vague like "a few days ago".
 * "N days ago": the day; "N weeks/weekends ago": that ISO week (weekend) N weeks back; "N
   months/years ago": that calendar month/year. "a"/"an" = 1, "a couple (of)" = 2. Forward
   counts resolve the same way ahead: "N units from now" and "in N units' time" ("the week
@@ -72,7 +76,8 @@ _WIDER: dict[str, Granularity] = {
 
 @dataclass(frozen=True)
 class TimeResolution:
-    """One resolved expression: ``text[position:position + len(expression)] == expression``."""
+    """One resolved expression: ``text[position:position + len(expression)] == expression``;
+    ``anchor`` is the session date it was resolved against (None when not known)."""
 
     expression: str
     start: date
@@ -80,8 +85,9 @@ class TimeResolution:
     granularity: Granularity
     phrase: str
     position: int = 0
+    anchor: date | None = None
 
-    def to_dict(self) -> dict[str, str | int]:
+    def to_dict(self) -> dict[str, str | int | None]:
         """JSON-ready form (dates as ISO strings)."""
         return {
             "expression": self.expression,
@@ -90,6 +96,7 @@ class TimeResolution:
             "granularity": self.granularity,
             "phrase": self.phrase,
             "position": self.position,
+            "anchor": self.anchor.isoformat() if self.anchor else None,
         }
 
 
@@ -190,11 +197,18 @@ def _fixed_day(offset: int) -> Callable[[re.Match[str], date], _Resolved]:
     return resolve
 
 
+def _other_day(_: re.Match[str], anchor: date) -> _Resolved:
+    start, end = _units_ago(anchor, 4, "day")[0], _units_ago(anchor, 2, "day")[1]
+    return start, end, "week", f"a few days before {day_phrase(anchor)}"
+
+
 def _relative_unit(m: re.Match[str], anchor: date) -> _Resolved:
     rel, unit = m.group("rel").lower(), m.group("unit").lower()
     step = {"last": -1, "this": 0, "next": 1}[rel]
     if unit == "month":
         start, end = _month_range(*_shift_month(anchor, step))
+        if step < 0:
+            return start, end, "month", f"the month before {day_phrase(anchor)}"
         return start, end, "month", _month_phrase(start.year, start.month)
     if unit == "year":
         year = anchor.year + step
@@ -216,16 +230,34 @@ def _past_weekend(_: re.Match[str], anchor: date) -> _Resolved:
     return start, end, "weekend", f"the weekend before {day_phrase(anchor)}"
 
 
+#: Future-tense markers of a clause: modal "will"/"'ll"/"shall", "going to"/"gonna", plans and
+#: wishes, and the present progressive of verbs of going and arranging ("I'm flying on Friday").
+_FUTURE = re.compile(
+    r"(?:\b(?:will|shall|gonna|going\s+to|plan(?:ning)?\s+to|about\s+to|hop(?:e|ing)\s+to|"
+    r"can['\u2019]?t\s+wait|can\s?not\s+wait|looking\s+forward|"
+    r"(?:am|are|is|['\u2019](?:m|re|s))\s+(?:going|heading|leaving|flying|travell?ing|driving|"
+    r"meeting|hosting|having|starting|visiting|coming))\b|['\u2019]ll\b)",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"[.!?;\n]")
+
+
+def _future_clause(text: str, position: int) -> bool:
+    """Whether the clause of ``text`` that ends at ``position`` speaks of the future."""
+    start = max((m.end() for m in _CLAUSE_END.finditer(text, 0, position)), default=0)
+    return bool(_FUTURE.search(text, start, position))
+
+
 def _weekday(m: re.Match[str], anchor: date) -> _Resolved:
     rel = " ".join(m.group("rel").lower().split())
     target = [w.lower() for w in WEEKDAYS].index(m.group("wd").lower())
     name = WEEKDAYS[target]
-    if rel in ("last", "past", "this past"):
-        day = anchor - timedelta(days=(anchor.weekday() - target) % 7 or 7)
-    elif rel == "next":
+    if rel in ("on", "this") and anchor.weekday() == target:
+        day = anchor
+    elif rel == "next" or (rel in ("on", "this") and _future_clause(m.string, m.start())):
         day = anchor + timedelta(days=(target - anchor.weekday()) % 7 or 7)
     else:
-        day = _monday(anchor) + timedelta(days=target)
+        day = anchor - timedelta(days=(anchor.weekday() - target) % 7 or 7)
     if day < anchor:
         phrase = f"the {name} before {day_phrase(anchor)}"
     elif day > anchor:
@@ -266,6 +298,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]]
         (r"\bthe\s+day\s+after\s+tomorrow\b", _fixed_day(2)),
         (r"\b(?:today|tonight|this\s+(?:morning|afternoon|evening))\b", _fixed_day(0)),
         (r"\b(?:yesterday|last\s+night)\b", _fixed_day(-1)),
+        (r"\bthe\s+other\s+day\b", _other_day),
         (r"\btomorrow\b", _fixed_day(1)),
         (rf"\b(?P<n>{_COUNT})\s+(?P<unit>day|weekend|week|month|year)s?\s+ago\b", _ago),
         (
@@ -299,7 +332,9 @@ def resolve_times(text: str, anchor: date | datetime | str) -> list[TimeResoluti
         taken_until = match.end()
         first, last, granularity, phrase = handler(match, day)
         resolutions.append(
-            TimeResolution(match.group(), first, last, granularity, phrase, position=start)
+            TimeResolution(
+                match.group(), first, last, granularity, phrase, position=start, anchor=day
+            )
         )
     return resolutions
 
@@ -310,7 +345,7 @@ def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:
     if found:
         return found[0]
     day = parse_anchor(anchor)
-    return TimeResolution("", day, day, "day", day_phrase(day))
+    return TimeResolution("", day, day, "day", day_phrase(day), anchor=day)
 
 
 _MONTH_NAMES = {name.lower(): i for i, name in enumerate(MONTHS, start=1)} | {
