@@ -163,6 +163,7 @@ def test_verified_card_with_resolved_time(index: SourceIndex) -> None:
     )
     assert out.verified and out.score >= 0.85
     assert out.sources == ["D1:3"] and out.matched_source == "D1:3"
+    assert out.grounded_in == "turn"
     assert out.unresolved_sources == []
     assert out.resolved_time is not None
     assert out.resolved_time.phrase == "the Saturday before 14 March 2024"
@@ -194,8 +195,10 @@ def test_card_with_no_known_source(index: SourceIndex) -> None:
 def test_episode_and_fact_sources(index: SourceIndex) -> None:
     ep = verify_card(card("handed in her notice at Northgate", ["E1", "D1:3"]), index)
     assert ep.verified and ep.matched_source == "E1"
+    assert ep.grounded_in == "episode" and ep.to_dict()["grounded_in"] == "episode"
     fact = verify_card(card("a data analyst at Brightfield Solar", ["S1"]), index)
     assert fact.verified and fact.matched_source == "S1"
+    assert fact.grounded_in == "fact"
     # no relative expression: the session date of the fact's session
     assert fact.resolved_time is not None and fact.resolved_time.phrase == "2 May 2024"
     assert fact.resolved_time.expression == ""
@@ -312,3 +315,16 @@ def test_merge_cards_keeps_existing_and_drops_repeats() -> None:
     other_source = ViewCard("Priya has a cat.", ["D4:5"], "Biscuit", "", "")
     merged = merge_cards([first], [repeat, other_source])
     assert merged == [first, other_source]
+
+
+def test_turn_quote_is_checked_against_the_message_not_the_speaker(index: SourceIndex) -> None:
+    # D1:3 is Priya's "I went to my first pottery class last Saturday ..."
+    named = verify_card(card("Priya went to my first pottery class last Saturday", ["D1:3"]), index)
+    assert named.verified is False
+    prefixed = verify_card(card("Priya: I went to my first pottery class", ["D1:3"]), index)
+    assert prefixed.verified is True
+
+
+def test_one_word_quote_is_not_evidence(index: SourceIndex) -> None:
+    out = verify_card(card("went", ["D1:3"]), index)
+    assert out.verified is False and out.grounded_in == "turn"

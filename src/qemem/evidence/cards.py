@@ -24,7 +24,7 @@ from qemem.evidence.context import Located, SourceIndex, clean_id, format_memori
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match
 from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
-from qemem.models import Episode, Plan, Pool, SemanticFact, Turn, document
+from qemem.models import Episode, Plan, Pool, SemanticFact, Space, Turn, document
 from qemem.prompts import render
 
 MAX_FOLLOW_UPS = 3
@@ -87,8 +87,11 @@ class ViewCard:
     """A verified (or marked unverified) evidence card.
 
     ``matched_source`` is the cited source the quote matched best (None when no cited id
-    resolved); ``resolved_time`` the deterministic time, ``time`` the model's, and
-    ``time_agrees`` their agreement (None when the model gave no time or nothing resolved).
+    resolved) and ``grounded_in`` its space: "turn" when the quote was checked against a
+    speaker's original words, "episode" or "fact" when against model-written memory text (so
+    a verified card is never mistaken for one verified against original words);
+    ``resolved_time`` the deterministic time, ``time`` the model's, and ``time_agrees`` their
+    agreement (None when the model gave no time or nothing resolved).
     """
 
     claim: str
@@ -99,6 +102,7 @@ class ViewCard:
     verified: bool = False
     score: float = 0.0
     matched_source: str | None = None
+    grounded_in: Space | None = None
     unresolved_sources: list[str] = field(default_factory=list)
     resolved_time: TimeResolution | None = None
     time_agrees: bool | None = None
@@ -115,6 +119,7 @@ class ViewCard:
             "verified": self.verified,
             "score": self.score,
             "matched_source": self.matched_source,
+            "grounded_in": self.grounded_in,
             "unresolved_sources": list(self.unresolved_sources),
             "resolved_time": self.resolved_time.to_dict() if self.resolved_time else None,
             "time_agrees": self.time_agrees,
@@ -219,6 +224,12 @@ def resolve_card_time(
     return min(found, key=lambda r: (distance(r), r.position))
 
 
+def source_text(record: Turn | Episode | SemanticFact) -> str:
+    """The text a quote is checked against: a turn's message (without its speaker), an
+    episode's title and narrative, a fact's content."""
+    return record.text if isinstance(record, Turn) else document(record)
+
+
 def verify_card(
     card: CardOut,
     index: SourceIndex,
@@ -240,8 +251,9 @@ def verify_card(
             unresolved.append(name)
         else:
             known[name] = located
-    texts = {sid: document(loc.record) for sid, loc in known.items()}
-    matched, check = best_quote_match(card.quote, texts, threshold=threshold)
+    texts = {sid: source_text(loc.record) for sid, loc in known.items()}
+    speakers = {sid: r.speaker for sid, loc in known.items() if isinstance(r := loc.record, Turn)}
+    matched, check = best_quote_match(card.quote, texts, speakers=speakers, threshold=threshold)
     resolved = None
     agrees = None
     if matched is not None:
@@ -257,6 +269,7 @@ def verify_card(
         verified=check.verified,
         score=check.score,
         matched_source=matched,
+        grounded_in=known[matched].space if matched is not None else None,
         unresolved_sources=unresolved,
         resolved_time=resolved,
         time_agrees=agrees,

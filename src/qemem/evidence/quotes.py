@@ -1,8 +1,12 @@
 """Quote fidelity: does a card's quote really come from the cited source text?
 
-Deterministic, no LLM. Both texts are normalised (Unicode NFKC, case-folded, punctuation and
-typographic quotes/dashes dropped, apostrophes removed, common contractions expanded) into word
-tokens. A quote part is then scored three ways against the source:
+Deterministic, no LLM. The quote is checked against the message text of a turn (the speaker's
+name is accepted only as a leading "Name:" prefix of the quote, never inside it) or the text of
+an episode or fact. Both texts are normalised the same way (Unicode NFKC, case-folded,
+punctuation and typographic quotes/dashes dropped, apostrophes removed, contractions expanded
+whether or not their apostrophe was kept: "It's", "Its" and "it is" all read "it is", "cant"
+and "can't" read "can not") into word tokens. A quote part is then scored three ways against
+the source:
 
 * ``char_score``: fuzzy partial matching of the normalised quote against the normalised source
   (``rapidfuzz.fuzz.partial_ratio_alignment``), which also locates the matched span;
@@ -11,11 +15,15 @@ tokens. A quote part is then scored three ways against the source:
   (at most two dropped words apart) and in the same order in the span; a word-shuffled quote keeps
   its characters but loses both;
 * names and numbers: every capitalised token and every number (digits or number word) of the
-  quote must occur in the source (a possessive ``-s`` is tolerated); this is a hard condition,
-  since one changed name or number barely moves a fuzzy score.
+  quote must occur in the matched span (two words of slack on each side; a possessive ``-s`` is
+  tolerated); this is a hard condition, since one changed name or number barely moves a fuzzy
+  score, and a number found elsewhere in the source does not count.
 
-A quote may join parts of the same source with an ellipsis (``...`` / ``…``): each part is
-checked and the weakest part decides. ``score = min(char_score, order_score)`` over the parts.
+A quote must hold at least ``MIN_CONTENT_WORDS`` content words (words that are not function
+words), or all of the source's when the source has fewer: a single common word ("went") is
+never evidence. A quote may join parts of the same source with an ellipsis (``...`` / ``…``):
+each part is checked and the weakest part decides. ``score = min(char_score, order_score)``
+over the parts.
 """
 
 from __future__ import annotations
@@ -39,13 +47,44 @@ DEFAULT_THRESHOLD = 0.85
 _ELLIPSIS = re.compile(r"\[\s*(?:\.{3,}|…)\s*\]|\.{3,}|…")
 _WORD = re.compile(r"[^\W_]+(?:['’‘ʼ`´][^\W_]+)*")
 _APOSTROPHES = re.compile(r"['’‘ʼ`´]")
-_CONTRACTIONS = {"m": "am", "re": "are", "ve": "have", "ll": "will"}
+_CONTRACTIONS = {"m": "am", "re": "are", "ve": "have", "ll": "will", "d": "would"}
 _IRREGULAR = {
     "can't": ("can", "not"),
-    "cannot": ("can", "not"),
     "won't": ("will", "not"),
     "shan't": ("shall", "not"),
+    "ain't": ("is", "not"),
+    "let's": ("let", "us"),
 }
+_IS_AFTER = frozenset({"it", "that", "what", "there", "here", "he", "she", "who", "where", "how"})
+# Contractions written without their apostrophe ("im", "dont"); words that are also ordinary
+# words ("ill", "were", "well", "id", "hell", "shell") are left alone.
+# fmt: off
+_BARE = {
+    "im": ("i", "am"), "ive": ("i", "have"), "youre": ("you", "are"), "youve": ("you", "have"),
+    "youll": ("you", "will"), "youd": ("you", "would"), "theyre": ("they", "are"),
+    "theyve": ("they", "have"), "theyll": ("they", "will"), "theyd": ("they", "would"),
+    "weve": ("we", "have"), "itll": ("it", "will"), "itd": ("it", "would"),
+    "its": ("it", "is"), "thats": ("that", "is"), "whats": ("what", "is"),
+    "theres": ("there", "is"), "heres": ("here", "is"), "hes": ("he", "is"),
+    "shes": ("she", "is"), "whos": ("who", "is"), "lets": ("let", "us"),
+    "cannot": ("can", "not"), "cant": ("can", "not"), "wont": ("will", "not"),
+    "dont": ("do", "not"), "doesnt": ("does", "not"), "didnt": ("did", "not"),
+    "isnt": ("is", "not"), "arent": ("are", "not"), "wasnt": ("was", "not"),
+    "werent": ("were", "not"), "hasnt": ("has", "not"), "havent": ("have", "not"),
+    "hadnt": ("had", "not"), "wouldnt": ("would", "not"), "couldnt": ("could", "not"),
+    "shouldnt": ("should", "not"), "mustnt": ("must", "not"), "aint": ("is", "not"),
+}
+#: Function words: they do not count towards a quote's minimum length.
+STOPWORDS = frozenset("""
+a an the and or but if so as at by for from in into of off on onto out over to up with about
+i me my mine we us our you your he him his she her it its they them their this that these
+those am is are was were be been being have has had do does did will would shall should can
+could may might must not no yes just very really too also then than there here what which
+who whom when where why how all any some much many more most such own same oh ok okay yeah
+yep wow hey hi hello well im ive id ill""".split())
+# fmt: on
+#: A quote must hold at least this many content words (or all of a shorter source's).
+MIN_CONTENT_WORDS = 2
 # fmt: off
 _NUMBER_WORDS = frozenset({
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -83,7 +122,8 @@ class _Tokens:
 
 
 def _split_word(word: str) -> list[str]:
-    """Normalise one raw word into one or more tokens (contractions expanded)."""
+    """Normalise one raw word into one or more tokens (contractions expanded, with or without
+    their apostrophe)."""
     low = unicodedata.normalize("NFKC", word).casefold()
     low = _APOSTROPHES.sub("'", low)
     if low in _IRREGULAR:
@@ -94,7 +134,10 @@ def _split_word(word: str) -> list[str]:
         head, _, tail = low.rpartition("'")
         if tail in _CONTRACTIONS:
             return [head.replace("'", ""), _CONTRACTIONS[tail]]
-    return [low.replace("'", "")]
+        if tail == "s" and head in _IS_AFTER:
+            return [head, "is"]
+    bare = low.replace("'", "")
+    return list(_BARE.get(bare, (bare,)))
 
 
 def _tokenise(text: str) -> _Tokens:
@@ -114,12 +157,14 @@ def _tokenise(text: str) -> _Tokens:
 
 
 def _key_tokens(part: str) -> list[str]:
-    """Names (capitalised words) and numbers of a quote part, normalised."""
+    """Names (capitalised words other than function words) and numbers of a quote part,
+    normalised."""
     keys: list[str] = []
     for match in _WORD.finditer(part):
         word = match.group()
         base = _split_word(word)[0]
-        if word[0].isupper() or any(c.isdigit() for c in word) or base in _NUMBER_WORDS:
+        number = any(c.isdigit() for c in word) or base.removesuffix("s") in _NUMBER_WORDS
+        if number or (word[0].isupper() and base not in STOPWORDS):
             keys.append(base)
     return keys
 
@@ -139,56 +184,81 @@ def _adjacency(quote: list[str], window: list[str]) -> float:
     return hits / (len(quote) - 1)
 
 
-def _check_part(part: _Tokens, source: _Tokens) -> tuple[float, float, tuple[int, int] | None]:
-    """Return (char_score, order_score, matched span in the source) for one quote part."""
+@dataclass(frozen=True)
+class _PartCheck:
+    char_score: float
+    order_score: float
+    span: tuple[int, int] | None
+    window: frozenset[str]  # normalised tokens of the matched span, two words of slack
+
+
+def _check_part(part: _Tokens, source: _Tokens) -> _PartCheck:
+    """Scores, matched span and its tokens for one quote part."""
     if not source.words:
-        return 0.0, 0.0, None
+        return _PartCheck(0.0, 0.0, None, frozenset())
     joined_quote = " ".join(part.words)
     joined_source = " ".join(source.words)
     found = fuzz.partial_ratio_alignment(joined_quote, joined_source)
     if found is None or found.score == 0:
-        return 0.0, 0.0, None
+        return _PartCheck(0.0, 0.0, None, frozenset())
     inside = [
         i
         for i, start in enumerate(source.offsets)
         if start < found.dest_end and start + len(source.words[i]) > found.dest_start
     ]
     if not inside:
-        return found.score / 100, 0.0, None
+        return _PartCheck(found.score / 100, 0.0, None, frozenset())
     first, last = inside[0], inside[-1]
     window = source.words[max(0, first - 2) : last + 3]
     coverage = LCSseq.similarity(part.words, window) / len(part.words)
     order = (coverage + _adjacency(part.words, window)) / 2
     span = (source.spans[first][0], source.spans[last][1])
-    return found.score / 100, order, span
+    return _PartCheck(found.score / 100, order, span, frozenset(window))
+
+
+def content_words(words: list[str]) -> int:
+    """How many of the normalised ``words`` are content words (not in ``STOPWORDS``)."""
+    return sum(1 for w in words if w not in STOPWORDS)
+
+
+def strip_speaker(quote: str, speaker: str) -> str:
+    """``quote`` without a leading "<speaker>:" prefix (case and spacing ignored)."""
+    prefix = re.match(rf"\s*[\"“']?\s*{re.escape(speaker.strip())}\s*:\s*", quote, re.IGNORECASE)
+    return quote[prefix.end() :] if speaker.strip() and prefix else quote
 
 
 def verify_quote(
-    quote: str, source_text: str, *, threshold: float = DEFAULT_THRESHOLD
+    quote: str, source_text: str, *, speaker: str = "", threshold: float = DEFAULT_THRESHOLD
 ) -> QuoteCheck:
     """Check that ``quote`` is a (lightly normalised) span of ``source_text``.
 
-    Verified when ``score >= threshold`` and every name and number of the quote occurs in the
-    source. An empty quote (or one without words) is never verified and scores 0.
+    ``source_text`` is a message's text; its ``speaker`` may only lead the quote ("Name: ...").
+    Verified when ``score >= threshold``, every name and number of the quote occurs in the
+    matched span and the quote is long enough (``MIN_CONTENT_WORDS``). An empty quote (or one
+    without words) is never verified and scores 0.
     """
-    parts = [_tokenise(p) for p in _ELLIPSIS.split(quote)]
-    parts = [p for p in parts if p.words]
+    raw_parts = _ELLIPSIS.split(strip_speaker(quote, speaker) if speaker else quote)
+    parts = [(raw, tokens) for raw in raw_parts if (tokens := _tokenise(raw)).words]
     if not parts:
         return QuoteCheck(verified=False, score=0.0)
     source = _tokenise(source_text)
-    results = [_check_part(p, source) for p in parts]
-    char_score = min(r[0] for r in results)
-    order_score = min(r[1] for r in results)
+    results = [_check_part(tokens, source) for _, tokens in parts]
+    char_score = min(r.char_score for r in results)
+    order_score = min(r.order_score for r in results)
     score = round(min(char_score, order_score), 4)
-    best_span = max(results, key=lambda r: min(r[0], r[1]))[2]
-    present = set(source.words)
+    best_span = max(results, key=lambda r: min(r.char_score, r.order_score)).span
     missing = tuple(
-        key
-        for key in dict.fromkeys(_key_tokens(quote))
-        if key not in present and f"{key}s" not in present
+        dict.fromkeys(
+            key
+            for (raw, _), result in zip(parts, results, strict=True)
+            for key in _key_tokens(raw)
+            if key not in result.window and f"{key}s" not in result.window
+        )
     )
+    needed = min(MIN_CONTENT_WORDS, content_words(source.words))
+    long_enough = content_words([w for _, tokens in parts for w in tokens.words]) >= max(needed, 1)
     return QuoteCheck(
-        verified=score >= threshold and not missing,
+        verified=score >= threshold and not missing and long_enough,
         score=score,
         char_score=round(char_score, 4),
         order_score=round(order_score, 4),
@@ -198,9 +268,14 @@ def verify_quote(
 
 
 def best_quote_match(
-    quote: str, sources: Mapping[str, str], *, threshold: float = DEFAULT_THRESHOLD
+    quote: str,
+    sources: Mapping[str, str],
+    *,
+    speakers: Mapping[str, str] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
 ) -> tuple[str | None, QuoteCheck]:
-    """Check ``quote`` against every source (id -> text) and return the best one.
+    """Check ``quote`` against every source (id -> text; ``speakers``: id -> the speaker of a
+    turn) and return the best one.
 
     Verified matches beat unverified ones, then the higher score wins (ties: first in order).
     With no sources the id is ``None`` and the check is unverified with score 0.
@@ -208,7 +283,8 @@ def best_quote_match(
     best_id: str | None = None
     best = QuoteCheck(verified=False, score=0.0)
     for source_id, text in sources.items():
-        check = verify_quote(quote, text, threshold=threshold)
+        speaker = (speakers or {}).get(source_id, "")
+        check = verify_quote(quote, text, speaker=speaker, threshold=threshold)
         if best_id is None or (check.verified, check.score) > (best.verified, best.score):
             best_id, best = source_id, check
     return best_id, best
