@@ -51,6 +51,13 @@ EPISODE = Episode(
         ("She has two cats, Biscuit and Miso.\n\n", "She has two cats, Biscuit and Miso", False),
         ("Some reasoning.\nFINAL ANSWER:", "Some reasoning", False),
         ("", "", False),
+        ("FINAL ANSWER: the U.S.", "the U.S.", True),  # an abbreviation keeps its period
+        ("FINAL ANSWER: books, paints, etc.", "books, paints, etc.", True),
+        ("FINAL ANSWER: The capital is **Paris**.", "The capital is Paris", True),
+        ("FINAL ANSWER: *Becoming* by `Michelle Obama`", "Becoming by Michelle Obama", True),
+        ("FINAL ANSWER: __Miso__ and [Biscuit](http://x.y)", "Miso and Biscuit", True),
+        ("FINAL ANSWER: 2 * 3 = 6 cats", "2 * 3 = 6 cats", True),
+        ("FINAL ANSWER: snake_case_name", "snake_case_name", True),
     ],
 )
 def test_extract_final_answer(text: str, answer: str, found: bool) -> None:
@@ -70,6 +77,15 @@ def test_extract_final_answer(text: str, answer: str, found: bool) -> None:
         "Not enough information",
         "The memories don't mention it",
         "",
+        "Not mentioned in the conversation.",
+        "The conversation does not mention when she adopted the dog",
+        "No information about the date of the race",
+        "There is no mention of a dog in the conversation",
+        "It cannot be determined from the memories",
+        "The exact date is not specified",
+        "The name of the dog is not mentioned in the conversation",
+        "I can't tell from the conversation",
+        "**Unknown**",
     ],
 )
 def test_abstentions(answer: str) -> None:
@@ -77,7 +93,23 @@ def test_abstentions(answer: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", ["No", "Biscuit", "Probably yes", "9 March 2024", "An unknown artist's vase"]
+    "answer",
+    [
+        "No",
+        "Biscuit",
+        "Probably yes",
+        "9 March 2024",
+        "An unknown artist's vase",
+        # negative answers that mention "not": answers, not abstentions
+        "No, she did not mention adopting a dog",
+        "She can't tell her parents",
+        "It was not provided by the school",
+        "No, Melanie has not been to Paris",
+        "She did not say yes to the offer",
+        "He could not find a job for months",
+        "Not a painting but a sculpture",
+        "Probably no; she is not known to like crowds",
+    ],
 )
 def test_not_abstentions(answer: str) -> None:
     assert not is_abstention(answer)

@@ -17,6 +17,7 @@ from qemem.cli import app
 from qemem.errors import ConfigError, InputError
 from qemem.eval.locomo import (
     LocomoRunConfig,
+    _answer_all,
     evidence_share,
     evidence_visible,
     initial_pool,
@@ -27,6 +28,7 @@ from qemem.eval.locomo import (
 )
 from qemem.evidence.cards import Feedback
 from qemem.evidence.refine import RoundTrace
+from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import FakeLLM
 from qemem.models import Episode, Pool, PoolItem, Turn
 from qemem.retrieve.plan import rule_plan
@@ -247,3 +249,32 @@ def test_bad_selection_is_an_input_error(tmp_path: Path, sample_path: Path) -> N
         run_locomo(LocomoRunConfig(sample_path, tmp_path, conversations=("nope",)))
     with pytest.raises(InputError, match="categories"):
         run_locomo(LocomoRunConfig(sample_path, tmp_path, categories=(7,)))
+
+
+def test_a_failing_worker_is_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    questions = [LocomoQuestion("c", n, f"q{n}?", "a", 1, ()) for n in range(4)]
+
+    def answer_one(q: LocomoQuestion) -> dict[str, Any]:
+        if q.index == 1:
+            raise KeyError("D9:9")  # not an LLM error: a bug or a bad record
+        return {"conversation": q.conversation, "index": q.index, "mode": "full"}
+
+    results = tmp_path / "results.jsonl"
+    failures = _answer_all(questions, answer_one, results, 2, 0, 4, None)
+    assert failures == ["c#1: KeyError: 'D9:9'"]
+    assert sorted(r["index"] for r in lines(results)) == [0, 2, 3]
+
+
+def test_no_build_answers_from_turns_and_the_manifest_says_so(
+    tmp_path: Path, sample_path: Path
+) -> None:
+    out = tmp_path / "nobuild"
+    config = LocomoRunConfig(sample_path, out, llm="fake", limit=2, build=False, plots=False)
+    result = run_locomo(config)
+    assert result.answered == 2 and not (out / "build.json").exists()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["built"] is False and manifest["config"]["build"] is False
+    assert manifest["judge_is_answerer"] is True and manifest["judge_max_tokens"] == 1024
+    report = (out / "report.md").read_text()
+    assert "--no-build" in report and "grading its own answers" in report
+    assert "Judge outputs that could not be parsed (scored WRONG): 0." in report

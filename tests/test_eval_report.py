@@ -11,6 +11,7 @@ import pytest
 from qemem.errors import InputError
 from qemem.eval.report import (
     load_records,
+    render_markdown,
     span_bucket,
     summarise,
     write_report,
@@ -226,3 +227,24 @@ def test_load_records_dedupes_and_ignores_cut_last_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="line 1"):
         load_records(path)
     assert load_records(tmp_path / "missing.jsonl") == []
+
+
+def test_no_terminations_for_a_mode_without_refinement() -> None:
+    direct = [
+        {**r, "mode": "direct", "refinement": {**r["refinement"], "termination": None}}
+        for r in RECORDS
+    ]
+    summary = summarise(direct, {**MANIFEST, "mode": "direct"})
+    assert summary["refinement"]["terminations"] == {}
+    assert "terminations" not in render_markdown(summary, [])
+    full = summarise(RECORDS, MANIFEST)
+    assert "terminations {'round_budget': 2, 'sufficient': 3}" in render_markdown(full, [])
+
+
+def test_header_names_a_self_judging_answerer_and_parse_failures() -> None:
+    failed = [{**RECORDS[0], "judge_parse_failures": 2}, *RECORDS[1:]]
+    own = render_markdown(summarise(failed, {**MANIFEST, "judge_is_answerer": True}), [])
+    assert "grading its own answers" in own and "published protocol uses a separate judge" in own
+    assert "could not be parsed (scored WRONG): 2." in own
+    separate = render_markdown(summarise(RECORDS, MANIFEST), [])
+    assert "grading its own answers" not in separate

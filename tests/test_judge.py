@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qemem.eval.judge import fake_judge, judge_answer, judge_request
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, fake_judge, judge_answer, judge_request
 from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, Message
 from qemem.prompts import prompt_hashes, render
 
@@ -64,3 +64,11 @@ def test_fake_judge_leaves_foreign_requests_generic() -> None:
         schema={"type": "object", "properties": {"label": {"enum": ["CORRECT", "WRONG"]}}},
     )
     assert fake_judge(request)["label"] in {"CORRECT", "WRONG"}
+
+
+def test_max_tokens_is_a_setting_with_room_for_reasoning() -> None:
+    assert judge_request("q", "g", "p", run=1).max_tokens == DEFAULT_JUDGE_MAX_TOKENS >= 512
+    assert judge_request("q", "g", "p", run=1, max_tokens=4096).max_tokens == 4096
+    fake = FakeLLM()
+    judge_answer(LLMClient(fake), "q", "Biscuit", "Biscuit", max_tokens=2048)
+    assert [r.max_tokens for r in fake.calls] == [2048]

@@ -65,3 +65,25 @@ def test_off_mode_stores_nothing(tmp_path: Path) -> None:
     client.complete(_req(1))
     assert not client.complete(_req(1)).cached
     assert cache.count() == 0 and not (tmp_path / "c.db").exists()
+
+
+class _CompatFake(FakeLLM):
+    """A fake that names itself like an openai-compat server at ``base_url``."""
+
+    name = "openai-compat"
+
+    def __init__(self, base_url: str, answer: str) -> None:
+        super().__init__(lambda r: answer, model="llama3.1")
+        self.base_url = base_url
+
+
+def test_cache_key_includes_the_openai_compat_base_url(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    first = LLMClient(_CompatFake("http://server-a:8000/v1", "from A"), cache=LLMCache(path))
+    second = LLMClient(_CompatFake("http://server-b:8000/v1", "from B"), cache=LLMCache(path))
+    assert first.complete(_req(1)).text == "from A"
+    out = second.complete(_req(1))  # same model name, another server: not A's answer
+    assert (out.text, out.cached) == ("from B", False)
+    again = LLMClient(_CompatFake("http://server-a:8000/v1", "unused"), cache=LLMCache(path))
+    assert again.complete(_req(1)).text == "from A"
+    assert second.describe()["endpoint"] == "http://server-b:8000/v1"

@@ -29,6 +29,7 @@ from qemem.eval.coverage import (
     evaluate_coverage,
     evaluate_pool_coverage,
 )
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
 from qemem.memory import Memory
 
@@ -124,9 +125,28 @@ def locomo(
         str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
     ] = None,
     judge: Annotated[
-        str | None, typer.Option("--judge", help="Judge LLM spec (default: the answerer's).")
+        str | None,
+        typer.Option(
+            "--judge",
+            help="Judge LLM spec (default: the answerer's own model, which the report flags; "
+            "the published protocol uses a separate judge).",
+        ),
     ] = None,
     judge_runs: Annotated[int, typer.Option("--judge-runs", help="Judge runs per answer.")] = 1,
+    judge_max_tokens: Annotated[
+        int,
+        typer.Option(
+            "--judge-max-tokens", help="Output-token limit per judge call (reasoning included)."
+        ),
+    ] = DEFAULT_JUDGE_MAX_TOKENS,
+    build: Annotated[
+        bool,
+        typer.Option(
+            "--build/--no-build",
+            help="Build episodes and facts first; --no-build answers from what the store holds "
+            "(turns only when nothing was built) to measure the query-time stages alone.",
+        ),
+    ] = True,
     categories: CategoriesOpt = "1,2,3,4",
     conversations: Annotated[
         str, typer.Option("--conversations", help="Comma-separated conversation ids (all).")
@@ -162,6 +182,8 @@ def locomo(
         llm=llm,
         judge=judge,
         judge_runs=judge_runs,
+        judge_max_tokens=judge_max_tokens,
+        build=build,
         categories=parse_categories(categories),
         conversations=tuple(c.strip() for c in conversations.split(",") if c.strip()),
         limit=limit,

@@ -30,7 +30,9 @@ from qemem.llm.fake import fake_instance
 from qemem.prompts import render
 
 Label = Literal["CORRECT", "WRONG"]
-JUDGE_MAX_TOKENS = 64
+#: Output-token limit of a judge call. Reasoning models count their reasoning against it, so
+#: a small limit (64) turns their verdicts into parse failures scored WRONG; 1024 leaves room.
+DEFAULT_JUDGE_MAX_TOKENS = 1024
 
 
 class Verdict(pydantic.BaseModel):
@@ -57,7 +59,14 @@ class Judgement:
         return sum(label == "CORRECT" for label in self.labels) / len(self.labels)
 
 
-def judge_request(question: str, gold: str, prediction: str, run: int) -> LLMRequest:
+def judge_request(
+    question: str,
+    gold: str,
+    prediction: str,
+    run: int,
+    *,
+    max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS,
+) -> LLMRequest:
     """The judge request of pass ``run`` (1-based)."""
     user = render(
         "judge_input", question=question, gold=gold, prediction=prediction or "(no answer)", run=run
@@ -67,7 +76,7 @@ def judge_request(question: str, gold: str, prediction: str, run: int) -> LLMReq
         messages=[Message("user", user)],
         stage="judge",
         temperature=0.0,
-        max_tokens=JUDGE_MAX_TOKENS,
+        max_tokens=max_tokens,
     )
 
 
@@ -78,12 +87,13 @@ def judge_answer(
     prediction: str,
     *,
     runs: int = 1,
+    max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS,
     ledger: Ledger | None = None,
 ) -> Judgement:
     """Judge ``prediction`` against ``gold`` ``runs`` times."""
     result = Judgement()
     for run in range(1, runs + 1):
-        request = judge_request(question, gold, prediction, run)
+        request = judge_request(question, gold, prediction, run, max_tokens=max_tokens)
         try:
             verdict = llm.structured(request, Verdict, ledger=ledger).value
         except StructuredOutputError:

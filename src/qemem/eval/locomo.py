@@ -23,7 +23,7 @@ from qemem.answer import Answer
 from qemem.answer.ask import MODES, Mode
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
-from qemem.eval.judge import Judgement, judge_answer
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.metrics import bleu1, f1_common, f1_locomo
 from qemem.eval.report import load_records, record_key, write_report
@@ -45,11 +45,15 @@ FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs")
 class LocomoRunConfig:
     """What to run: data, output folder, operating point, models and selection.
 
-    ``llm`` and ``judge`` are LLM specs (None: ``QEMEM_LLM``; the judge defaults to the
-    answerer's LLM). ``cache`` defaults to ``QEMEM_LLM_CACHE``, else ``out/llm-cache.db``;
-    ``cache_mode`` to ``QEMEM_CACHE_MODE``, else readwrite. ``limit`` keeps the first questions
-    of the selection (file order); ``concurrency`` bounds both the questions in flight and the
-    provider calls of each client; ``plots`` turns the PNG plots off.
+    ``llm`` and ``judge`` are LLM specs (None: ``QEMEM_LLM``; without a judge the answerer's
+    own model grades it, which the manifest and the report say: the published protocol uses a
+    separate judge). ``judge_max_tokens`` bounds each judge call (reasoning models need room).
+    ``build`` False answers from what the store holds (turns only when nothing was built), to
+    measure the query-time stages alone. ``cache`` defaults to ``QEMEM_LLM_CACHE``, else
+    ``out/llm-cache.db``; ``cache_mode`` to ``QEMEM_CACHE_MODE``, else readwrite. ``limit``
+    keeps the first questions of the selection (file order); ``concurrency`` bounds both the
+    questions in flight and the provider calls of each client; ``plots`` turns the PNG plots
+    off.
     """
 
     data: Path
@@ -59,6 +63,8 @@ class LocomoRunConfig:
     llm: str | None = None
     judge: str | None = None
     judge_runs: int = 1
+    judge_max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS
+    build: bool = True
     categories: tuple[int, ...] = DEFAULT_CATEGORIES
     conversations: tuple[str, ...] = ()
     limit: int | None = None
@@ -270,8 +276,8 @@ def select_questions(
 def _check(config: LocomoRunConfig) -> None:
     if config.mode not in MODES:
         raise InputError(f"unknown mode {config.mode!r}: use one of {', '.join(MODES)}")
-    if config.judge_runs < 1 or config.concurrency < 1:
-        raise InputError("judge runs and concurrency must be at least 1")
+    if config.judge_runs < 1 or config.concurrency < 1 or config.judge_max_tokens < 1:
+        raise InputError("judge runs, judge max tokens and concurrency must be at least 1")
     if config.limit is not None and config.limit < 0:
         raise InputError("limit must not be negative")
     bad = [c for c in config.categories if c not in (1, 2, 3, 4, 5)]
@@ -361,7 +367,10 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
             embedder=memory.embedder.id,
             answerer=_name(llm),
             judge=_name(judge),
+            judge_is_answerer=judge is not None and judge is llm,
             judge_runs=config.judge_runs if judge else 0,
+            judge_max_tokens=config.judge_max_tokens if judge else None,
+            built=config.build,
             models={"answerer": llm and llm.describe(), "judge": judge and judge.describe()},
             prompts=prompt_hashes(),
         )
@@ -375,7 +384,7 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
             progress=(lambda d, t: progress("ingest", d, t)) if progress else None,
         )
         ingested = time.perf_counter()
-        if llm is not None:
+        if llm is not None and config.build:
             _build(memory, needed, config.out, progress)
         built = time.perf_counter()
         context = {}
@@ -391,7 +400,13 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
             verdict = None
             if judge is not None:
                 verdict = judge_answer(
-                    judge, q.question, q.answer, answer.text, runs=config.judge_runs, ledger=ledger
+                    judge,
+                    q.question,
+                    q.answer,
+                    answer.text,
+                    runs=config.judge_runs,
+                    max_tokens=config.judge_max_tokens,
+                    ledger=ledger,
                 )
             calls = [r.to_dict() for r in ledger.responses]
             latency = {"answer": t1 - t0, "judge": time.perf_counter() - t1}
@@ -451,7 +466,9 @@ def _answer_all(
     progress: RunProgress | None,
 ) -> list[str]:
     """Answer ``pending`` with at most ``concurrency`` in flight, appending each record as it
-    finishes; a question whose LLM call fails is reported (and retried by a rerun)."""
+    finishes; a question that fails (an LLM call, or any other error in its worker) is reported
+    with its error and retried by a rerun, and the run goes on; only an authentication error
+    stops it."""
     failures: list[str] = []
     finished = skipped
     data = results.read_bytes() if results.exists() else b""
@@ -477,6 +494,8 @@ def _answer_all(
                         raise
                     except LLMError as exc:
                         failures.append(f"{q.conversation}#{q.index}: {exc}")
+                    except Exception as exc:  # a bug or bad record must not end the run
+                        failures.append(f"{q.conversation}#{q.index}: {type(exc).__name__}: {exc}")
                     else:
                         handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
                         handle.flush()

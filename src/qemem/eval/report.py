@@ -121,8 +121,9 @@ def evidence(records: Sequence[Record]) -> dict[str, Any]:
     return out
 
 
-def refinement(records: Sequence[Record]) -> dict[str, Any]:
-    """Trigger rate, accuracy with and without refinement, rounds, extra calls and cost."""
+def refinement(records: Sequence[Record], refines: bool = True) -> dict[str, Any]:
+    """Trigger rate, accuracy with and without refinement, rounds, extra calls and cost; how
+    the refinement loop ended (``terminations``, empty for a mode that does not refine)."""
     n = len(records)
     triggered = [r for r in records if r["refinement"]["triggered"]]
     rest = [r for r in records if not r["refinement"]["triggered"]]
@@ -141,7 +142,9 @@ def refinement(records: Sequence[Record]) -> dict[str, Any]:
         "extra_cost_usd_per_question": _r(extra_cost / n, 6)
         if n and extra_cost is not None
         else None,
-        "terminations": dict(Counter(str(r["refinement"]["termination"]) for r in records)),
+        "terminations": dict(Counter(str(r["refinement"]["termination"]) for r in records))
+        if refines
+        else {},
     }
 
 
@@ -260,7 +263,9 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "mode": str(manifest.get("mode", "")),
         "answerer": manifest.get("answerer"),
         "judge": manifest.get("judge"),
+        "judge_is_answerer": bool(manifest.get("judge_is_answerer", False)),
         "judge_runs": manifest.get("judge_runs"),
+        "built": bool(manifest.get("built", True)),
         "embedder": manifest.get("embedder"),
         "questions": len(records),
         "conversations": sorted({str(r["conversation"]) for r in records}),
@@ -268,7 +273,7 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "scores": scores(records),
         "by_category": by_category(records),
         "evidence": evidence(records),
-        "refinement": refinement(records),
+        "refinement": refinement(records, refines=manifest.get("mode") == "full"),
         "cost": cost(records),
         "complexity": complexity(records),
         "coverage": coverage(records),
@@ -294,12 +299,25 @@ def _acc(block: Mapping[str, Any]) -> str:
 def render_markdown(summary: Mapping[str, Any], plots: Sequence[str], note: str = "") -> str:
     """report.md: the tables of the summary, the plots and ``note``."""
     s = summary
+    self_judged = (
+        " (the answerer grading its own answers: no separate judge was given; the published "
+        "protocol uses a separate judge)"
+        if s["judge_is_answerer"]
+        else ""
+    )
+    parse_failures = s["accuracy"].get("parse_failures", 0)
     lines = [
         f"# LoCoMo evaluation: mode {s['mode']}",
         "",
-        f"Answerer {s['answerer'] or 'none'}, judge {s['judge'] or 'none'} "
+        f"Answerer {s['answerer'] or 'none'}, judge {s['judge'] or 'none'}{self_judged} "
         f"({s['judge_runs']} run(s)), embedder "
         f"{s['embedder']}; {s['questions']} questions from {', '.join(s['conversations'])}.",
+        f"Judge outputs that could not be parsed (scored WRONG): {parse_failures}.",
+        *(
+            []
+            if s["built"]
+            else ["Memory not built for this run (--no-build): answered from what the store held."]
+        ),
         "Accuracy: mean [Wilson 95% interval] (± std over judge runs when several).",
         "",
         "## Accuracy",
@@ -329,7 +347,8 @@ def render_markdown(summary: Mapping[str, Any], plots: Sequence[str], note: str 
         f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
         f"{rf['extra_calls_per_question']}, per triggered question "
         f"{rf['extra_calls_per_triggered']}; extra USD per question "
-        f"{rf['extra_cost_usd_per_question']}; terminations {rf['terminations']}.",
+        f"{rf['extra_cost_usd_per_question']}"
+        + (f"; terminations {rf['terminations']}." if rf["terminations"] else "."),
         "",
         "## Cost per question",
         "",

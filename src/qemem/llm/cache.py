@@ -1,8 +1,11 @@
 """SQLite record/replay cache of LLM exchanges, safe for many threads and processes.
 
-The key is the sha256 of the canonical JSON of (provider, model, system, messages, schema,
-temperature, max_tokens). It never includes the stage label (the same prompt from two stages
-is one exchange) nor any secret (providers keep keys out of ``name``/``model``).
+The key is the sha256 of the canonical JSON of (provider, model, endpoint, system, messages,
+schema, temperature, max_tokens), where the endpoint is whatever else selects the model (an
+``openai-compat`` server's base URL: two servers serving a model of the same name are two
+models; absent for providers without one). It never includes the stage label (the same prompt
+from two stages is one exchange) nor any secret (providers keep keys out of
+``name``/``model``/``base_url``).
 """
 
 from __future__ import annotations
@@ -34,9 +37,18 @@ CREATE TABLE IF NOT EXISTS llm_cache (
 """
 
 
-def cache_key(provider: str, model: str, request: LLMRequest) -> str:
-    """Hex sha256 identifying an exchange (stage label excluded)."""
+def provider_endpoint(provider: object) -> str | None:
+    """What selects a provider's model beyond its name and model: its ``base_url`` (secret-free,
+    e.g. an ``openai-compat`` server), None when it has none."""
+    endpoint = getattr(provider, "base_url", None)
+    return endpoint if isinstance(endpoint, str) and endpoint else None
+
+
+def cache_key(provider: str, model: str, request: LLMRequest, endpoint: str | None = None) -> str:
+    """Hex sha256 identifying an exchange (stage label excluded; ``endpoint`` only when set, so
+    keys of providers without one are unchanged)."""
     payload = {
+        **({"endpoint": endpoint} if endpoint is not None else {}),
         "provider": provider,
         "model": model,
         "system": request.system,

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import pydantic
 
 from qemem.errors import LLMCallError, StructuredOutputError
-from qemem.llm.cache import LLMCache, cache_key
+from qemem.llm.cache import LLMCache, cache_key, provider_endpoint
 from qemem.llm.jsonx import extract_json
 from qemem.llm.ledger import Ledger
 from qemem.llm.prices import Price, PriceTable
@@ -91,10 +91,13 @@ class LLMClient:
         return f"LLMClient({self.provider.name}:{self.provider.model})"
 
     def describe(self) -> dict[str, Any]:
-        """Secret-free identity of this client for run manifests."""
+        """Secret-free identity of this client for run manifests (with the endpoint, e.g. an
+        openai-compat base URL, when the provider has one)."""
+        endpoint = provider_endpoint(self.provider)
         return {
             "provider": self.provider.name,
             "model": self.provider.model,
+            **({"endpoint": endpoint} if endpoint else {}),
             "cache_mode": self.cache.mode if self.cache is not None else "off",
             "cache_path": str(self.cache.path) if self.cache is not None else None,
             "concurrency": self.concurrency,
@@ -145,7 +148,7 @@ class LLMClient:
         Recorded into the client's run ledger and, when given, into ``ledger`` too.
         """
         name, model = self.provider.name, self.provider.model
-        key = cache_key(name, model, request)
+        key = cache_key(name, model, request, provider_endpoint(self.provider))
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
             response = hit.with_(stage=request.stage, cached=True)
