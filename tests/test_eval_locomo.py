@@ -278,3 +278,55 @@ def test_no_build_answers_from_turns_and_the_manifest_says_so(
     report = (out / "report.md").read_text()
     assert "--no-build" in report and "grading its own answers" in report
     assert "Judge outputs that could not be parsed (scored WRONG): 0." in report
+
+
+CARD_FIELDS = {
+    "claim",
+    "sources",
+    "quote",
+    "verified",
+    "score",
+    "grounded_in",
+    "model_time",
+    "resolved_time",
+    "time_agrees",
+    "time_kind",
+    "round",
+}
+
+
+def test_records_carry_cards_and_eval_report_rebuilds_byte_identically(
+    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "audit"
+    run_locomo(LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=4))
+    records = lines(out / "results.jsonl")
+    cards = [c for r in records for c in r["cards"]]
+    assert cards and all(set(c) >= CARD_FIELDS for c in cards)
+    assert all(set(r["cited_context_turn_ids"]) <= set(r["visible_turn_ids"]) for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["grounding"]["cards"] == len(cards)
+    assert summary["grounding"]["questions"] == 4
+    report = (out / "report.md").read_text()
+    assert "## Grounding audit" in report and "- cited: the turns the answer context" in report
+    written = {
+        p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".json", ".md", ".png")
+    }
+    assert {"summary.json", "report.md", "coverage_curve.png"} <= set(written)
+    for name in ("summary.json", "report.md", "coverage_curve.png", "accuracy_by_category.png"):
+        (out / name).unlink(missing_ok=True)
+
+    def no_call(self: FakeLLM, request: Any) -> Any:
+        raise AssertionError("eval report must not call an LLM")
+
+    monkeypatch.setattr(FakeLLM, "complete", no_call)
+    invoke("eval", "report", str(out))
+    rebuilt = {
+        p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".json", ".md", ".png")
+    }
+    assert rebuilt == written
+
+
+def test_eval_report_needs_a_run_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"no manifest\.json"):
+        runner.invoke(app, ["eval", "report", str(tmp_path)], catch_exceptions=False)

@@ -227,6 +227,25 @@ def locomo(
         err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
 
 
+@eval_app.command("report")
+def report_command(
+    out: Annotated[Path, typer.Argument(help="Run folder of `qemem eval locomo`.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Rebuild summary.json, report.md and the plots from results.jsonl and manifest.json
+    (no LLM call; byte-identical to what the run wrote)."""
+    from qemem.eval.report import rebuild_report
+
+    summary = rebuild_report(out)
+    if as_json:
+        print_json(summary)
+        return
+    console.print(
+        f"rebuilt {out / 'summary.json'} and {out / 'report.md'} from "
+        f"{summary['questions']} records"
+    )
+
+
 @eval_app.command()
 def compare(
     run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],

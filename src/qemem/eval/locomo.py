@@ -23,6 +23,7 @@ from qemem.answer import Answer
 from qemem.answer.ask import MODES, Mode
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
+from qemem.eval.grounding import card_records, cited_context_ids
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.metrics import bleu1, f1_common, f1_locomo
@@ -30,7 +31,7 @@ from qemem.eval.report import load_records, record_key, write_report
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
-from qemem.models import Pool, Turn
+from qemem.models import Episode, Pool, Turn
 from qemem.prompts import prompt_hashes
 
 RunProgress = Callable[[str, int, int], None]
@@ -198,13 +199,17 @@ def make_record(
     latency: Mapping[str, float],
 ) -> dict[str, Any]:
     """The results.jsonl record of one answered (and judged) question; scores are None in
-    retrieval mode (no answer), card citations None in modes without cards."""
+    retrieval mode (no answer), cards and card citations None in modes without cards. The
+    "cited" visibility counts the turns the answer context shows for the citations
+    (``cited_context_ids``), not every turn behind a cited episode or fact."""
     evidence = list(question.evidence)
     known = [turns[e] for e in evidence if e in turns]
     dates = [t.timestamp.date() for t in known]
     initial = round_turn_ids(answer, [0])
     refined = round_turn_ids(answer, range(len(answer.trace.rounds)))
     visible = list(answer.trace.visible_turn_ids)
+    episodes = {i.id: i.record for i in answer.pool.episodes if isinstance(i.record, Episode)}
+    cited = cited_context_ids(answer.cards, turns, episodes)
     rank = None
     if evidence:
         rank = budget_positions(exposure_groups(initial_pool(answer)), evidence, aliases)[0]
@@ -231,6 +236,8 @@ def make_record(
         "refinement": refinement_info(answer),
         "visible_turn_ids": visible,
         "cited_turn_ids": list(answer.citations),
+        "cited_context_turn_ids": cited if cards else None,
+        "cards": card_records(answer.cards) if cards else None,
         "initial_pool_turn_ids": initial,
         "refined_pool_turn_ids": refined,
         "evidence_sessions": sorted({t.session for t in known}),
@@ -240,8 +247,8 @@ def make_record(
             "initial": evidence_visible(initial, evidence, aliases),
             "refined": evidence_visible(refined, evidence, aliases),
             "final": evidence_visible(visible, evidence, aliases),
-            "cited": evidence_visible(answer.citations, evidence, aliases) if cards else None,
-            "cited_share": evidence_share(answer.citations, evidence, aliases) if cards else None,
+            "cited": evidence_visible(cited, evidence, aliases) if cards else None,
+            "cited_share": evidence_share(cited, evidence, aliases) if cards else None,
             "initial_pool_rank": rank,
         },
         "degradations": list(answer.trace.degradations),
@@ -371,6 +378,7 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
             judge_runs=config.judge_runs if judge else 0,
             judge_max_tokens=config.judge_max_tokens if judge else None,
             built=config.build,
+            selection=[f"{q.conversation}#{q.index}" for q in questions],
             models={"answerer": llm and llm.describe(), "judge": judge and judge.describe()},
             prompts=prompt_hashes(),
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from qemem.errors import InputError
 from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
+from qemem.eval.grounding import VISIBILITY_RULES, grounding, render_grounding
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
 
@@ -278,6 +279,8 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "complexity": complexity(records),
         "coverage": coverage(records),
         "degraded_questions": sum(1 for r in records if r["degradations"]),
+        "grounding": grounding(records),
+        "visibility_rules": dict(VISIBILITY_RULES),
     }
 
 
@@ -337,6 +340,9 @@ def render_markdown(summary: Mapping[str, Any], plots: Sequence[str], note: str 
     for key in VISIBILITY:
         lines.append(f"| {key} | {_pct(ev[f'visible_{key}'])} |")
     lines.append(f"| (mean share of evidence turns cited) | {_pct(ev['cited_share'])} |")
+    lines += ["", "Which turns each row counts as shown:", ""]
+    lines += [f"- {key}: {rule}." for key, rule in s["visibility_rules"].items()]
+    lines += render_grounding(s["grounding"])
     rf = s["refinement"]
     lines += [
         "",
@@ -467,3 +473,24 @@ def write_report(
         ).strip()
     (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
     return summary
+
+
+def rebuild_report(out: Path) -> dict[str, Any]:
+    """Rewrite summary.json, report.md and the plots of the run folder ``out`` from its
+    results.jsonl and manifest.json alone (no LLM, no store, no data file): the records of the
+    run's selection and mode, as the run wrote them, so the files come out byte-identical."""
+    path = out / "manifest.json"
+    if not path.exists():
+        raise InputError(f"{out} holds no manifest.json: give the folder of a LoCoMo run")
+    manifest = json.loads(path.read_text("utf-8"))
+    mode = str(manifest.get("mode", ""))
+    selection = manifest.get("selection")
+    chosen = {str(k) for k in selection} if selection is not None else None
+    records = [
+        r
+        for r in load_records(out / "results.jsonl")
+        if str(r["mode"]) == mode
+        and (chosen is None or f"{r['conversation']}#{r['index']}" in chosen)
+    ]
+    plots = bool(manifest.get("config", {}).get("plots", True))
+    return write_report(out, records, manifest, plots=plots)

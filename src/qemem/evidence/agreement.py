@@ -143,3 +143,28 @@ def time_agrees(llm_time: str, resolved: TimeResolution) -> bool | None:
         start <= resolved.end and resolved.start <= end
         for start, end in time_ranges(llm_time, years, resolved.anchor)
     )
+
+
+#: Expression kinds of the grounding audit (method §3, Table 7), in report order.
+TIME_KINDS = (
+    "yesterday/last night",
+    "last week/weekend",
+    "weekday",
+    "last month/year",
+    "other",
+    "none (session date)",
+)
+_KIND_RULES = (
+    ("yesterday/last night", re.compile(r"yesterday|last\s+night", re.IGNORECASE)),
+    ("last week/weekend", re.compile(r"\b(?:week|weekend)s?\b", re.IGNORECASE)),
+    ("weekday", re.compile(rf"\b(?:{'|'.join(WEEKDAYS)})\b", re.IGNORECASE)),
+    ("last month/year", re.compile(r"\b(?:month|year)s?\b", re.IGNORECASE)),
+)
+
+
+def time_kind(expression: str) -> str:
+    """The audit's kind of a resolved expression (one of ``TIME_KINDS``): "" (no relative
+    expression: the session date) is "none (session date)"."""
+    if not expression.strip():
+        return TIME_KINDS[-1]
+    return next((kind for kind, rule in _KIND_RULES if rule.search(expression)), "other")
