@@ -56,6 +56,10 @@ class EmbedderUnavailableError(ConfigError):
     """The embedding engine cannot be loaded on this machine."""
 
 
+class DownloadError(QememError):
+    """A dataset could not be downloaded, or its bytes are not the expected ones."""
+
+
 class LLMError(QememError):
     """An LLM call failed after retries, or no LLM is configured where one is needed."""
 
