@@ -53,6 +53,7 @@ EPISODE = Episode(
         ("", "", False),
         ("FINAL ANSWER: the U.S.", "the U.S.", True),  # an abbreviation keeps its period
         ("FINAL ANSWER: books, paints, etc.", "books, paints, etc.", True),
+        ("FINAL ANSWER: No.", "No", True),
         ("FINAL ANSWER: The capital is **Paris**.", "The capital is Paris", True),
         ("FINAL ANSWER: *Becoming* by `Michelle Obama`", "Becoming by Michelle Obama", True),
         ("FINAL ANSWER: __Miso__ and [Biscuit](http://x.y)", "Miso and Biscuit", True),

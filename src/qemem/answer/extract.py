@@ -49,7 +49,7 @@ ABSTENTION_PATTERNS: tuple[re.Pattern[str], ...] = tuple(
     )
 )
 _ABBREVIATION = re.compile(
-    r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:etc|Jr|Sr|Dr|Mr|Mrs|Ms|St|Inc|Ltd|Co|vs|No)\.)$"
+    r"(?:\b(?:[A-Za-z]\.){2,}|\b(?:etc|Jr|Sr|Dr|Mr|Mrs|Ms|St|Inc|Ltd|Co|vs)\.)$"
 )
 _MARKDOWN = (
     (re.compile(r"\[([^\]]+)\]\([^)]*\)"), r"\1"),  # [text](url)
