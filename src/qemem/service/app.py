@@ -235,7 +235,9 @@ def create_app(
         and the trace. Every mode but ``retrieval`` needs the server's LLM (503 without)."""
         if not body.question.strip():
             raise InputError("the question is empty", field="question")
-        return tenants.memory(key.namespace).ask(conversation, body.question, mode=body.mode)
+        memory = tenants.memory(key.namespace)
+        memory.conversation(conversation)  # 404 before 503
+        return memory.ask(conversation, body.question, mode=body.mode)
 
     @app.post(
         "/v1/conversations/{conversation}/build",
