@@ -135,3 +135,14 @@ def test_keys_store_only_a_salted_hash_and_verify() -> None:
     with pytest.raises(NotFoundError):
         revoke_key(keys, "nope")
     keys.close()
+
+
+def test_a_key_revoked_after_use_is_refused_and_a_forged_twin_never_passes() -> None:
+    with served() as s:
+        key, record = create_key(s.keys, "alice")
+        assert s.client.get("/v1/conversations", headers=s.auth(key)).status_code == 200
+        forged = key[:-4] + ("AAAA" if not key.endswith("AAAA") else "BBBB")
+        assert s.client.get("/v1/conversations", headers=s.auth(forged)).status_code == 401
+        revoke_key(s.keys, record.id)
+        r = s.client.get("/v1/conversations", headers=s.auth(key))
+        assert r.status_code == 401 and "revoked" in r.json()["detail"]

@@ -98,6 +98,36 @@ def verify_key(keys: KeyStore, key: str) -> ApiKey:
     return stored.key
 
 
+class KeyVerifier:
+    """``verify_key`` for a server: a key verified once is recognised afterwards by its SHA-256
+    (no scrypt per request); revocation is still read from the store on every call."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+        self._lock = threading.Lock()
+        self._verified: dict[str, tuple[bytes, bytes]] = {}
+
+    def __call__(self, key: str) -> ApiKey:
+        key_id = key.split("_")[1] if key.count("_") >= 2 else ""
+        digest = hashlib.sha256(key.encode()).digest()
+        with self._lock:
+            known = self._verified.get(key_id)
+        if known is not None and hmac.compare_digest(known[0], digest):
+            stored = self.keys.get(key_id)
+            if stored is not None and stored.hash == known[1]:
+                if stored.key.revoked is not None:
+                    raise AuthError(
+                        "this API key was revoked: create a new one with `qemem keys create`"
+                    )
+                return stored.key
+        record = verify_key(self.keys, key)
+        stored = self.keys.get(record.id)
+        if stored is not None:
+            with self._lock:
+                self._verified[record.id] = (digest, stored.hash)
+        return record
+
+
 def revoke_key(keys: KeyStore, key_id: str) -> None:
     if not keys.revoke(key_id, datetime.now(UTC).isoformat()):
         raise NotFoundError(f"no API key {key_id!r}: see `qemem keys list`")

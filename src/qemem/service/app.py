@@ -20,7 +20,7 @@ from qemem import __version__
 from qemem.answer import Answer
 from qemem.embed.base import Embedder
 from qemem.errors import AuthError, ConfigError, InputError, LLMError, NotFoundError
-from qemem.keys import ApiKey, KeyStore, open_key_store, verify_key
+from qemem.keys import ApiKey, KeyStore, KeyVerifier, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import Memory
 from qemem.service import problems
@@ -85,7 +85,8 @@ def _caller(
                 "missing 'Authorization: Bearer <key>' header: create a key with "
                 "`qemem keys create`"
             )
-        return verify_key(request.app.state.keys, credentials.credentials)
+        verify: KeyVerifier = request.app.state.verify
+        return verify(credentials.credentials)
     except AuthError as exc:
         log.warning("refused %s %s from %s: %s", request.method, request.url.path, client, exc)
         raise
@@ -143,7 +144,7 @@ def create_app(
     )
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
     problems.install(app)
-    app.state.keys = key_store
+    app.state.verify = KeyVerifier(key_store)
 
     def summary(memory: Memory, conversation: str) -> ConversationOut:
         conv = memory.conversation(conversation)
