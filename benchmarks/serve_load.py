@@ -3,12 +3,13 @@
 Starts the real server (``qemem serve``, a SQLite store in a temporary directory unless
 ``--store`` names one) with one conversation ingested, measures single-client search latency,
 then runs ``--clients`` threads, each with its own HTTP connection, for ``--seconds``, mixing
-appends (40%: batches of 1-3 messages with ids to one shared conversation, every 10th one a
-retry of an acknowledged batch), searches (40%: hybrid turn search of the ingested conversation)
-and retrieval-mode asks (20%: the evidence pool and resolved times, no LLM). Prints req/s,
-p50/p95/p99 per route and the errors, then stops the server and checks in the store that every
-acknowledged message is stored exactly once (and nothing else was). The embedder defaults to
-``hash`` (fast, so the figures measure the service, not the embedding model).
+appends (default 40%: batches of 1-3 messages with ids to one shared conversation, every 10th
+one a retry of an acknowledged batch), searches (default 40%: hybrid turn search of the ingested
+conversation) and retrieval-mode asks (the rest: the evidence pool and resolved times, no
+LLM). Prints req/s, p50/p95/p99 per route and the errors, then stops the server and checks in
+the store that every acknowledged message is stored exactly once (and nothing else was). The
+embedder defaults to ``hash`` (fast, so the figures measure the service, not the embedding
+model).
 
     python benchmarks/serve_load.py --data locomo10.json --conversation conv-26 \\
         --clients 16 --seconds 30
@@ -77,15 +78,17 @@ class Load:
                 self.errors[f"{route}: {detail[:120]}"] += 1
 
 
-def client(base: str, key: str, cid: str, n: int, until: float, load: Load, seed: int) -> None:
-    rng = random.Random(seed)
+def client(
+    base: str, key: str, cid: str, n: int, until: float, load: Load, mix: tuple[float, float]
+) -> None:
+    rng = random.Random(n)
     headers = {"Authorization": f"Bearer {key}"}
     sent: list[list[dict[str, str]]] = []
     counter = appends = 0
     with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
         while time.perf_counter() < until:
             roll = rng.random()
-            if roll < 0.4:
+            if roll < mix[0]:
                 route, url = "append", f"/v1/conversations/{APPEND_ID}/messages"
                 appends += 1
                 if sent and appends % 10 == 0:
@@ -104,7 +107,7 @@ def client(base: str, key: str, cid: str, n: int, until: float, load: Load, seed
                             }
                         )
                 body: dict[str, object] = {"messages": batch}
-            elif roll < 0.8:
+            elif roll < mix[0] + mix[1]:
                 route, url = "search", f"/v1/conversations/{cid}/search"
                 body = {"query": rng.choice(QUESTIONS), "k": 10}
             else:
@@ -145,6 +148,8 @@ def main() -> None:
     parser.add_argument("--conversation", default=None, help="conversation id in --data")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30.0, help="at most 300")
+    parser.add_argument("--appends", type=float, default=0.4, help="share of appends")
+    parser.add_argument("--searches", type=float, default=0.4, help="share of searches")
     parser.add_argument("--workers", type=int, default=1, help="server processes")
     parser.add_argument("--embedder", default="hash")
     parser.add_argument("--store", help="SQLite store file (default: a temporary one)")
@@ -166,6 +171,8 @@ def main() -> None:
         f"qemem {qemem.__version__} serve_load: data={data.name} sha256={digest} "
         f"conversation={cid} ({turns} turns) embedder={embedder_id} store=sqlite "
         f"workers={args.workers} clients={args.clients} seconds={seconds:g} "
+        f"mix=append:{args.appends:g},search:{args.searches:g},"
+        f"ask:{1 - args.appends - args.searches:g} "
         f"python={sys.version.split()[0]} cpus={os.cpu_count()}"
     )
     port = free_port()
@@ -204,7 +211,9 @@ def main() -> None:
         load = Load()
         until = time.perf_counter() + seconds
         threads = [
-            threading.Thread(target=client, args=(base, key, cid, n, until, load, n))
+            threading.Thread(
+                target=client, args=(base, key, cid, n, until, load, (args.appends, args.searches))
+            )
             for n in range(args.clients)
         ]
         started = time.perf_counter()
