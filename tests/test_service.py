@@ -136,3 +136,20 @@ def test_unknown_route_is_a_problem() -> None:
 def test_openapi_schema_matches_committed_copy() -> None:
     """Run `python -m qemem.service.openapi > docs/openapi.json` after a deliberate change."""
     assert json.loads(schema_json()) == json.loads(OPENAPI.read_text(encoding="utf-8"))
+
+
+def test_jobs_keep_only_the_most_recent_finished_ones() -> None:
+    from qemem.service.jobs import Jobs
+
+    jobs = Jobs(workers=1, keep=2)
+    started = []
+    for n in range(3):
+        started.append(jobs.start("ns", f"c{n}", lambda progress: []))
+        for _ in range(200):
+            if jobs.get("ns", started[-1].id).status == "done":  # type: ignore[union-attr]
+                break
+            time.sleep(0.01)
+    jobs.close()
+    assert jobs.get("ns", started[0].id) is None
+    assert [jobs.get("ns", j.id) is not None for j in started[1:]] == [True, True]
+    assert jobs.get("other", started[2].id) is None

@@ -23,6 +23,7 @@ from qemem.errors import AuthError, ConfigError, InputError, LLMError, NotFoundE
 from qemem.keys import ApiKey, KeyStore, KeyVerifier, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import Memory
+from qemem.models import Conversation
 from qemem.service import problems
 from qemem.service.jobs import Jobs
 from qemem.service.problems import Forbidden
@@ -51,6 +52,16 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
         code: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}
         for code in (401, 422, *codes)
     }
+
+
+def _conversation(memory: Memory, conversation: str) -> Conversation:
+    """The caller's conversation, or a 404 that names only what the caller sent."""
+    try:
+        return memory.conversation(conversation)
+    except NotFoundError:
+        raise NotFoundError(
+            f"no conversation {conversation!r}: appending messages to it creates it"
+        ) from None
 
 
 class Tenants:
@@ -147,7 +158,7 @@ def create_app(
     app.state.verify = KeyVerifier(key_store)
 
     def summary(memory: Memory, conversation: str) -> ConversationOut:
-        conv = memory.conversation(conversation)
+        conv = _conversation(memory, conversation)
         turns = memory.turns(conversation)
         episodes = memory.episodes(conversation)
         built = sorted({e.session for e in episodes})
@@ -221,6 +232,7 @@ def create_app(
         """Hybrid search (dense + BM25, RRF) of one space, or with ``pool`` the evidence pool
         over episodes, facts and turns (rule-planned queries, no LLM)."""
         memory = tenants.memory(key.namespace)
+        _conversation(memory, conversation)
         queries = [body.query] if isinstance(body.query, str) else body.query
         if not queries or not all(q.strip() for q in queries):
             raise InputError("the query is empty: send the words to look for", field="query")
@@ -237,7 +249,7 @@ def create_app(
         if not body.question.strip():
             raise InputError("the question is empty", field="question")
         memory = tenants.memory(key.namespace)
-        memory.conversation(conversation)  # 404 before 503
+        _conversation(memory, conversation)  # 404 before 503
         return memory.ask(conversation, body.question, mode=body.mode)
 
     @app.post(
@@ -250,7 +262,7 @@ def create_app(
         """Start building episodes and facts in the background (needs the server's LLM);
         poll ``GET /v1/jobs/{job_id}``. A build already running for it is returned instead."""
         memory = tenants.memory(key.namespace)
-        memory.conversation(conversation)
+        _conversation(memory, conversation)
         if memory.llm is None:
             raise LLMError(
                 "building episodes and facts needs an LLM: start the server with QEMEM_LLM set "

@@ -15,9 +15,11 @@ Build = Callable[[Callable[[int, int], None]], list[BuildReport]]
 
 
 class Jobs:
-    """Build jobs by id, each owned by one namespace (other namespaces never see it)."""
+    """Build jobs by id, each owned by one namespace (other namespaces never see it); the
+    ``keep`` most recent are remembered."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, keep: int = 1000) -> None:
+        self.keep = keep
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="qemem-build")
         self._lock = threading.Lock()
         self._jobs: dict[str, tuple[str, Job]] = {}
@@ -31,6 +33,9 @@ class Jobs:
                 return self._jobs[running][1].model_copy()
             job = Job(id=f"job-{secrets.token_hex(8)}", conversation=conversation, status="queued")
             self._jobs[job.id] = (namespace, job)
+            for old in list(self._jobs)[: max(0, len(self._jobs) - self.keep)]:
+                if self._jobs[old][1].status in ("done", "failed"):
+                    del self._jobs[old]
             self._active[(namespace, conversation)] = job.id
         self._pool.submit(self._run, namespace, job, build)
         return job.model_copy()
