@@ -48,10 +48,7 @@ DEFAULT_MAX_BODY = 1_000_000
 
 
 def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {
-        code: {"model": Problem, "content": {problems.MEDIA_TYPE: {}}}
-        for code in (401, 422, *codes)
-    }
+    return {code: {"model": Problem} for code in (401, 422, *codes)}
 
 
 def _conversation(memory: Memory, conversation: str) -> Conversation:
@@ -282,6 +279,20 @@ def create_app(
             raise NotFoundError(f"no job {job_id!r}")
         return job
 
+    schema = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The generated schema, with error bodies declared as application/problem+json."""
+        document = schema()
+        for operations in document["paths"].values():
+            for operation in operations.values():
+                for code, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if code >= "400" and "application/json" in content:
+                        content[problems.MEDIA_TYPE] = content.pop("application/json")
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
