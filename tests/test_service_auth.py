@@ -9,8 +9,8 @@ import time
 import pytest
 from fastapi.routing import APIRoute
 
-from qemem.errors import AuthError, NotFoundError
-from qemem.keys import SQLiteKeyStore, create_key, revoke_key, verify_key
+from qemem.errors import AuthError, ConfigError, NotFoundError
+from qemem.keys import SQLiteKeyStore, create_key, open_key_store, revoke_key, verify_key
 from service_helpers import MESSAGES, Served, served
 
 # One request per /v1 route (method, path template) -> JSON body; the walk fails on a new route
@@ -135,6 +135,8 @@ def test_keys_store_only_a_salted_hash_and_verify() -> None:
     with pytest.raises(NotFoundError):
         revoke_key(keys, "nope")
     keys.close()
+    with pytest.raises(ConfigError, match="SQLite"):
+        open_key_store("postgresql://user@localhost/qemem")
 
 
 def test_a_key_revoked_after_use_is_refused_and_a_forged_twin_never_passes() -> None:

@@ -209,6 +209,6 @@ class SQLiteKeyStore:
 def open_key_store(url: str | Path) -> KeyStore:
     """The key store of a store URL (a SQLite file path; ``:memory:`` for tests)."""
     text = str(url)
-    if text.startswith(("postgres://", "postgresql://")):
+    if text.startswith(("postgres:", "postgresql:")):
         raise ConfigError("API keys are kept in SQLite stores for now: serve a SQLite store file")
     return SQLiteKeyStore(text)
