@@ -44,6 +44,7 @@ class Served:
     app: FastAPI
     client: TestClient
     keys: SQLiteKeyStore
+    store: SQLiteStore
     alice: str
     bob: str
     reader: str
@@ -61,6 +62,6 @@ def served(llm: str | None = "fake", max_body: int = 1_000_000) -> Iterator[Serv
     bob, _ = create_key(keys, "bob")
     reader, _ = create_key(keys, "alice", read_only=True)
     with TestClient(app, raise_server_exceptions=False) as client:
-        yield Served(app, client, keys, alice, bob, reader)
+        yield Served(app, client, keys, store, alice, bob, reader)
     store.close()
     keys.close()

@@ -153,3 +153,11 @@ def test_jobs_keep_only_the_most_recent_finished_ones() -> None:
     assert jobs.get("ns", started[0].id) is None
     assert [jobs.get("ns", j.id) is not None for j in started[1:]] == [True, True]
     assert jobs.get("other", started[2].id) is None
+
+
+def test_readiness_fails_with_503_when_the_store_is_gone() -> None:
+    with served() as s:
+        s.store.close()
+        r = s.client.get("/readyz")
+        assert r.status_code == 503 and "store" in r.json()["detail"]
+        assert s.client.get("/healthz").status_code == 200

@@ -19,7 +19,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from qemem import __version__
 from qemem.answer import Answer
 from qemem.embed.base import Embedder
-from qemem.errors import AuthError, ConfigError, InputError, LLMError, NotFoundError
+from qemem.errors import (
+    AuthError,
+    ConfigError,
+    InputError,
+    LLMError,
+    NotFoundError,
+    StoreError,
+)
 from qemem.keys import ApiKey, KeyStore, KeyVerifier, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import Memory
@@ -182,7 +189,10 @@ def create_app(
     @app.get("/readyz", tags=["health"], responses={503: {"model": Problem}})
     def readyz() -> Health:
         """Readiness: the store answers a query (no auth)."""
-        root.conversations()
+        try:
+            root.conversations()
+        except Exception as exc:  # any failure of the store means not ready
+            raise StoreError(f"the store does not answer: {exc}") from exc
         return Health(status="ready")
 
     @app.get("/v1/conversations", tags=["conversations"], responses=_errors())
