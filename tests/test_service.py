@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from qemem.service.openapi import schema_json
@@ -118,7 +119,20 @@ def test_body_limit_gives_413() -> None:
             "/v1/conversations/c1/messages", json={"messages": big}, headers=s.auth(s.alice)
         )
         assert r.status_code == 413 and r.json()["status"] == 413
-        assert s.client.get("/v1/conversations", headers=s.auth(s.alice)).json() == []
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: the body is counted as it comes
+            yield b'{"messages": ['
+            yield b" " * 3_000
+            yield b"]}"
+
+        headers = {**s.auth(s.alice), "content-type": "application/json"}
+        r = s.client.post("/v1/conversations/c1/messages", content=chunked(), headers=headers)
+        assert r.status_code == 413 and r.request.headers["transfer-encoding"] == "chunked"
+        small = json.dumps({"messages": MESSAGES[:1]}).encode()
+        r = s.client.post(
+            "/v1/conversations/c1/messages", content=iter([small[:9], small[9:]]), headers=headers
+        )
+        assert r.status_code == 200 and r.json()["ids"] == ["m1"]
 
 
 def test_health_and_readiness_need_no_key() -> None:

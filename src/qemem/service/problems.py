@@ -91,12 +91,10 @@ def install(app: FastAPI) -> None:
         return problem(500, "internal error: see the server log", request.url.path)
 
 
-class _TooLarge(Exception):
-    pass
-
-
 class BodyLimit:
-    """ASGI middleware answering 413 when a request body exceeds ``max_bytes``."""
+    """ASGI middleware answering 413 when a request body exceeds ``max_bytes``: a declared
+    Content-Length is checked first, a chunked body is read (at most ``max_bytes``) before the
+    app sees it."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -110,28 +108,31 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._reject(scope, send)
             return
-        seen = 0
-        started = False
-
-        async def counted() -> Message:
-            nonlocal seen
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return message
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted, tracked)
-        except _TooLarge:
-            if not started:
+            if message["type"] != "http.request":
+                first: Message = message  # a disconnect: hand it to the app as it is
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
                 await self._reject(scope, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _reject(self, scope: Scope, send: Send) -> None:
         detail = (
