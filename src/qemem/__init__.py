@@ -22,6 +22,7 @@ from qemem.models import (
     Session,
     Turn,
 )
+from qemem.remote import RemoteMemory
 
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ __all__ = [
     "PoolItem",
     "QememError",
     "QuoteCheck",
+    "RemoteMemory",
     "SearchResult",
     "SemanticFact",
     "Session",

@@ -95,3 +95,11 @@ class LLMCallError(LLMError):
 
 class LLMAuthError(LLMCallError, ConfigError):
     """The provider rejected the credentials (HTTP 401/403): check the API key or permissions."""
+
+
+class ConflictError(InputError):
+    """A message contradicts what the store already holds under the same id."""
+
+
+class AuthError(QememError):
+    """An API key is missing, malformed, unknown or revoked, or may not do what was asked."""

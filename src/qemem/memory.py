@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from qemem.construct import (
     import_nemori,
 )
 from qemem.embed.base import Embedder, open_embedder
-from qemem.errors import EmbedderMismatchError, LLMError, NotFoundError
+from qemem.errors import ConflictError, EmbedderMismatchError, LLMError, NotFoundError
+from qemem.ingest.generic import parse_generic
 from qemem.ingest.plan import IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
@@ -37,6 +39,7 @@ from qemem.models import (
     SemanticFact,
     Space,
     Turn,
+    TurnInput,
     document,
 )
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -54,6 +57,15 @@ class SearchResult:
 
     hit: Hit
     record: Turn | Episode | SemanticFact
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What ``add_messages`` did: the stored id of every message (input order) and what was new."""
+
+    ids: list[str] = field(default_factory=list)
+    turns_added: int = 0
+    sessions_added: int = 0
 
 
 class Memory:
@@ -213,6 +225,61 @@ class Memory:
             report.added[scope.conversation] = (len(plan.sessions), len(plan.turns))
         report.seconds = time.perf_counter() - started
         return report
+
+    def add_messages(self, conversation: str, messages: Sequence[Mapping[str, Any]]) -> Appended:
+        """Append messages (generic-format records without ``conversation_id``) to a
+        conversation, creating it if needed; validated like ingest, all or nothing.
+
+        Each message goes after the stored turns of its session. A message whose ``id`` is
+        already stored with the same speaker and text is acknowledged again and not duplicated
+        (safe retries); with other content it raises ``ConflictError``. Messages without an id
+        are always appended (they get ``D<session>:<position>``).
+        """
+        records = [
+            {**{k: v for k, v in m.items() if k != "namespace"}, "conversation_id": conversation}
+            for m in messages
+        ]
+        if not records:
+            return Appended()
+        [conv] = parse_generic(records, "<messages>")
+        scope = self.scope(conversation)
+        with self.store.transaction():
+            existing = self._existing(scope)
+            stored = self.store.turns(scope) if existing else []
+            by_id = {t.id: t for t in stored}
+            keys = {s.key: s.index for s in existing.sessions} if existing else {}
+            fresh_counts: list[tuple[str, int]] = []
+            for session in conv.sessions:
+                prior = [t for t in stored if t.session == keys.get(session.key, -1)]
+                fresh: list[TurnInput] = []
+                for message in session.turns:
+                    old = by_id.get(message.id or "")
+                    if old is None:
+                        fresh.append(message)
+                    elif (old.speaker, old.text) != (message.speaker, message.text):
+                        raise ConflictError(
+                            f"message {message.id!r} conflicts with the stored turn "
+                            f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "
+                            "so send it under a new id"
+                        )
+                session.turns = [
+                    TurnInput(t.speaker, t.text, t.timestamp, t.id) for t in prior
+                ] + fresh
+                fresh_counts.append((session.key, len(fresh)))
+            plan = plan_conversation(conv, existing, stored, "<messages>")
+            vectors = self.embed_documents(plan.turns)
+            self.store.put_conversation(scope, plan.conversation.speakers)
+            if plan.sessions:
+                self.store.add_sessions(scope, plan.sessions)
+            if plan.turns:
+                self.store.add_turns(scope, plan.turns, vectors, self.embedder.id)
+        new: dict[str, list[str]] = {}
+        start = 0
+        for key, count in fresh_counts:
+            new[key] = [t.id for t in plan.turns[start : start + count]][::-1]
+            start += count
+        ids = [m["id"] if m.get("id") in by_id else new[m["session_id"]].pop() for m in records]
+        return Appended(ids, len(plan.turns), len(plan.sessions))
 
     def _existing(self, scope: Scope) -> Conversation | None:
         try:

@@ -91,6 +91,19 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (conv, key)
     );
     """,
+    # 2: API keys of the HTTP service (qemem.keys): a salted hash per key, never the key
+    """
+    CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        label TEXT NOT NULL,
+        read_only INTEGER NOT NULL,
+        salt TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        created TEXT NOT NULL,
+        revoked TEXT
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,168 @@
+"""Serving commands: ``serve`` (HTTP API), ``mcp`` (MCP server) and ``keys`` (API keys)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from qemem.cli.common import EmbedderOpt, JsonOpt, LLMOpt, StoreOpt, console, print_json
+from qemem.errors import ConfigError
+from qemem.keys import create_key, open_key_store, revoke_key, verify_key
+from qemem.memory import Memory
+
+keys_app = typer.Typer(
+    help="API keys of the HTTP service and MCP server (one namespace each).",
+    no_args_is_help=True,
+)
+
+HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
+PortOpt = Annotated[int, typer.Option("--port", help="TCP port.")]
+
+
+def _server_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import mcp  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(
+            f"serving needs the server extra ({exc.name} is missing): pip install 'qemem[server]'"
+        ) from None
+
+
+def serve(
+    store: StoreOpt,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8765,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="Server processes.")] = 1,
+    max_body: Annotated[
+        int, typer.Option("--max-body", min=1024, help="Largest request body in bytes (413).")
+    ] = 1_000_000,
+    embedder: EmbedderOpt = None,
+    llm: LLMOpt = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key."""
+    _server_extra()
+    import uvicorn
+
+    os.environ["QEMEM_STORE"] = str(store)
+    os.environ["QEMEM_MAX_BODY"] = str(max_body)
+    for name, value in (("QEMEM_EMBEDDER", embedder), ("QEMEM_LLM", llm)):
+        if value:
+            os.environ[name] = value
+    open_key_store(store).close()  # fail here, not in each worker, when the store is bad
+    uvicorn.run(
+        "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
+    )
+
+
+def mcp(
+    store: StoreOpt,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", help="Namespace served (default: the QEMEM_API_KEY's)."),
+    ] = None,
+    http: Annotated[
+        bool, typer.Option("--http", help="Streamable HTTP at /mcp instead of stdio.")
+    ] = False,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8766,
+    embedder: EmbedderOpt = None,
+    llm: LLMOpt = None,
+) -> None:
+    """Run the MCP server (stdio by default). With QEMEM_API_KEY set, the key's namespace is
+    served (a revoked key is refused) and a read-only key cannot remember or forget."""
+    _server_extra()
+    from qemem.service.mcp_server import create_mcp_server
+
+    read_only = False
+    key = os.environ.get("QEMEM_API_KEY")
+    if key:
+        keys = open_key_store(store)
+        try:
+            record = verify_key(keys, key)
+        finally:
+            keys.close()
+        if namespace is not None and namespace != record.namespace:
+            raise ConfigError(
+                f"QEMEM_API_KEY belongs to namespace {record.namespace!r}, not {namespace!r}: "
+                "drop --namespace"
+            )
+        namespace, read_only = record.namespace, record.read_only
+    with Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory:
+        server = create_mcp_server(memory, read_only=read_only)
+        if http:
+            server.run("streamable-http", host=host, port=port)
+        else:
+            server.run()
+
+
+@keys_app.command("create")
+def keys_create(
+    store: StoreOpt,
+    namespace: Annotated[str, typer.Option("--namespace", help="The key's tenant namespace.")],
+    read_only: Annotated[
+        bool, typer.Option("--read-only", help="May read and ask, never write.")
+    ] = False,
+    label: Annotated[str, typer.Option("--label", help="A note to recognise the key.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a key and print it once (only a salted hash is stored)."""
+    keys = open_key_store(store)
+    try:
+        key, record = create_key(keys, namespace, read_only=read_only, label=label)
+    finally:
+        keys.close()
+    if as_json:
+        print_json({"key": key, "namespace": record.namespace})
+        return
+    access = "read-only" if read_only else "read-write"
+    console.print(
+        f"{key}\n[dim]{access} key {record.id} for namespace {namespace!r}; shown "
+        "once: keep it now[/]"
+    )
+
+
+@keys_app.command("list")
+def keys_list(
+    store: StoreOpt,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Only this one.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List keys (ids, namespaces, access, labels; never the keys themselves)."""
+    keys = open_key_store(store)
+    try:
+        records = keys.list(namespace)
+    finally:
+        keys.close()
+    if as_json:
+        print_json([vars(r) for r in records])
+        return
+    table = Table("id", "namespace", "access", "label", "created", "revoked")
+    for r in records:
+        access = "read-only" if r.read_only else "read-write"
+        table.add_row(r.id, r.namespace, access, r.label, r.created[:19], (r.revoked or "")[:19])
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(help="The key id (see `qemem keys list`).")],
+    store: StoreOpt,
+) -> None:
+    """Revoke a key: every later request with it is refused."""
+    keys = open_key_store(store)
+    try:
+        revoke_key(keys, key_id)
+    finally:
+        keys.close()
+    console.print(f"revoked {key_id}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)
+    app.command()(mcp)
+    app.add_typer(keys_app, name="keys")

@@ -1,0 +1,214 @@
+"""API keys of the HTTP service: each key belongs to one namespace (tenant), may be read-only,
+and is stored only as a salted scrypt hash.
+
+A key reads ``qm_<id>_<secret>``: the id finds the row, the secret is checked against the hash in
+constant time. Secrets are 256 random bits, so a light scrypt cost is enough (nothing to guess).
+Storage sits behind the small ``KeyStore`` protocol; ``SQLiteKeyStore`` keeps the ``api_keys``
+table of a SQLite store file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from qemem.errors import AuthError, ConfigError, NotFoundError, StoreError
+from qemem.store.schema import migrate
+
+PREFIX = "qm"
+_SCRYPT = {"n": 2**10, "r": 8, "p": 1, "dklen": 32}
+_DUMMY_SALT = bytes(16)
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A key's public record (never the secret)."""
+
+    id: str
+    namespace: str
+    label: str = ""
+    read_only: bool = False
+    created: str = ""
+    revoked: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredKey:
+    """A key's record with its salt and hash, as a ``KeyStore`` keeps it."""
+
+    key: ApiKey
+    salt: bytes
+    hash: bytes
+
+
+class KeyStore(Protocol):
+    """Persistence of API keys (rows of ``StoredKey``)."""
+
+    def add(self, stored: StoredKey) -> None: ...
+
+    def get(self, key_id: str) -> StoredKey | None: ...
+
+    def list(self, namespace: str | None = None) -> list[ApiKey]: ...
+
+    def revoke(self, key_id: str, when: str) -> bool:
+        """Mark the key revoked; False when no such key exists."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def hash_secret(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
+
+
+def create_key(
+    keys: KeyStore, namespace: str, *, read_only: bool = False, label: str = ""
+) -> tuple[str, ApiKey]:
+    """Make a new key for ``namespace``; returns the full key (shown once) and its record."""
+    if not namespace.strip():
+        raise ConfigError("a key needs a namespace: pass --namespace NAME")
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    salt = secrets.token_bytes(16)
+    record = ApiKey(key_id, namespace, label, read_only, datetime.now(UTC).isoformat())
+    keys.add(StoredKey(record, salt, hash_secret(secret, salt)))
+    return f"{PREFIX}_{key_id}_{secret}", record
+
+
+def verify_key(keys: KeyStore, key: str) -> ApiKey:
+    """The record of a valid, unrevoked ``key``; raises ``AuthError`` otherwise (the message
+    never contains the key). The hash comparison is constant-time and runs even for unknown
+    ids, so timing tells nothing about which ids exist."""
+    prefix, _, rest = key.partition("_")
+    key_id, _, secret = rest.partition("_")
+    stored = keys.get(key_id) if prefix == PREFIX and key_id and secret else None
+    expected = stored.hash if stored else bytes(32)
+    actual = hash_secret(secret, stored.salt if stored else _DUMMY_SALT)
+    if stored is None or not hmac.compare_digest(expected, actual):
+        raise AuthError("invalid API key: create one with `qemem keys create`")
+    if stored.key.revoked is not None:
+        raise AuthError("this API key was revoked: create a new one with `qemem keys create`")
+    return stored.key
+
+
+class KeyVerifier:
+    """``verify_key`` for a server: a key verified once is recognised afterwards by its SHA-256
+    (no scrypt per request); revocation is still read from the store on every call."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.keys = keys
+        self._lock = threading.Lock()
+        self._verified: dict[str, tuple[bytes, bytes]] = {}
+
+    def __call__(self, key: str) -> ApiKey:
+        key_id = key.split("_")[1] if key.count("_") >= 2 else ""
+        digest = hashlib.sha256(key.encode()).digest()
+        with self._lock:
+            known = self._verified.get(key_id)
+        if known is not None and hmac.compare_digest(known[0], digest):
+            stored = self.keys.get(key_id)
+            if stored is not None and stored.hash == known[1]:
+                if stored.key.revoked is not None:
+                    raise AuthError(
+                        "this API key was revoked: create a new one with `qemem keys create`"
+                    )
+                return stored.key
+        record = verify_key(self.keys, key)
+        stored = self.keys.get(record.id)
+        if stored is not None:
+            with self._lock:
+                self._verified[record.id] = (digest, stored.hash)
+        return record
+
+
+def revoke_key(keys: KeyStore, key_id: str) -> None:
+    if not keys.revoke(key_id, datetime.now(UTC).isoformat()):
+        raise NotFoundError(f"no API key {key_id!r}: see `qemem keys list`")
+
+
+class SQLiteKeyStore:
+    """API keys in the ``api_keys`` table of a SQLite store file (or in memory)."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
+            )
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open key store {self.path!r}: {exc}") from exc
+        self._lock = threading.Lock()
+
+    def add(self, stored: StoredKey) -> None:
+        k = stored.key
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO api_keys (id, namespace, label, read_only, salt, hash, created, "
+                "revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    k.id,
+                    k.namespace,
+                    k.label,
+                    int(k.read_only),
+                    stored.salt.hex(),
+                    stored.hash.hex(),
+                    k.created,
+                    k.revoked,
+                ),
+            )
+
+    def get(self, key_id: str) -> StoredKey | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT id, namespace, label, read_only, created, revoked, salt, hash "
+                "FROM api_keys WHERE id = ?",
+                (key_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        return StoredKey(
+            ApiKey(row[0], row[1], row[2], bool(row[3]), row[4], row[5]),
+            bytes.fromhex(row[6]),
+            bytes.fromhex(row[7]),
+        )
+
+    def list(self, namespace: str | None = None) -> list[ApiKey]:
+        sql = "SELECT id, namespace, label, read_only, created, revoked FROM api_keys"
+        params: tuple[str, ...] = ()
+        if namespace is not None:
+            sql, params = sql + " WHERE namespace = ?", (namespace,)
+        with self._lock:
+            rows = self._conn.execute(sql + " ORDER BY created, id", params).fetchall()
+        return [ApiKey(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
+
+    def revoke(self, key_id: str, when: str) -> bool:
+        with self._lock:
+            cursor = self._conn.execute(
+                "UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL", (when, key_id)
+            )
+            if cursor.rowcount:
+                return True
+            return bool(
+                self._conn.execute("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def open_key_store(url: str | Path) -> KeyStore:
+    """The key store of a store URL (a SQLite file path; ``:memory:`` for tests)."""
+    text = str(url)
+    if text.startswith(("postgres:", "postgresql:")):
+        raise ConfigError("API keys are kept in SQLite stores for now: serve a SQLite store file")
+    return SQLiteKeyStore(text)

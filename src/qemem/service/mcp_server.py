@@ -1,0 +1,149 @@
+"""The MCP server (``qemem mcp``): memory tools for an agent host, over ``Memory`` only.
+
+Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
+answer with cited, verified evidence), ``list_conversations`` and ``forget``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from qemem.answer import Answer
+from qemem.errors import AuthError, QememError
+from qemem.memory import Memory
+from qemem.models import Episode, SemanticFact, Turn, format_datetime
+from qemem.service.schemas import MessageIn
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "Long-term memory of conversations. Store what is said with `remember`, look things up "
+    "with `recall` (raw evidence) or `ask` (an answer with cited, verified quotes and resolved "
+    "dates). Conversations are addressed by id; `list_conversations` shows them."
+)
+
+
+def _record(record: Turn | Episode | SemanticFact) -> dict[str, Any]:
+    if isinstance(record, Turn):
+        return {
+            "id": record.id,
+            "date": format_datetime(record.timestamp),
+            "speaker": record.speaker,
+            "text": record.text,
+        }
+    if isinstance(record, Episode):
+        return {
+            "id": record.id,
+            "date": format_datetime(record.timestamp),
+            "title": record.title,
+            "text": record.content,
+            "turns": list(record.turn_ids),
+        }
+    return {"id": record.id, "text": record.content, "episodes": list(record.episode_ids)}
+
+
+def _answer(answer: Answer) -> dict[str, Any]:
+    return {
+        "answer": answer.text,
+        "mode": answer.mode,
+        "cards": [
+            {
+                "claim": card.claim,
+                "quote": card.quote,
+                "verified_quote": card.verified,
+                "time": card.resolved_time.phrase if card.resolved_time else card.time,
+                "sources": card.sources,
+            }
+            for card in answer.cards
+        ],
+        "citations": answer.citations,
+        "evidence": [_record(item.record) for item in answer.pool.turns]
+        if answer.mode == "retrieval"
+        else [],
+    }
+
+
+def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
+    """An MCP server over ``memory`` (its namespace); ``read_only`` refuses remember/forget."""
+    server: MCPServer = MCPServer(name="qemem", instructions=INSTRUCTIONS)
+
+    def run(fn: Callable[[], T], writes: bool = False) -> T:
+        try:
+            if writes and read_only:
+                raise AuthError("this API key is read-only: remember and forget are refused")
+            return fn()
+        except QememError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(
+        description="Store messages of a conversation in long-term memory so they can be "
+        "recalled later. Call it with each new exchange worth keeping. Each message needs "
+        "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text; "
+        "give each an id so that retrying never stores it twice. Returns the stored ids."
+    )
+    def remember(conversation: str, messages: list[MessageIn]) -> dict[str, Any]:
+        records = [m.model_dump(exclude_none=True) for m in messages]
+        done = run(lambda: memory.add_messages(conversation, records), writes=True)
+        return {"ids": done.ids, "turns_added": done.turns_added}
+
+    @server.tool(
+        description="Look up what was said: returns the most relevant stored memories (original "
+        "turns with ids, dates and speakers; with pool=true also episode summaries and facts) "
+        "for a query, without composing an answer. Use it to see the raw evidence yourself."
+    )
+    def recall(conversation: str, query: str, k: int = 8, pool: bool = True) -> dict[str, Any]:
+        if pool:
+            found = run(lambda: memory.retrieve(conversation, query))
+            return {
+                "episodes": [_record(i.record) for i in found.episodes[:k]],
+                "facts": [_record(i.record) for i in found.facts[:k]],
+                "turns": [_record(i.record) for i in found.turns],
+            }
+        results = run(lambda: memory.search(conversation, query, k=k))
+        return {"turns": [_record(r.record) for r in results]}
+
+    @server.tool(
+        description="Answer a question about a stored conversation, with the evidence: claims "
+        "with verbatim quotes checked against the original turns, resolved dates and the cited "
+        "turn ids. Prefer it over recall for questions about when, how often or what happened. "
+        "mode 'retrieval' needs no LLM and returns the evidence only."
+    )
+    def ask(
+        conversation: str,
+        question: str,
+        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+    ) -> dict[str, Any]:
+        chosen = mode or ("full" if memory.llm is not None else "retrieval")
+        return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
+
+    @server.tool(
+        description="List the stored conversations: ids, speakers, number of sessions and the "
+        "first and last session dates. Call it first to find the conversation id to use."
+    )
+    def list_conversations() -> dict[str, Any]:
+        conversations = run(memory.conversations)
+        return {
+            "conversations": [
+                {
+                    "id": c.id,
+                    "speakers": list(c.speakers),
+                    "sessions": len(c.sessions),
+                    "first": format_datetime(c.span[0]) if c.span else None,
+                    "last": format_datetime(c.span[1]) if c.span else None,
+                }
+                for c in conversations
+            ]
+        }
+
+    @server.tool(
+        description="Permanently delete a conversation and everything derived from it. Only "
+        "when the user asks to forget it; this cannot be undone."
+    )
+    def forget(conversation: str) -> dict[str, Any]:
+        return {"deleted": run(lambda: memory.delete(conversation), writes=True)}
+
+    return server

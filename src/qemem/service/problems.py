@@ -1,0 +1,150 @@
+"""RFC 9457 problem details: every error of the service is ``application/problem+json``.
+
+qemem's exceptions map to statuses here, with their messages (the same as the CLI prints) as
+``detail``; request-body size is capped by ``BodyLimit``.
+"""
+
+from __future__ import annotations
+
+import logging
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from qemem.errors import (
+    AuthError,
+    ConflictError,
+    EmbedderMismatchError,
+    InputError,
+    LLMError,
+    NotFoundError,
+    QememError,
+    StoreError,
+)
+
+MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger("qemem.service")
+
+
+def problem(status: int, detail: str, instance: str = "", **extra: Any) -> JSONResponse:
+    """A problem+json response with ``about:blank`` type (the title is the status phrase)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if instance:
+        body["instance"] = instance
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body | extra, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+class Forbidden(AuthError):
+    """The key is valid but may not do this (a read-only key asked to write)."""
+
+
+def status_of(exc: QememError) -> int:
+    """The HTTP status of a qemem error."""
+    for kind, status in (
+        (Forbidden, 403),
+        (AuthError, 401),
+        (NotFoundError, 404),
+        (ConflictError, 409),
+        (EmbedderMismatchError, 409),
+        (InputError, 422),
+        (LLMError, 503),
+        (StoreError, 503),
+    ):
+        if isinstance(exc, kind):
+            return status
+    return 400
+
+
+def install(app: FastAPI) -> None:
+    """Route every error through ``problem``."""
+
+    @app.exception_handler(QememError)
+    async def qemem_error(request: Request, exc: QememError) -> JSONResponse:
+        return problem(status_of(exc), str(exc), request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in exc.errors()
+        ]
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+        return problem(422, f"invalid request: {where}", request.url.path, errors=errors)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        return problem(exc.status_code, str(exc.detail), request.url.path)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return problem(500, "internal error: see the server log", request.url.path)
+
+
+class BodyLimit:
+    """ASGI middleware answering 413 when a request body exceeds ``max_bytes``: a declared
+    Content-Length is checked first, a chunked body is read (at most ``max_bytes``) before the
+    app sees it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(scope, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                first: Message = message  # a disconnect: hand it to the app as it is
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._reject(scope, send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                first = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return first
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, scope: Scope, send: Send) -> None:
+        detail = (
+            f"request body larger than {self.max_bytes} bytes: send fewer messages per request "
+            "(or raise the server's --max-body)"
+        )
+        response = problem(413, detail, str(scope.get("path", "")))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": response.raw_headers,
+            }
+        )
+        await send({"type": "http.response.body", "body": response.body})

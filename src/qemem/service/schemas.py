@@ -1,0 +1,99 @@
+"""Request and response bodies of the HTTP API (records travel as qemem's own dataclasses)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from qemem.answer.ask import Mode
+from qemem.construct import BuildReport
+from qemem.memory import SearchResult
+from qemem.models import Pool, Session, Space
+
+
+class Problem(BaseModel):
+    """An error (RFC 9457 problem details)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str = ""
+
+
+class MessageIn(BaseModel):
+    """One message to append; ``id`` makes retries safe (a stored id is acknowledged again)."""
+
+    session_id: str = Field(description="the sitting; sessions are ordered by first appearance")
+    timestamp: str = Field(description="ISO 8601, e.g. 2024-03-14T19:15:00")
+    speaker: str
+    text: str
+    id: str | None = Field(default=None, description="stable message id (recommended)")
+    image_caption: str | None = None
+
+
+class MessagesIn(BaseModel):
+    messages: list[MessageIn]
+
+
+class Appended(BaseModel):
+    """The stored id of every message, in request order, and what was new."""
+
+    ids: list[str]
+    turns_added: int
+    sessions_added: int
+
+
+class BuildState(BaseModel):
+    """Which sessions have episodes and facts built, and the running build job if any."""
+
+    built_sessions: list[int]
+    unbuilt_sessions: list[int]
+    job: str | None = None
+
+
+class ConversationOut(BaseModel):
+    id: str
+    namespace: str
+    speakers: list[str]
+    sessions: list[Session]
+    turns: int
+    episodes: int
+    facts: int
+    build: BuildState
+
+
+class SearchIn(BaseModel):
+    query: str | list[str] = Field(description="one query, or several fused together")
+    k: int | None = Field(default=10, ge=1, le=1000, description="results; null ranks all")
+    pool: bool = Field(default=False, description="return the evidence pool of all spaces")
+    space: Space = Field(default="turn", description="space searched when pool is false")
+
+
+class SearchOut(BaseModel):
+    """Search hits (``pool`` false) or the multi-granular evidence pool (``pool`` true)."""
+
+    results: list[SearchResult] | None = None
+    pool: Pool | None = None
+
+
+class AskIn(BaseModel):
+    question: str
+    mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")
+
+
+class Job(BaseModel):
+    """A background build: ``status`` is queued, running, done or failed."""
+
+    id: str
+    conversation: str
+    status: Literal["queued", "running", "done", "failed"]
+    done: int = 0
+    total: int = 0
+    reports: list[BuildReport] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Health(BaseModel):
+    status: str

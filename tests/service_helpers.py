@@ -1,0 +1,67 @@
+"""Shared helpers of the service tests: an app over an in-memory store with two tenants."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from qemem.embed import HashEmbedder
+from qemem.keys import SQLiteKeyStore, create_key
+from qemem.service import create_app
+from qemem.store import SQLiteStore
+
+MESSAGES = [
+    {
+        "session_id": "s1",
+        "timestamp": "2024-03-14T19:15:00",
+        "speaker": "Ana",
+        "text": "I adopted a grey cat named Pixel last week.",
+        "id": "m1",
+    },
+    {
+        "session_id": "s1",
+        "timestamp": "2024-03-14T19:16:00",
+        "speaker": "Ben",
+        "text": "Lovely! I started pottery classes yesterday.",
+        "id": "m2",
+    },
+    {
+        "session_id": "s2",
+        "timestamp": "2024-04-02T10:00:00",
+        "speaker": "Ana",
+        "text": "Pixel knocked my pottery bowl off the shelf.",
+        "image_caption": "a broken bowl",
+    },
+]
+
+
+@dataclass
+class Served:
+    app: FastAPI
+    client: TestClient
+    keys: SQLiteKeyStore
+    store: SQLiteStore
+    alice: str
+    bob: str
+    reader: str
+
+    def auth(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+
+@contextmanager
+def served(llm: str | None = "fake", max_body: int = 1_000_000) -> Iterator[Served]:
+    """An app with tenants alice (writer), bob (writer) and a read-only alice key."""
+    store, keys = SQLiteStore(":memory:"), SQLiteKeyStore(":memory:")
+    app = create_app(store, keys=keys, embedder=HashEmbedder(), llm=llm, max_body=max_body)
+    alice, _ = create_key(keys, "alice")
+    bob, _ = create_key(keys, "bob")
+    reader, _ = create_key(keys, "alice", read_only=True)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield Served(app, client, keys, store, alice, bob, reader)
+    store.close()
+    keys.close()

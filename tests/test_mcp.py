@@ -1,0 +1,68 @@
+"""The MCP server through the official SDK's client over an in-memory session."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from qemem.embed import HashEmbedder
+from qemem.memory import Memory
+from qemem.service.mcp_server import create_mcp_server
+from qemem.store import SQLiteStore
+from service_helpers import MESSAGES
+
+TOOLS = {"remember", "recall", "ask", "list_conversations", "forget"}
+
+
+def _payload(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)
+
+
+async def _session(memory: Memory, read_only: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with Client(create_mcp_server(memory, read_only=read_only)) as client:
+        tools = (await client.list_tools()).tools
+        out["tools"] = {t.name: t for t in tools}
+        call = client.call_tool
+        out["remember"] = await call("remember", {"conversation": "c1", "messages": MESSAGES})
+        out["again"] = await call("remember", {"conversation": "c1", "messages": MESSAGES[:1]})
+        out["list"] = await call("list_conversations", {})
+        out["recall"] = await call("recall", {"conversation": "c1", "query": "cat name"})
+        out["search"] = await call("recall", {"conversation": "c1", "query": "cat", "pool": False})
+        out["ask"] = await call(
+            "ask", {"conversation": "c1", "question": "What is the cat called?"}
+        )
+        out["missing"] = await call("ask", {"conversation": "nope", "question": "Who?"})
+        out["forget"] = await call("forget", {"conversation": "c1"})
+    return out
+
+
+def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
+    with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm="fake", namespace="a") as memory:
+        out = anyio.run(_session, memory)
+        assert set(out["tools"]) == TOOLS
+        assert all(len(t.description or "") > 80 for t in out["tools"].values())
+        assert _payload(out["remember"]) == {"ids": ["m1", "m2", "D2:1"], "turns_added": 3}
+        assert _payload(out["again"]) == {"ids": ["m1"], "turns_added": 0}
+        [conv] = _payload(out["list"])["conversations"]
+        assert conv["id"] == "c1" and conv["sessions"] == 2
+        turns = _payload(out["recall"])["turns"]
+        assert "m1" in {t["id"] for t in turns} and all(t["date"] for t in turns)
+        assert _payload(out["search"])["turns"][0]["speaker"] in ("Ana", "Ben")
+        answer = _payload(out["ask"])
+        assert answer["answer"] and answer["cards"] and answer["citations"]
+        assert out["missing"].is_error and "no conversation" in out["missing"].content[0].text
+        assert _payload(out["forget"]) == {"deleted": True}
+        assert memory.conversations() == []
+
+
+def test_read_only_session_refuses_writes() -> None:
+    with Memory(SQLiteStore(":memory:"), HashEmbedder(), namespace="a") as memory:
+        out = anyio.run(_session, memory, True)
+        assert out["remember"].is_error and "read-only" in out["remember"].content[0].text
+        assert out["forget"].is_error
+        assert _payload(out["list"]) == {"conversations": []}
