@@ -32,6 +32,7 @@ from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
 from qemem.models import Pool, Turn
 from qemem.prompts import prompt_hashes
+from qemem.view.record import RUN_REASONS, evidence_record
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
@@ -239,6 +240,7 @@ def make_record(
             "initial_pool_rank": rank,
         },
         "degradations": list(answer.trace.degradations),
+        "evidence_view": evidence_record(answer, extra_turns=known, max_reasons=RUN_REASONS),
     }
 
 
