@@ -139,7 +139,9 @@ def test_correctness_and_diagnosis() -> None:
 
 def test_eval_run_writes_report_html(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
-    config = LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=3, plots=False)
+    config = LocomoRunConfig(
+        sample_path, out, llm="fake", judge="fake", limit=3, plots=False, embedder="hash"
+    )
     run_locomo(config)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     view = records[0][VIEW_KEY]

@@ -25,7 +25,13 @@ from qemem.view import evidence_record, report_html
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
 HOSTILE = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
-PLAN = {"need": "n", "answer_type": "date", "aggregate": False, "temporal": True, "queries": []}
+PLAN = {
+    "need": "When it happened.",
+    "answer_type": "date",
+    "aggregate": False,
+    "temporal": True,
+    "queries": ["pottery class", "first class", "half marathon", "studio"],
+}
 
 if not CHROMIUM.exists() and os.environ.get("CI") != "true":
     pytest.skip("chromium is not installed (apt-get install chromium)", allow_module_level=True)
@@ -112,6 +118,19 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     assert "first pottery class last Saturday" in mark.inner_text()
     expect(page.locator('[data-turn="D1:2"] mark')).to_have_count(0)  # context, not cited
     expect(page.locator('[data-turn="D1:3"]')).to_contain_text("cited by card 1")
+    shown = page.locator(".session .turn").evaluate_all("ts => ts.map(t => t.dataset.turn)")
+    assert shown == [
+        "D1:1",
+        "D1:2",
+        "D1:3",
+        "D1:4",
+        "D1:5",
+        "D5:7",
+        "D5:8",
+        "D5:9",
+        "D5:10",
+        "D5:11",
+    ]
 
     turn = page.locator('[id="t-D5:9"]')
     expect(turn).not_to_be_in_viewport()
@@ -138,7 +157,11 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
 
 def test_run_report(browser: Browser, sample_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    run_locomo(LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=6, plots=False))
+    run_locomo(
+        LocomoRunConfig(
+            sample_path, out, llm="fake", judge="fake", limit=6, plots=False, embedder="hash"
+        )
+    )
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     wrong = sum(1 for r in records if r["score"] < 0.5)
     watched = Watched(browser, out / "report.html", height=900)

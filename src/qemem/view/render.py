@@ -24,7 +24,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.globals["asset"] = asset
-    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
+    env.policies["json.dumps_kwargs"] = {"separators": (",", ":")}  # keep record order
     return env
 
 

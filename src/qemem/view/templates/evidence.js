@@ -152,6 +152,9 @@ var qemem = (function () {
     Object.keys(cardsBySource).forEach(around);
     gold.forEach(around);
     var shown = Object.keys(S.turns).filter(function (k) { return show[k]; });
+    shown.sort(function (a, b) {
+      return S.turns[a].session - S.turns[b].session || S.turns[a].position - S.turns[b].position;
+    });
     out.push(el("h2", { text: "Cited turns in their sessions" }));
     if (!shown.length) out.push(el("p", { class: "muted", text: "No turn is cited." }));
     var blocks = [], last = null;
