@@ -62,20 +62,6 @@ class Sources:
             },
         }
 
-    def with_turns(self, turns: Iterable[Turn]) -> Sources:
-        """A copy with ``turns`` added (kept in session, position order) and their sessions'
-        dates where not known yet (a turn's timestamp is its session's date-time)."""
-        merged = {**self.turns, **{t.id: t for t in turns}}
-        ordered = sorted(merged.values(), key=lambda t: (t.session, t.position))
-        sessions = {t.session: t.timestamp.isoformat() for t in ordered} | self.sessions
-        return Sources(
-            speakers=list(self.speakers),
-            sessions=dict(sorted(sessions.items())),
-            turns={t.id: t for t in ordered},
-            episodes=dict(self.episodes),
-            facts=dict(self.facts),
-        )
-
 
 def collect_sources(
     index: SourceIndex,

@@ -33,6 +33,7 @@ from qemem.memory import Memory
 from qemem.models import Pool, Turn
 from qemem.prompts import prompt_hashes
 from qemem.view.record import RUN_REASONS, evidence_record
+from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
@@ -240,7 +241,7 @@ def make_record(
             "initial_pool_rank": rank,
         },
         "degradations": list(answer.trace.degradations),
-        "evidence_view": evidence_record(answer, extra_turns=known, max_reasons=RUN_REASONS),
+        "evidence_view": evidence_record(answer, max_reasons=RUN_REASONS, sources=False),
     }
 
 
@@ -380,6 +381,7 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
         if llm is not None:
             _build(memory, needed, config.out, progress)
         built = time.perf_counter()
+        write_run_sources(config.out, memory, needed)
         context = {}
         for cid in needed:
             turns = memory.turns(cid)

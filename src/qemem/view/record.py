@@ -11,11 +11,10 @@ page and the run report render it with the same script.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from qemem.answer import Answer
-from qemem.models import Pool, PoolItem, Reason, Turn
+from qemem.models import Pool, PoolItem, Reason
 
 #: pool reasons kept per candidate in run records (the rest are counted), to keep them small
 RUN_REASONS = 3
@@ -60,22 +59,19 @@ def _pool_items(pool: Pool, rounds: dict[str, int], max_reasons: int | None) -> 
 
 
 def evidence_record(
-    answer: Answer, *, extra_turns: Iterable[Turn] = (), max_reasons: int | None = None
+    answer: Answer, *, max_reasons: int | None = None, sources: bool = True
 ) -> dict[str, Any]:
-    """The answer's evidence as the viewer reads it (see the module doc). ``extra_turns`` are
-    added to the source records (the harness adds the annotated evidence turns, so a turn that
-    was never retrieved can still be shown); ``max_reasons`` caps the reasons kept per pool
-    candidate (None: all)."""
+    """The answer's evidence as the viewer reads it (see the module doc). ``max_reasons`` caps
+    the reasons kept per pool candidate (None: all); ``sources=False`` leaves the source
+    records out (a run keeps them once per conversation: ``view.report.write_run_sources``)."""
     trace = answer.trace
     first_round: dict[str, int] = {}
     for r in trace.rounds:
         for pid in r.pool_ids:
             first_round.setdefault(pid, r.round)
-    extra = list(extra_turns)
-    sources = answer.sources.with_turns(extra) if extra else answer.sources
     total = trace.totals.get("total", {}) if trace.totals else {}
     queries = round_queries(answer)
-    return {
+    record = {
         "question": answer.question,
         "answer": answer.text,
         "reasoning": answer.reasoning,
@@ -111,5 +107,7 @@ def evidence_record(
         "citations": list(answer.citations),
         "visible": list(trace.visible_turn_ids),
         "pool": _pool_items(answer.pool, first_round, max_reasons),
-        "sources": sources.to_dict(),
     }
+    if sources:
+        record["sources"] = answer.sources.to_dict()
+    return record

@@ -5,7 +5,7 @@ top; below, every question in a table that filters (category, correct/wrong, whe
 was lost) and sorts by any column. A row expands into the evidence view of its answer, with the
 gold answer and the annotated evidence turns marked; each question's detail is embedded as its
 own JSON block and parsed only when the row is opened, and the source records are stored once
-per conversation, which keeps a 1,540-question run small.
+per conversation (the run folder's sources.json), which keeps a 1,540-question run small.
 """
 
 from __future__ import annotations
@@ -16,10 +16,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from qemem.answer.sources import Sources
 from qemem.eval.report import load_records, record_key, summarise
+from qemem.memory import Memory
 from qemem.view.render import render
 
 Record = Mapping[str, Any]
+#: the run folder's source records: every turn, episode and fact of each conversation asked
+SOURCES_FILE = "sources.json"
 #: the results.jsonl key holding a question's evidence record (``qemem.view.evidence_record``)
 VIEW_KEY = "evidence_view"
 PLOTS = ("accuracy_by_category.png", "coverage_curve.png", "cost_split.png")
@@ -102,8 +106,27 @@ def detail(record: Record) -> dict[str, Any]:
     }
 
 
+def write_run_sources(out_dir: Path, memory: Memory, conversations: Sequence[str]) -> None:
+    """Store every record of ``conversations`` in the run folder's sources.json (kept with
+    the conversations written by earlier runs into the folder), once per conversation instead
+    of once per question."""
+    path = out_dir / SOURCES_FILE
+    stored = json.loads(path.read_text("utf-8")) if path.exists() else {}
+    for cid in conversations:
+        conversation = memory.conversation(cid)
+        sources = Sources(
+            speakers=list(conversation.speakers),
+            sessions={s.index: s.date_time.isoformat() for s in conversation.sessions},
+            turns={t.id: t for t in memory.turns(cid)},
+            episodes={e.id: e for e in memory.episodes(cid)},
+            facts={f.id: f for f in memory.facts(cid)},
+        )
+        stored[cid] = sources.to_dict()
+    path.write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")), "utf-8")
+
+
 def conversation_sources(records: Sequence[Record]) -> dict[str, dict[str, Any]]:
-    """Per conversation, the union of the records' source records."""
+    """Per conversation, the union of the source records the records carry themselves."""
     out: dict[str, dict[str, Any]] = {}
     for record in records:
         sources = record.get(VIEW_KEY, {}).get("sources")
@@ -111,12 +134,11 @@ def conversation_sources(records: Sequence[Record]) -> dict[str, dict[str, Any]]
             continue
         merged = out.setdefault(
             str(record["conversation"]),
-            {"speakers": sources.get("speakers", []), "sessions": {}, "turns": {}},
+            {"speakers": [], "sessions": {}, "turns": {}, "episodes": {}, "facts": {}},
         )
-        merged["sessions"].update(sources.get("sessions", {}))
-        merged["turns"].update(sources.get("turns", {}))
-        merged.setdefault("episodes", {}).update(sources.get("episodes", {}))
-        merged.setdefault("facts", {}).update(sources.get("facts", {}))
+        merged["speakers"] = sources.get("speakers", merged["speakers"])
+        for key in ("sessions", "turns", "episodes", "facts"):
+            merged[key].update(sources.get(key, {}))
     for merged in out.values():
         turns = merged["turns"]
         merged["turns"] = dict(
@@ -139,16 +161,23 @@ def report_html(
     records: Sequence[Record],
     summary: Mapping[str, Any],
     plots: Sequence[Mapping[str, str]] = (),
+    sources: Mapping[str, Any] | None = None,
 ) -> str:
-    """The run page for ``records`` with ``summary`` (see the module doc)."""
+    """The run page for ``records`` with ``summary`` (see the module doc). ``sources`` are the
+    source records by conversation (a run's sources.json); for a conversation it lacks, the
+    sources the records carry themselves are used."""
     records = sorted(records, key=record_key)
+    asked = {str(r["conversation"]) for r in records}
+    conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
+    for cid, own in conversation_sources(records).items():
+        conversations.setdefault(cid, own)
     return render(
         "report.html.j2",
         title=f"qemem LoCoMo run: {summary.get('mode', '')}",
         summary=summary,
         rows=[row(n, r) for n, r in enumerate(records)],
         details={n: detail(r) for n, r in enumerate(records) if VIEW_KEY in r},
-        conversations=conversation_sources(records),
+        conversations=conversations,
         categories=sorted({(int(r["category"]), r.get("category_name", "")) for r in records}),
         diagnoses=DIAGNOSES,
         plots=list(plots),
@@ -156,8 +185,8 @@ def report_html(
 
 
 def write_report_html(out_dir: Path) -> Path:
-    """Write ``report.html`` into a run folder from its results.jsonl (and summary.json,
-    manifest.json and plots when present); return its path."""
+    """Write ``report.html`` into a run folder from its results.jsonl and sources.json (and
+    summary.json, manifest.json and plots when present); return its path."""
     records = load_records(out_dir / "results.jsonl")
     path = out_dir / "summary.json"
     if path.exists():
@@ -166,6 +195,8 @@ def write_report_html(out_dir: Path) -> Path:
         manifest_path = out_dir / "manifest.json"
         manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
         summary = summarise(records, manifest)
+    sources_path = out_dir / SOURCES_FILE
+    sources = json.loads(sources_path.read_text("utf-8")) if sources_path.exists() else None
     target = out_dir / "report.html"
-    target.write_text(report_html(records, summary, _plots(out_dir)), "utf-8")
+    target.write_text(report_html(records, summary, _plots(out_dir), sources), "utf-8")
     return target

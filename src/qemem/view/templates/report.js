@@ -41,11 +41,12 @@
         }
         return dir * x.localeCompare(y, undefined, { numeric: true });
       });
-      rows.forEach(function (row) {
-        var d = detailOf(row);
-        body.appendChild(row);
-        if (d) body.appendChild(d);
+      var details = rows.map(detailOf), sorted = document.createDocumentFragment();
+      rows.forEach(function (row, i) {
+        sorted.appendChild(row);
+        if (details[i]) sorted.appendChild(details[i]);
       });
+      body.appendChild(sorted);
     });
   });
   body.addEventListener("click", function (event) {
