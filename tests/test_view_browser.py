@@ -98,8 +98,8 @@ POTTERY = {
 }
 MARATHON = {
     "claim": "Tomas ran the half marathon.",
-    "sources": ["D5:9"],
-    "quote": "ran",
+    "sources": ["D5:8"],
+    "quote": "crossing that line was the best feeling",
     "time": "",
     "relation": "intermediate fact",
 }
@@ -119,22 +119,12 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     expect(page.locator('[data-turn="D1:2"] mark')).to_have_count(0)  # context, not cited
     expect(page.locator('[data-turn="D1:3"]')).to_contain_text("cited by card 1")
     shown = page.locator(".session .turn").evaluate_all("ts => ts.map(t => t.dataset.turn)")
-    assert shown == [
-        "D1:1",
-        "D1:2",
-        "D1:3",
-        "D1:4",
-        "D1:5",
-        "D5:7",
-        "D5:8",
-        "D5:9",
-        "D5:10",
-        "D5:11",
-    ]
+    session_1 = ["D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]  # D1:3 and two either side
+    assert shown == [*session_1, "D5:6", "D5:7", "D5:8", "D5:9", "D5:10"]
 
-    turn = page.locator('[id="t-D5:9"]')
+    turn = page.locator('[id="t-D5:8"]')
     expect(turn).not_to_be_in_viewport()
-    page.locator('.card button[data-target="t-D5:9"]').first.click()
+    page.locator('.card button[data-target="t-D5:8"]').first.click()
     expect(turn).to_be_in_viewport()
     expect(turn).to_be_focused()
     page.screenshot(path=tmp_path / "answer-scrolled.png")
@@ -188,6 +178,7 @@ def test_run_report(browser: Browser, sample_path: Path, tmp_path: Path) -> None
     expect(detail).to_contain_text(f"Gold answer: {record['gold']}")
     for tid in record["evidence"]:
         expect(page.locator(f'[id="q{n}-t-{tid}"] .badge.gold')).to_have_count(1)
+    expect(detail.locator(".evidence-status .badge")).to_have_count(len(record["evidence"]))
     page.screenshot(path=tmp_path / "report.png", full_page=False)
     detail.scroll_into_view_if_needed()
     page.screenshot(path=tmp_path / "report-detail.png")

@@ -105,6 +105,18 @@ var qemem = (function () {
       c.input_tokens + " in / " + c.output_tokens + " out tokens · USD " +
       (c.usd === null || c.usd === undefined ? "n/a" : Number(c.usd).toFixed(5)) + " · " +
       c.seconds + " s · termination " + (ev.termination || "–")));
+    if (opts.evidence) {
+      var cited = new Set(ev.citations || []);
+      out.push(el("div", { class: "row evidence-status" }, el("strong", { text: "Annotated evidence: " }),
+        gold.length ? gold.map(function (id) {
+          var state = cited.has(id) ? ["ok", "cited"] : visible.has(id) ? ["warn", "in answer context, not cited"]
+            : pooled.has(id) ? ["warn", "pooled, not cited"] : S.turns[id] ? ["bad", "never retrieved"]
+            : ["bad", "not in memory"];
+          var chip = el("span", { class: "badge " + state[0], text: id + ": " + state[1] });
+          return [S.turns[id] ? el("button", { class: "link", type: "button", "data-target": P + "t-" + id,
+            onclick: function () { jump(P + "t-" + id); } }, chip) : chip, " "];
+        }) : "none"));
+    }
     if (ev.degradations.length) {
       out.push(el("div", { class: "warn", text: "degraded: " + ev.degradations.join("; ") }));
     }

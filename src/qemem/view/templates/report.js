@@ -65,8 +65,7 @@
     var tr = qemem.el("tr", { class: "detail" }, cell);
     row.parentNode.insertBefore(tr, row.nextSibling);
     cell.appendChild(qemem.el("div", { class: "answer" }, "Answer: " + (ev.answer || "(none)")));
-    cell.appendChild(qemem.el("div", { class: "muted", text: "judge: " + (data.labels.join(", ") || "none") +
-      " · annotated evidence: " + (data.evidence_ids.join(", ") || "none") }));
+    cell.appendChild(qemem.el("div", { class: "muted", text: "judge: " + (data.labels.join(", ") || "none") }));
     qemem.render(cell, ev, { header: false, gold: data.gold, evidence: data.evidence_ids,
       prefix: "q" + row.dataset.n + "-" });
   });
