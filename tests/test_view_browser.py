@@ -129,6 +129,9 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     expect(turn).to_be_focused()
     page.screenshot(path=tmp_path / "answer-scrolled.png")
 
+    expect(page.locator('[id="p-D1:3"]')).to_contain_text(
+        "times: last Saturday → the Saturday before 14 March 2024"
+    )
     page.locator('[id="p-D1:3"] button').click()  # a carded pool item leads to its card
     expect(page.locator('[id="card-0"]')).to_be_in_viewport()
     uncarded = page.locator("tr.item:not(.carded)").first
@@ -182,6 +185,10 @@ def test_run_report(browser: Browser, sample_path: Path, tmp_path: Path) -> None
     page.screenshot(path=tmp_path / "report.png", full_page=False)
     detail.scroll_into_view_if_needed()
     page.screenshot(path=tmp_path / "report-detail.png")
+    page.set_viewport_size({"width": 390, "height": 800})  # the opened row fits a phone
+    box = detail.locator(".detail-body").bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    page.screenshot(path=tmp_path / "report-phone.png")
     page.keyboard.press("Enter")  # and closes it
     expect(detail).to_be_hidden()
     watched.close()

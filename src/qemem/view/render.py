@@ -42,5 +42,11 @@ def render(template: str, **context: Any) -> str:
 
 
 def answer_html(answer: Answer) -> str:
-    """The answer page: question, answer, cost, cards, cited turns, plan, rounds and pool."""
-    return render("answer.html.j2", title=answer.question, evidence=evidence_record(answer))
+    """The answer page: question, answer, cost, cards, cited turns, plan, rounds and pool
+    (pool turns with their relative times resolved against their session dates)."""
+    evidence = evidence_record(answer)
+    evidence["pool_times"] = {
+        tid: [f"{t.expression} → {t.phrase}" for t in times]
+        for tid, times in answer.pool_times.items()
+    }
+    return render("answer.html.j2", title=answer.question, evidence=evidence)

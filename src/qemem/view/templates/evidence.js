@@ -78,6 +78,7 @@ var qemem = (function () {
     var S = ev.sources || { turns: {}, episodes: {}, facts: {}, sessions: {} };
     var gold = opts.evidence || [];
     var visible = new Set(ev.visible || []);
+    var times = ev.pool_times || {};
     var cardsBySource = {};
     ev.cards.forEach(function (c, n) {
       c.sources.forEach(function (s) { (cardsBySource[s] = cardsBySource[s] || []).push(n); });
@@ -284,7 +285,8 @@ var qemem = (function () {
             } });
           return el("tr", { class: "item" + (by.length ? " carded" : ""), id: P + "p-" + p.id },
             el("td", { class: "tid", text: p.id }),
-            el("td", null, el("div", { class: "clip", title: text, text: text })),
+            el("td", null, el("div", { class: "clip", title: text, text: text }),
+              times[p.id] ? el("div", { class: "muted", text: "times: " + times[p.id].join("; ") }) : null),
             el("td", { class: "num", text: p.round }), el("td", { class: "num", text: p.score.toFixed(4) }),
             el("td", { class: "why" }, el("div", { class: "clip", title: p.reasons,
               text: p.reasons + (p.more ? " (+" + p.more + " more)" : "") })),

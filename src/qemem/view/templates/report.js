@@ -61,8 +61,8 @@
     var data = JSON.parse(document.getElementById("d-" + row.dataset.n).textContent);
     var ev = data.record;
     ev.sources = conversations[data.conversation];
-    var cell = qemem.el("td", { colspan: row.cells.length });
-    var tr = qemem.el("tr", { class: "detail" }, cell);
+    var cell = qemem.el("div", { class: "detail-body" });
+    var tr = qemem.el("tr", { class: "detail" }, qemem.el("td", { colspan: row.cells.length }, cell));
     row.parentNode.insertBefore(tr, row.nextSibling);
     cell.appendChild(qemem.el("div", { class: "answer" }, "Answer: " + (ev.answer || "(none)")));
     cell.appendChild(qemem.el("div", { class: "muted", text: "judge: " + (data.labels.join(", ") || "none") }));
