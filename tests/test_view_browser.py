@@ -106,8 +106,12 @@ MARATHON = {
 
 
 def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> None:
-    with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm=scripted(POTTERY, MARATHON)) as mem:
-        mem.ingest(sample_path)
+    store = SQLiteStore(":memory:")
+    builder = Memory(store, HashEmbedder(), llm=LLMClient(FakeLLM()))
+    builder.ingest(sample_path)
+    builder.build("demo-1")  # episodes E1... and facts S1... for the episode and fact cards
+    cards = (POTTERY, MARATHON, {**POTTERY, "sources": ["E1"]}, {**POTTERY, "sources": ["S1"]})
+    with Memory(store, HashEmbedder(), llm=scripted(*cards)) as mem:
         answer = mem.ask("demo-1", "When did Priya go to her first pottery class?")
     path = tmp_path / "answer.html"
     path.write_text(answer.to_html(), "utf-8")
@@ -121,6 +125,12 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     shown = page.locator(".session .turn").evaluate_all("ts => ts.map(t => t.dataset.turn)")
     session_1 = ["D1:1", "D1:2", "D1:3", "D1:4", "D1:5"]  # D1:3 and two either side
     assert shown == [*session_1, "D5:6", "D5:7", "D5:8", "D5:9", "D5:10"]
+
+    episode, fact = answer.sources.episodes["E1"], answer.sources.facts["S1"]
+    expect(page.locator('[id="e-E1"]')).to_contain_text(episode.title)
+    expect(page.locator('[id="e-E1"] .turn')).to_have_count(min(12, len(episode.turn_ids)))
+    expect(page.locator('[id="f-S1"]')).to_contain_text(fact.content)
+    expect(page.locator('[id="f-S1"]')).to_contain_text(f"from {fact.episode_ids[0]}")
 
     turn = page.locator('[id="t-D5:8"]')
     expect(turn).not_to_be_in_viewport()

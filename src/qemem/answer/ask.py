@@ -269,9 +269,10 @@ def _finish(
     ledger: Ledger,
     degradations: list[str],
     started: float,
-    config: AskConfig,
+    config: AskConfig | None = None,
 ) -> Answer:
     """Fill in the pool times, sources, degradations, calls, totals and duration."""
+    config = config or AskConfig()
     answer.pool_times = _pool_times(index, answer.pool)
     answer.sources = collect_sources(
         index,

@@ -202,6 +202,9 @@ var qemem = (function () {
     });
     var citedEpisodes = Object.keys(cardsBySource).filter(function (id) { return S.episodes[id]; });
     var citedFacts = Object.keys(cardsBySource).filter(function (id) { return S.facts[id]; });
+    if (citedFacts.length || citedEpisodes.length) {
+      out.push(el("h3", { text: "Cited facts and episodes" }));
+    }
     citedFacts.forEach(function (id) {
       var f = S.facts[id];
       out.push(el("div", { class: "fact", id: P + "f-" + id, tabindex: "-1" },
