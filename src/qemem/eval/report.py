@@ -449,5 +449,5 @@ def write_report(
     (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
     from qemem.view.report import write_report_html  # the viewer imports this module
 
-    write_report_html(out)
+    write_report_html(out, records)
     return summary

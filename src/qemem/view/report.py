@@ -77,7 +77,7 @@ def row(number: int, record: Record) -> dict[str, Any]:
         "key": f"{record['conversation']}#{record['index']}",
         "category": int(record["category"]),
         "category_name": record.get("category_name", ""),
-        "question": record["question"],
+        "question": record.get("question", ""),
         "labels": "/".join(record.get("judge_labels", [])) or "–",
         "correctness": correctness(record),
         "f1": record.get("f1"),
@@ -184,10 +184,12 @@ def report_html(
     )
 
 
-def write_report_html(out_dir: Path) -> Path:
-    """Write ``report.html`` into a run folder from its results.jsonl and sources.json (and
-    summary.json, manifest.json and plots when present); return its path."""
-    records = load_records(out_dir / "results.jsonl")
+def write_report_html(out_dir: Path, records: Sequence[Record] | None = None) -> Path:
+    """Write ``report.html`` into a run folder for ``records`` (default: its results.jsonl),
+    with its sources.json, summary.json, manifest.json and plots when present; return its
+    path."""
+    if records is None:
+        records = load_records(out_dir / "results.jsonl")
     path = out_dir / "summary.json"
     if path.exists():
         summary = json.loads(path.read_text("utf-8"))
