@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from qemem.answer.assemble import assemble, assemble_pool
 from qemem.answer.respond import answer_question
+from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
@@ -100,7 +101,8 @@ class Answer:
     full text, ``cards`` the verified/marked evidence cards, ``citations`` the turn ids the cards
     cite (episode and fact sources expanded to their turns), ``pool`` the final candidate pool
     (all rounds merged), ``pool_times`` the resolved relative times of the pool's turns
-    (against their session dates), and ``trace`` how it came about.
+    (against their session dates), ``trace`` how it came about, and ``sources`` the records
+    the pool, cards and answer context show (what the evidence viewer displays).
     """
 
     question: str
@@ -112,6 +114,7 @@ class Answer:
     pool: Pool
     trace: Trace
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
+    sources: Sources = field(default_factory=Sources)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -125,7 +128,14 @@ class Answer:
             "pool": pool_to_dict(self.pool),
             "pool_times": {k: [t.to_dict() for t in v] for k, v in self.pool_times.items()},
             "trace": self.trace.to_dict(),
+            "sources": self.sources.to_dict(),
         }
+
+    def to_html(self) -> str:
+        """A self-contained HTML page of the answer and its evidence (see :mod:`qemem.view`)."""
+        from qemem.view import answer_html
+
+        return answer_html(self)
 
 
 def pool_to_dict(pool: Pool) -> dict[str, Any]:
@@ -204,7 +214,7 @@ def ask(
     if llm is None or mode == "retrieval":
         answer.trace.termination = "no_llm"
         answer.trace.visible_turn_ids = [item.id for item in pool.turns]
-        return _finish(answer, index, ledger, degradations, started)
+        return _finish(answer, index, ledger, degradations, started, config)
     if mode == "direct":
         assembly = assemble_pool(index, pool)
     else:
@@ -250,14 +260,28 @@ def ask(
     answer.trace.visible_turn_ids = assembly.visible_turn_ids
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
-    return _finish(answer, index, ledger, degradations, started)
+    return _finish(answer, index, ledger, degradations, started, config)
 
 
 def _finish(
-    answer: Answer, index: SourceIndex, ledger: Ledger, degradations: list[str], started: float
+    answer: Answer,
+    index: SourceIndex,
+    ledger: Ledger,
+    degradations: list[str],
+    started: float,
+    config: AskConfig | None = None,
 ) -> Answer:
-    """Fill in the pool times, degradations, calls, totals and duration."""
+    """Fill in the pool times, sources, degradations, calls, totals and duration."""
+    config = config or AskConfig()
     answer.pool_times = _pool_times(index, answer.pool)
+    answer.sources = collect_sources(
+        index,
+        answer.pool,
+        answer.cards,
+        answer.trace.visible_turn_ids,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+    )
     answer.trace.degradations = degradations
     answer.trace.calls = [
         {

@@ -148,11 +148,17 @@ def ask(
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write the answer and its evidence as an HTML page."),
+    ] = None,
 ) -> None:
     """Answer a question with verified evidence cards and cited turns."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)))
+    if html is not None:
+        html.write_text(answer.to_html(), "utf-8")
     if as_json:
         print_json(answer.to_dict())
     else:

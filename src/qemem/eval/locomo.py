@@ -33,6 +33,8 @@ from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
 from qemem.models import Episode, Pool, Turn
 from qemem.prompts import prompt_hashes
+from qemem.view.record import RUN_REASONS, evidence_record
+from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
@@ -252,6 +254,7 @@ def make_record(
             "initial_pool_rank": rank,
         },
         "degradations": list(answer.trace.degradations),
+        "evidence_view": evidence_record(answer, max_reasons=RUN_REASONS, sources=False),
     }
 
 
@@ -395,6 +398,7 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
         if llm is not None and config.build:
             _build(memory, needed, config.out, progress)
         built = time.perf_counter()
+        write_run_sources(config.out, memory, needed)
         context = {}
         for cid in needed:
             turns = memory.turns(cid)

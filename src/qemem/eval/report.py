@@ -454,8 +454,8 @@ def _save(fig: Any, path: Path) -> str:
 def write_report(
     out: Path, records: Sequence[Record], manifest: Mapping[str, Any], *, plots: bool = True
 ) -> dict[str, Any]:
-    """Write summary.json, the plots (unless ``plots`` is False) and report.md into ``out``;
-    return the summary."""
+    """Write summary.json, the plots (unless ``plots`` is False), report.md and report.html
+    into ``out``; return the summary."""
     summary = summarise(records, manifest)
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
@@ -472,6 +472,9 @@ def write_report(
             f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
         ).strip()
     (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
+    from qemem.view.report import write_report_html  # the viewer imports this module
+
+    write_report_html(out, records)
     return summary
 
 

@@ -1,0 +1,12 @@
+"""The evidence viewer: self-contained HTML pages of one answer and of a whole evaluation run.
+
+Pages are rendered from Jinja2 templates shipped with the package, with inline CSS and a small
+plain script; they load nothing from the network. Conversation text reaches the page only as
+escaped template output or as JSON that the script inserts as text, never as markup.
+"""
+
+from qemem.view.record import evidence_record
+from qemem.view.render import answer_html
+from qemem.view.report import report_html, write_report_html
+
+__all__ = ["answer_html", "evidence_record", "report_html", "write_report_html"]

@@ -1,0 +1,204 @@
+"""The run page: ``report.html`` of a LoCoMo evaluation folder.
+
+The summary (accuracy by category, evidence visibility, refinement, cost) and the plots sit on
+top; below, every question in a table that filters (category, correct/wrong, where the evidence
+was lost) and sorts by any column. A row expands into the evidence view of its answer, with the
+gold answer and the annotated evidence turns marked; each question's detail is embedded as its
+own JSON block and parsed only when the row is opened, and the source records are stored once
+per conversation (the run folder's sources.json), which keeps a 1,540-question run small.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from qemem.answer.sources import Sources
+from qemem.eval.report import load_records, record_key, summarise
+from qemem.memory import Memory
+from qemem.view.render import render
+
+Record = Mapping[str, Any]
+#: the run folder's source records: every turn, episode and fact of each conversation asked
+SOURCES_FILE = "sources.json"
+#: the results.jsonl key holding a question's evidence record (``qemem.view.evidence_record``)
+VIEW_KEY = "evidence_view"
+PLOTS = ("accuracy_by_category.png", "coverage_curve.png", "cost_split.png")
+#: where a wrongly answered question lost its evidence (the table's third filter)
+DIAGNOSES = {
+    "never_retrieved": "evidence never retrieved",
+    "not_cited": "retrieved but not cited",
+    "cited_wrong": "cited but wrong",
+}
+
+
+def correctness(record: Record) -> str:
+    """``correct`` (judge score >= 0.5), ``wrong``, or ``unjudged``."""
+    score = record.get("score")
+    if score is None:
+        return "unjudged"
+    return "correct" if float(score) >= 0.5 else "wrong"
+
+
+def diagnosis(record: Record) -> str:
+    """Where the annotated evidence was lost: ``never_retrieved`` (not all of it reached any
+    pool), ``not_cited`` (pooled, but the cards do not cite all of it), ``cited_wrong`` (all
+    cited, yet the answer was judged wrong); "" otherwise or without evidence."""
+    if not record.get("evidence"):
+        return ""
+    seen = record.get("visibility", {})
+    if seen.get("refined") is False:
+        return "never_retrieved"
+    if seen.get("cited") is False:
+        return "not_cited"
+    if seen.get("cited") and correctness(record) == "wrong":
+        return "cited_wrong"
+    return ""
+
+
+def method_cost(record: Record) -> tuple[int, float | None]:
+    """LLM calls and nominal USD of answering (the judge left out; USD None when unpriced)."""
+    stages = [t for stage, t in record.get("llm", {}).items() if stage != "judge"]
+    costs = [t.get("cost_usd") for t in stages]
+    usd = None if any(c is None for c in costs) else sum(float(c) for c in costs)
+    return sum(int(t.get("calls", 0)) for t in stages), usd
+
+
+def row(number: int, record: Record) -> dict[str, Any]:
+    """The table row of a record (what the template shows, sorts and filters on)."""
+    seen = record.get("visibility", {})
+    calls, usd = method_cost(record)
+    refine = record.get("refinement", {})
+    return {
+        "n": number,
+        "key": f"{record['conversation']}#{record['index']}",
+        "category": int(record["category"]),
+        "category_name": record.get("category_name", ""),
+        "question": record.get("question", ""),
+        "labels": "/".join(record.get("judge_labels", [])) or "–",
+        "correctness": correctness(record),
+        "f1": record.get("f1"),
+        "initial": seen.get("initial"),
+        "final": seen.get("final"),
+        "cited": seen.get("cited"),
+        "rounds": int(refine.get("rounds", 0)),
+        "termination": refine.get("termination") or "",
+        "calls": calls,
+        "usd": usd,
+        "diagnosis": diagnosis(record),
+        "expandable": VIEW_KEY in record,
+    }
+
+
+def detail(record: Record) -> dict[str, Any]:
+    """What an expanded row renders: the evidence record less its sources (kept once per
+    conversation), with the conversation, gold answer, annotated evidence and judge labels."""
+    evidence = {k: v for k, v in record[VIEW_KEY].items() if k != "sources"}
+    return {
+        "conversation": record["conversation"],
+        "gold": record.get("gold", ""),
+        "evidence_ids": list(record.get("evidence", [])),
+        "labels": list(record.get("judge_labels", [])),
+        "record": evidence,
+    }
+
+
+def write_run_sources(out_dir: Path, memory: Memory, conversations: Sequence[str]) -> None:
+    """Store every record of ``conversations`` in the run folder's sources.json (kept with
+    the conversations written by earlier runs into the folder), once per conversation instead
+    of once per question."""
+    path = out_dir / SOURCES_FILE
+    stored = json.loads(path.read_text("utf-8")) if path.exists() else {}
+    for cid in conversations:
+        conversation = memory.conversation(cid)
+        sources = Sources(
+            speakers=list(conversation.speakers),
+            sessions={s.index: s.date_time.isoformat() for s in conversation.sessions},
+            turns={t.id: t for t in memory.turns(cid)},
+            episodes={e.id: e for e in memory.episodes(cid)},
+            facts={f.id: f for f in memory.facts(cid)},
+        )
+        stored[cid] = sources.to_dict()
+    path.write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")), "utf-8")
+
+
+def conversation_sources(records: Sequence[Record]) -> dict[str, dict[str, Any]]:
+    """Per conversation, the union of the source records the records carry themselves."""
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        sources = record.get(VIEW_KEY, {}).get("sources")
+        if not sources:
+            continue
+        merged = out.setdefault(
+            str(record["conversation"]),
+            {"speakers": [], "sessions": {}, "turns": {}, "episodes": {}, "facts": {}},
+        )
+        merged["speakers"] = sources.get("speakers", merged["speakers"])
+        for key in ("sessions", "turns", "episodes", "facts"):
+            merged[key].update(sources.get(key, {}))
+    for merged in out.values():
+        turns = merged["turns"]
+        merged["turns"] = dict(
+            sorted(turns.items(), key=lambda kv: (kv[1]["session"], kv[1]["position"]))
+        )
+    return out
+
+
+def _plots(out_dir: Path) -> list[dict[str, str]]:
+    found = []
+    for name in PLOTS:
+        path = out_dir / name
+        if path.exists():
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            found.append({"name": name, "src": f"data:image/png;base64,{data}"})
+    return found
+
+
+def report_html(
+    records: Sequence[Record],
+    summary: Mapping[str, Any],
+    plots: Sequence[Mapping[str, str]] = (),
+    sources: Mapping[str, Any] | None = None,
+) -> str:
+    """The run page for ``records`` with ``summary`` (see the module doc). ``sources`` are the
+    source records by conversation (a run's sources.json); for a conversation it lacks, the
+    sources the records carry themselves are used."""
+    records = sorted(records, key=record_key)
+    asked = {str(r["conversation"]) for r in records}
+    conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
+    for cid, own in conversation_sources(records).items():
+        conversations.setdefault(cid, own)
+    return render(
+        "report.html.j2",
+        title=f"qemem LoCoMo run: {summary.get('mode', '')}",
+        summary=summary,
+        rows=[row(n, r) for n, r in enumerate(records)],
+        details={n: detail(r) for n, r in enumerate(records) if VIEW_KEY in r},
+        conversations=conversations,
+        categories=sorted({(int(r["category"]), r.get("category_name", "")) for r in records}),
+        diagnoses=DIAGNOSES,
+        plots=list(plots),
+    )
+
+
+def write_report_html(out_dir: Path, records: Sequence[Record] | None = None) -> Path:
+    """Write ``report.html`` into a run folder for ``records`` (default: its results.jsonl),
+    with its sources.json, summary.json, manifest.json and plots when present; return its
+    path."""
+    if records is None:
+        records = load_records(out_dir / "results.jsonl")
+    path = out_dir / "summary.json"
+    if path.exists():
+        summary = json.loads(path.read_text("utf-8"))
+    else:
+        manifest_path = out_dir / "manifest.json"
+        manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
+        summary = summarise(records, manifest)
+    sources_path = out_dir / SOURCES_FILE
+    sources = json.loads(sources_path.read_text("utf-8")) if sources_path.exists() else None
+    target = out_dir / "report.html"
+    target.write_text(report_html(records, summary, _plots(out_dir), sources), "utf-8")
+    return target
