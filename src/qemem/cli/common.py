@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +19,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
 
 console = Console()
 err_console = Console(stderr=True)
@@ -49,6 +51,23 @@ LLMOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+CELL_CHARS = 400
+"""User text longer than this is cut in tables (``--json`` prints it whole)."""
+
+
+def plain(text: object, limit: int | None = CELL_CHARS) -> Text:
+    """User text for a table cell or panel: never read as Rich markup, cut to ``limit``
+    characters with a note of how much was left out."""
+    value = str(text)
+    if limit is not None and len(value) > limit:
+        value = f"{value[:limit]}… (+{len(value) - limit} chars)"
+    return Text(value)
+
+
+def markup_safe(text: object) -> str:
+    """``text`` escaped for embedding in a Rich markup string."""
+    return escape(str(text))
 
 
 def print_json(data: Any) -> None:

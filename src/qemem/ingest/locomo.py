@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.ingest.generic import read_text
 from qemem.models import ConversationInput, SessionInput, TurnInput, fold_caption, parse_datetime
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -41,9 +42,9 @@ class LocomoQuestion:
 def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     """Read a LoCoMo file: a JSON list of samples or a single sample object."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read LoCoMo JSON: {exc}", file=str(path)) from exc
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot read LoCoMo JSON: {exc}", file=str(path)) from None
     samples = data if isinstance(data, list) else [data]
     for n, sample in enumerate(samples):
         if not isinstance(sample, dict) or "conversation" not in sample:
@@ -130,16 +131,37 @@ def locomo_questions(samples: list[dict[str, Any]]) -> list[LocomoQuestion]:
     questions = []
     for n, sample in enumerate(samples):
         cid = str(sample.get("sample_id") or f"sample-{n}")
-        for index, qa in enumerate(sample.get("qa", [])):
-            answer = qa.get("answer", qa.get("adversarial_answer", ""))
-            questions.append(
-                LocomoQuestion(
-                    cid,
-                    index,
-                    str(qa["question"]),
-                    str(answer),
-                    int(qa["category"]),
-                    clean_evidence(qa.get("evidence", [])),
-                )
-            )
+        items = sample.get("qa", [])
+        if not isinstance(items, list):
+            raise InputError("'qa' must be a list", record=f"sample {cid}", field="qa")
+        for index, qa in enumerate(items):
+            questions.append(_question(qa, cid, index))
     return questions
+
+
+def _question(qa: Any, cid: str, index: int) -> LocomoQuestion:
+    """One validated QA item; InputError names the sample, item and field at fault."""
+
+    def fail(message: str, field: str) -> InputError:
+        return InputError(message, record=f"sample {cid}, qa {index}", field=field)
+
+    if not isinstance(qa, dict):
+        raise fail("a QA item must be an object", "qa")
+    if not isinstance(qa.get("question"), str) or not qa["question"].strip():
+        raise fail("missing or empty 'question'", "question")
+    category = qa.get("category")
+    if isinstance(category, str) and category.strip().isdigit():
+        category = int(category)
+    if not isinstance(category, int) or isinstance(category, bool):
+        raise fail(f"'category' must be an integer 1-5, got {category!r}", "category")
+    answer = qa.get("answer", qa.get("adversarial_answer"))
+    if answer is None or isinstance(answer, dict | list) or not str(answer).strip():
+        raise fail("missing or empty 'answer' (or 'adversarial_answer')", "answer")
+    return LocomoQuestion(
+        cid,
+        index,
+        qa["question"],
+        str(answer),
+        category,
+        clean_evidence(qa.get("evidence", [])),
+    )

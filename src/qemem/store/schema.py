@@ -102,6 +102,11 @@ def migrate(conn: sqlite3.Connection) -> int:
     A database written by a newer qemem (a higher version than this code knows) is refused.
     """
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version == 0 and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+        raise StoreError(
+            "this SQLite database is not a qemem store (it already holds other tables): "
+            "give qemem a new file"
+        )
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"this store has schema version {version}, newer than this qemem supports "
