@@ -73,6 +73,19 @@ def build(
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
     console.print(table)
+    show_faults(memory)
+
+
+def show_faults(memory: Memory) -> None:
+    """One line on the provider faults the LLM client retried or repaired, if any."""
+    llm = memory.llm
+    faults = llm.faults if llm is not None else {}
+    if faults:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(faults.items()))
+        console.print(f"LLM faults recovered: {sum(faults.values())} ({kinds})")
+    injected = getattr(llm.provider, "injected", None) if llm is not None else None
+    if injected is not None:
+        console.print(f"faults injected (faulty:): {sum(injected.values())} {dict(injected)}")
 
 
 def import_nemori(
