@@ -163,23 +163,38 @@ def integrity_problems(store: str, memory: Memory) -> list[str]:
     return problems
 
 
+def snapshot(memory: Memory) -> dict[str, Any]:
+    """The reference's records by conversation, to judge what a killed run left."""
+    return {
+        conv.id: {
+            "sessions": conv.sessions,
+            "turns": memory.turns(conv.id),
+            "episodes": {e.id: e for e in memory.episodes(conv.id)},
+            "facts": {f.id: f for f in memory.facts(conv.id)},
+        }
+        for conv in memory.conversations()
+    }
+
+
 def partial_records(memory: Memory, reference: dict[str, Any]) -> list[str]:
-    """Records visible after a kill that an uninterrupted run would not have stored as such."""
+    """Records visible after a kill that an uninterrupted run would not have stored as such:
+    a conversation without all its sessions and turns, an episode unlike the reference's, a
+    fact with other content or links than a prefix of the reference's."""
     found = []
     for conv in memory.conversations():
         ref = reference[conv.id]
-        if [[s.index, s.key, s.date_time.isoformat()] for s in conv.sessions] != ref["sessions"]:
-            found.append(f"{conv.id}: partial sessions")
-        if [repr(t) for t in memory.turns(conv.id)] != ref["turns"]:
-            found.append(f"{conv.id}: partial turns")
-        episodes = {e.id: e for e in memory.episodes(conv.id)}
-        ref_episodes = {r.split("'")[1]: r for r in ref["episodes"]}
-        if any(repr(e) != ref_episodes.get(eid) for eid, e in episodes.items()):
-            found.append(f"{conv.id}: an episode differs from the reference")
-        ref_facts = {r.split("'")[1]: r for r in ref["facts"]}
+        if conv.sessions != ref["sessions"] or memory.turns(conv.id) != ref["turns"]:
+            found.append(f"{conv.id}: partial sessions or turns")
+        for episode in memory.episodes(conv.id):
+            if ref["episodes"].get(episode.id) != episode:
+                found.append(f"{conv.id}: episode {episode.id} differs from the reference")
         for fact in memory.facts(conv.id):
-            whole = ref_facts.get(fact.id, "")
-            if fact.content not in whole or not all(e in whole for e in fact.episode_ids):
+            whole = ref["facts"].get(fact.id)
+            links = len(fact.episode_ids)
+            if whole is None or (whole.content, whole.episode_ids[:links]) != (
+                fact.content,
+                fact.episode_ids,
+            ):
                 found.append(f"{conv.id}: fact {fact.id} differs from the reference")
     return found
 
@@ -210,6 +225,7 @@ def main() -> None:
     empty(args.store)
     working, _ = run_child(args, None)
     with Memory.open(args.store, embedder=HashEmbedder()) as memory:
+        expected_records = snapshot(memory)
         reference = dump(memory)
     expected = canonical(reference)
     tally = {"rounds": args.rounds, "killed_mid_work": 0, "integrity_failures": 0}
@@ -220,7 +236,7 @@ def main() -> None:
         tally["killed_mid_work"] += killed
         with Memory.open(args.store, embedder=HashEmbedder()) as memory:
             problems = integrity_problems(args.store, memory)
-            partial = partial_records(memory, reference)
+            partial = partial_records(memory, expected_records)
         tally["integrity_failures"] += bool(problems)
         tally["partial_records"] += bool(partial)
         child(args.store, args.data, args.delay)  # the rerun, in this process: same code
