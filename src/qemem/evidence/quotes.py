@@ -145,6 +145,12 @@ def _check_part(part: _Tokens, source: _Tokens) -> tuple[float, float, tuple[int
         return 0.0, 0.0, None
     joined_quote = " ".join(part.words)
     joined_source = " ".join(source.words)
+    if f" {joined_quote} " in f" {joined_source} ":  # verbatim: exact, whatever repeats around
+        n = len(part.words)
+        at = next(
+            i for i in range(len(source.words) - n + 1) if source.words[i : i + n] == part.words
+        )
+        return 1.0, 1.0, (source.spans[at][0], source.spans[at + n - 1][1])
     found = fuzz.partial_ratio_alignment(joined_quote, joined_source)
     if found is None or found.score == 0:
         return 0.0, 0.0, None

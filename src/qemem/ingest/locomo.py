@@ -96,6 +96,12 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
             for name in ("speaker", "text", "dia_id"):
                 if not isinstance(turn.get(name), str):
                     raise fail(f"turn lacks a string {name!r}", f"{where}.{name}")
+            caption = turn.get("blip_caption")
+            if caption is not None and not isinstance(caption, str):
+                raise fail(
+                    f"'blip_caption' must be a string, not {type(caption).__name__}",
+                    f"{where}.blip_caption",
+                )
             tid = turn["dia_id"].strip()
             if tid in seen:
                 raise fail(f"duplicate turn id {tid!r}", f"{where}.dia_id")
