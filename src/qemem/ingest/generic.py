@@ -120,7 +120,7 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
             session = SessionInput(skey, timestamp, len(conv.sessions) + 1)
             sessions[(namespace, cid, skey)] = session
             conv.sessions.append(session)
-        speaker = record["speaker"].strip()
+        speaker = " ".join(record["speaker"].split())  # a name: one line, as prompts show it
         if speaker not in conv.speakers:
             conv.speakers.append(speaker)
         text = fold_caption(record["text"], record.get("image_caption"))

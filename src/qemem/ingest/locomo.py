@@ -71,7 +71,7 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
     conv = sample["conversation"]
     if not isinstance(conv, dict):
         raise fail("'conversation' must be an object", "conversation")
-    speakers = [str(conv[k]) for k in ("speaker_a", "speaker_b") if conv.get(k)]
+    speakers = [" ".join(str(conv[k]).split()) for k in ("speaker_a", "speaker_b") if conv.get(k)]
     sessions: list[SessionInput] = []
     seen: set[str] = set()
     keys = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)))
@@ -106,10 +106,11 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
             if tid in seen:
                 raise fail(f"duplicate turn id {tid!r}", f"{where}.dia_id")
             seen.add(tid)
-            if turn["speaker"] not in speakers:
-                speakers.append(turn["speaker"])
+            speaker = " ".join(turn["speaker"].split())  # a name: one line, as prompts show it
+            if speaker not in speakers:
+                speakers.append(speaker)
             text = fold_caption(turn["text"], turn.get("blip_caption"))
-            session.turns.append(TurnInput(turn["speaker"], text, date_time, tid))
+            session.turns.append(TurnInput(speaker, text, date_time, tid))
         sessions.append(session)
     if not sessions:
         raise fail("conversation has no session with turns", "conversation")
