@@ -273,6 +273,9 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "complexity": complexity(records),
         "coverage": coverage(records),
         "degraded_questions": sum(1 for r in records if r["degradations"]),
+        "degradations_by_kind": dict(
+            Counter(str(d).split(":")[0] for r in records for d in r["degradations"])
+        ),
     }
 
 
