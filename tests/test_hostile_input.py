@@ -20,6 +20,7 @@ from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.embed.base import open_embedder
 from qemem.errors import ConfigError, InputError, LLMCallError, StoreError
+from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.ingest.locomo import locomo_questions
 from qemem.llm.providers.cmd import CmdProvider
 from qemem.llm.types import LLMRequest, Message
@@ -116,6 +117,19 @@ def test_read_only_commands_need_an_existing_qemem_store(tmp_path: Path) -> None
     with sqlite3.connect(foreign) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert tables == {"invoices"}
+
+
+def test_build_and_delete_never_create_a_store(tmp_path: Path) -> None:
+    for argv in (["build", "--llm", "fake"], ["delete", "c1"]):
+        result = runner.invoke(app, [*argv, "--store", str(tmp_path / "typo.db")])
+        assert result.exit_code != 0 and "no qemem store" in str(result.exception)
+    assert not (tmp_path / "typo.db").exists()
+
+
+def test_eval_limit_zero_is_refused(tmp_path: Path, sample_path: Path) -> None:
+    config = LocomoRunConfig(data=sample_path, out=tmp_path / "out", limit=0, llm="fake")
+    with pytest.raises(InputError, match="limit must be at least 1"):
+        run_locomo(config)
 
 
 def test_read_only_store_reads_and_refuses_writes(tmp_path: Path, sample_path: Path) -> None:

@@ -24,6 +24,7 @@ from qemem.cli.common import (
     StoreOpt,
     console,
     err_console,
+    existing_store,
     markup_safe,
     plain,
     print_json,
@@ -121,7 +122,7 @@ def delete(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Delete a conversation and everything derived from it."""
-    with Memory.open(store, namespace=namespace) as memory:
+    with Memory.open(existing_store(store), namespace=namespace) as memory:
         if not memory.delete(conversation):
             raise QememError(f"no conversation {conversation!r} in {store}")
     console.print(plain(f"deleted {conversation}", None))

@@ -21,6 +21,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from qemem.errors import StoreError
+
 console = Console()
 err_console = Console(stderr=True)
 
@@ -68,6 +70,17 @@ def plain(text: object, limit: int | None = CELL_CHARS) -> Text:
 def markup_safe(text: object) -> str:
     """``text`` escaped for embedding in a Rich markup string."""
     return escape(str(text))
+
+
+def existing_store(path: Path) -> Path:
+    """``path`` when a store file is there; a writing command that only changes what a store
+    holds (build, delete) never creates one at a mistyped path."""
+    if not path.is_file():
+        raise StoreError(
+            f"no qemem store at {path}: check the path (--store / QEMEM_STORE), "
+            "or create one with qemem ingest FILE --store PATH"
+        )
+    return path
 
 
 def print_json(data: Any) -> None:

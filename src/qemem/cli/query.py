@@ -20,6 +20,7 @@ from qemem.cli.common import (
     NamespaceOpt,
     StoreOpt,
     console,
+    existing_store,
     markup_safe,
     plain,
     print_json,
@@ -49,7 +50,7 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the episodes and semantic facts the store lacks (needs an LLM; resumable)."""
-    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
+    memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
         reports = memory.build(conversation, progress=progress)
     if as_json:
