@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from qemem.answer.extract import extract_final_answer
 from qemem.embed import HashEmbedder
+from qemem.embed.base import open_embedder
 from qemem.errors import QememError, StructuredOutputError
 from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times
@@ -349,3 +350,13 @@ def test_spec_parser_raises_only_config_errors(spec: str) -> None:
     except QememError:
         return
     assert provider.name and provider.model is not None
+
+
+@QUICK
+@given(arg=st.one_of(st.text(max_size=8), st.integers(-(10**9), 10**9).map(str)))
+def test_embedder_spec_raises_only_config_errors(arg: str) -> None:
+    try:
+        embedder = open_embedder(f"hash:{arg}")
+    except QememError:
+        return
+    assert embedder.dim > 0 and embedder.embed(["a b"]).shape == (1, embedder.dim)
