@@ -72,6 +72,8 @@ def ingest(
         report = memory.ingest(file, fmt=cast(Format, str(fmt)), progress=p)
     for cid, (sessions, turns) in report.added.items():
         console.print(f"{markup_safe(cid)}: +{sessions} sessions, +{turns} turns")
+    if report.skipped:
+        console.print(f"{report.skipped} turns were stored meanwhile by another writer: skipped")
     console.print(
         f"[green]ingested[/] {report.turns_added} turns in {report.seconds:.1f} s into "
         f"{markup_safe(store)}"
