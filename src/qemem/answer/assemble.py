@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex, format_memories
 from qemem.models import Episode, Pool, SemanticFact, Turn
+from qemem.prompts import as_data
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,10 @@ class Assembly:
 def format_card(number: int, card: ViewCard) -> str:
     """One card as the answerer reads it."""
     check = "verified" if card.verified else "UNVERIFIED: quote not found in the cited sources"
-    lines = [f"[{number}] {card.claim}", f"    sources: {', '.join(card.sources) or '-'}"]
+    lines = [f"[{number}] {as_data(card.claim)}", f"    sources: {', '.join(card.sources) or '-'}"]
     if card.unresolved_sources:
         lines[-1] += f" (unknown ids: {', '.join(card.unresolved_sources)})"
-    lines.append(f'    quote: "{card.quote}" ({check})')
+    lines.append(f'    quote: "{as_data(card.quote)}" ({check})')
     times = []
     if card.time:
         times.append(card.time)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from dataclasses import replace
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -23,13 +24,16 @@ from qemem.cli.common import (
     StoreOpt,
     console,
     err_console,
+    existing_store,
+    markup_safe,
+    plain,
     print_json,
     progress_bar,
 )
 from qemem.errors import QememError
 from qemem.ingest.reader import Format
 from qemem.memory import Memory, SearchResult
-from qemem.models import Plan, Pool, Turn, document, format_datetime
+from qemem.models import Plan, Pool, PoolItem, Turn, document, format_datetime
 
 app = typer.Typer(
     name="qemem",
@@ -67,9 +71,12 @@ def ingest(
     ):
         report = memory.ingest(file, fmt=cast(Format, str(fmt)), progress=p)
     for cid, (sessions, turns) in report.added.items():
-        console.print(f"{cid}: +{sessions} sessions, +{turns} turns")
+        console.print(f"{markup_safe(cid)}: +{sessions} sessions, +{turns} turns")
+    if report.skipped:
+        console.print(f"{report.skipped} turns were stored meanwhile by another writer: skipped")
     console.print(
-        f"[green]ingested[/] {report.turns_added} turns in {report.seconds:.1f} s into {store}"
+        f"[green]ingested[/] {report.turns_added} turns in {report.seconds:.1f} s into "
+        f"{markup_safe(store)}"
     )
 
 
@@ -78,7 +85,7 @@ def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
     """List the conversations in the store."""
-    with Memory.open(store, namespace=namespace) as memory:
+    with Memory.open(store, namespace=namespace, read_only=True) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
@@ -99,8 +106,8 @@ def conversations(
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(
-            str(r["id"]),
-            ", ".join(r["speakers"]),
+            plain(r["id"]),
+            plain(", ".join(r["speakers"])),
             str(r["sessions"]),
             str(r["turns"]),
             str(r["episodes"]),
@@ -117,10 +124,10 @@ def delete(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Delete a conversation and everything derived from it."""
-    with Memory.open(store, namespace=namespace) as memory:
+    with Memory.open(existing_store(store), namespace=namespace) as memory:
         if not memory.delete(conversation):
             raise QememError(f"no conversation {conversation!r} in {store}")
-    console.print(f"deleted {conversation}")
+    console.print(plain(f"deleted {conversation}", None))
 
 
 def _turn_dict(result: SearchResult) -> dict[str, object]:
@@ -144,16 +151,25 @@ def _turn_dict(result: SearchResult) -> dict[str, object]:
 
 
 def show_results(results: list[SearchResult], title: str) -> None:
-    table = Table("id", "date", "speaker", "text", "score", "ranks", title=title, show_lines=False)
+    table = Table(
+        "id",
+        "date",
+        "speaker",
+        "text",
+        "score",
+        "ranks",
+        title=markup_safe(title),
+        show_lines=False,
+    )
     for r in results:
         d = _turn_dict(r)
         ranks = " ".join(f"{k}#{v}" for k, v in r.hit.ranks.items())
         date = format_datetime(r.record.timestamp) if isinstance(r.record, Turn) else ""
         table.add_row(
-            str(d["id"]),
+            plain(d["id"]),
             date,
-            str(d.get("speaker", "")),
-            str(d["text"]),
+            plain(d.get("speaker", "")),
+            plain(d["text"]),
             f"{r.hit.score:.4f}",
             ranks,
         )
@@ -165,7 +181,10 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     store: StoreOpt,
     conversation: ConversationOpt,
-    k: Annotated[int, typer.Option("--k", "-k", help="How many results.")] = 10,
+    k: Annotated[
+        int | None,
+        typer.Option("--k", "-k", min=1, help="How many results (per space with --pool)."),
+    ] = None,
     pool: Annotated[
         bool, typer.Option("--pool", help="Show the evidence pool over all three spaces.")
     ] = False,
@@ -179,10 +198,18 @@ def search(
 ) -> None:
     """Hybrid turn search (dense + BM25, RRF k = 60), or with --pool the multi-granular
     evidence pool (episodes, facts, turns with context)."""
-    with Memory.open(store, embedder=embedder, llm=llm, namespace=namespace) as memory:
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    with memory:
         if pool or plan:
             the_plan = memory.plan(conversation, query) if plan else None
             found = memory.retrieve(conversation, query, plan=the_plan)
+            if k is not None:
+                found = replace(
+                    found,
+                    episodes=_best(found.episodes, k),
+                    facts=_best(found.facts, k),
+                    turns=_best(found.turns, k),
+                )
             if as_json:
                 print_json(
                     {"plan": vars(the_plan) if the_plan else None, "pool": pool_to_dict(found)}
@@ -190,20 +217,26 @@ def search(
             else:
                 show_pool(found, the_plan)
             return
-        results = memory.search(conversation, query, k=k)
+        results = memory.search(conversation, query, k=k or 10)
     if as_json:
         print_json([_turn_dict(r) for r in results])
     else:
         show_results(results, f"{conversation}: {query}")
 
 
+def _best(items: list[PoolItem], k: int) -> list[PoolItem]:
+    """The ``k`` best-scored items, in their pool order."""
+    keep = {id(item) for item in sorted(items, key=lambda item: -item.score)[:k]}
+    return [item for item in items if id(item) in keep]
+
+
 def show_pool(pool: Pool, plan: Plan | None) -> None:
     if plan is not None:
         console.print(
-            f"[bold]plan[/] ({plan.source}): {plan.need} [dim]type={plan.answer_type} "
+            f"[bold]plan[/] ({plan.source}): {markup_safe(plan.need)} [dim]type={plan.answer_type} "
             f"aggregate={plan.aggregate} temporal={plan.temporal}[/]"
         )
-    console.print("queries: " + " | ".join(pool.queries))
+    console.print(plain("queries: " + " | ".join(pool.queries), None))
     for title, items in (("episodes", pool.episodes), ("facts", pool.facts), ("turns", pool.turns)):
         table = Table("id", "text", "score", "why", title=f"{title} ({len(items)})")
         for item in items:
@@ -211,7 +244,7 @@ def show_pool(pool: Pool, plan: Plan | None) -> None:
                 f"q{r.query}:{r.method}#{r.rank}" if r.kind == "ranked" else f"{r.kind}<-{r.via}"
                 for r in item.reasons
             )
-            table.add_row(item.id, document(item.record), f"{item.score:.4f}", why)
+            table.add_row(plain(item.id), plain(document(item.record)), f"{item.score:.4f}", why)
         if items:
             console.print(table)
 
@@ -250,6 +283,12 @@ def demo(
                     f"{len(memory.facts(DEMO_ID))} facts ({built.llm_calls} new calls)"
                 )
                 mode = "full"
+                if memory.llm.provider.name == "fake":
+                    console.print(
+                        "[yellow]QEMEM_LLM=fake: the answers below come from qemem's offline "
+                        "fake LLM, which echoes spans of the prompt; they are placeholders, "
+                        "not a model's answers. Set QEMEM_LLM to a real model for real answers.[/]"
+                    )
             for question in DEMO_QUESTIONS:
                 show_answer(memory.ask(DEMO_ID, question, mode=mode))
 
@@ -267,7 +306,7 @@ def main() -> None:
     try:
         app()
     except QememError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        err_console.print(f"[bold red]error:[/] {markup_safe(exc)}")
         sys.exit(2)
 
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +19,9 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+from rich.text import Text
+
+from qemem.errors import StoreError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -49,6 +53,34 @@ LLMOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+CELL_CHARS = 400
+"""User text longer than this is cut in tables (``--json`` prints it whole)."""
+
+
+def plain(text: object, limit: int | None = CELL_CHARS) -> Text:
+    """User text for a table cell or panel: never read as Rich markup, cut to ``limit``
+    characters with a note of how much was left out."""
+    value = str(text)
+    if limit is not None and len(value) > limit:
+        value = f"{value[:limit]}… (+{len(value) - limit} chars)"
+    return Text(value)
+
+
+def markup_safe(text: object) -> str:
+    """``text`` escaped for embedding in a Rich markup string."""
+    return escape(str(text))
+
+
+def existing_store(path: Path) -> Path:
+    """``path`` when a store file is there; a writing command that only changes what a store
+    holds (build, delete) never creates one at a mistyped path."""
+    if not path.is_file():
+        raise StoreError(
+            f"no qemem store at {path}: check the path (--store / QEMEM_STORE), "
+            "or create one with qemem ingest FILE --store PATH"
+        )
+    return path
 
 
 def print_json(data: Any) -> None:

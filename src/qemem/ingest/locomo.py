@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.ingest.generic import read_text
 from qemem.models import ConversationInput, SessionInput, TurnInput, fold_caption, parse_datetime
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -41,9 +42,9 @@ class LocomoQuestion:
 def load_locomo(path: str | Path) -> list[dict[str, Any]]:
     """Read a LoCoMo file: a JSON list of samples or a single sample object."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read LoCoMo JSON: {exc}", file=str(path)) from exc
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot read LoCoMo JSON: {exc}", file=str(path)) from None
     samples = data if isinstance(data, list) else [data]
     for n, sample in enumerate(samples):
         if not isinstance(sample, dict) or "conversation" not in sample:
@@ -70,7 +71,7 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
     conv = sample["conversation"]
     if not isinstance(conv, dict):
         raise fail("'conversation' must be an object", "conversation")
-    speakers = [str(conv[k]) for k in ("speaker_a", "speaker_b") if conv.get(k)]
+    speakers = [" ".join(str(conv[k]).split()) for k in ("speaker_a", "speaker_b") if conv.get(k)]
     sessions: list[SessionInput] = []
     seen: set[str] = set()
     keys = sorted((int(m.group(1)), key) for key in conv if (m := _SESSION_KEY.match(key)))
@@ -95,14 +96,21 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
             for name in ("speaker", "text", "dia_id"):
                 if not isinstance(turn.get(name), str):
                     raise fail(f"turn lacks a string {name!r}", f"{where}.{name}")
+            caption = turn.get("blip_caption")
+            if caption is not None and not isinstance(caption, str):
+                raise fail(
+                    f"'blip_caption' must be a string, not {type(caption).__name__}",
+                    f"{where}.blip_caption",
+                )
             tid = turn["dia_id"].strip()
             if tid in seen:
                 raise fail(f"duplicate turn id {tid!r}", f"{where}.dia_id")
             seen.add(tid)
-            if turn["speaker"] not in speakers:
-                speakers.append(turn["speaker"])
+            speaker = " ".join(turn["speaker"].split())  # a name: one line, as prompts show it
+            if speaker not in speakers:
+                speakers.append(speaker)
             text = fold_caption(turn["text"], turn.get("blip_caption"))
-            session.turns.append(TurnInput(turn["speaker"], text, date_time, tid))
+            session.turns.append(TurnInput(speaker, text, date_time, tid))
         sessions.append(session)
     if not sessions:
         raise fail("conversation has no session with turns", "conversation")
@@ -130,16 +138,37 @@ def locomo_questions(samples: list[dict[str, Any]]) -> list[LocomoQuestion]:
     questions = []
     for n, sample in enumerate(samples):
         cid = str(sample.get("sample_id") or f"sample-{n}")
-        for index, qa in enumerate(sample.get("qa", [])):
-            answer = qa.get("answer", qa.get("adversarial_answer", ""))
-            questions.append(
-                LocomoQuestion(
-                    cid,
-                    index,
-                    str(qa["question"]),
-                    str(answer),
-                    int(qa["category"]),
-                    clean_evidence(qa.get("evidence", [])),
-                )
-            )
+        items = sample.get("qa", [])
+        if not isinstance(items, list):
+            raise InputError("'qa' must be a list", record=f"sample {cid}", field="qa")
+        for index, qa in enumerate(items):
+            questions.append(_question(qa, cid, index))
     return questions
+
+
+def _question(qa: Any, cid: str, index: int) -> LocomoQuestion:
+    """One validated QA item; InputError names the sample, item and field at fault."""
+
+    def fail(message: str, field: str) -> InputError:
+        return InputError(message, record=f"sample {cid}, qa {index}", field=field)
+
+    if not isinstance(qa, dict):
+        raise fail("a QA item must be an object", "qa")
+    if not isinstance(qa.get("question"), str) or not qa["question"].strip():
+        raise fail("missing or empty 'question'", "question")
+    category = qa.get("category")
+    if isinstance(category, str) and category.strip().isdigit():
+        category = int(category)
+    if not isinstance(category, int) or isinstance(category, bool):
+        raise fail(f"'category' must be an integer 1-5, got {category!r}", "category")
+    answer = qa.get("answer", qa.get("adversarial_answer"))
+    if answer is None or isinstance(answer, dict | list) or not str(answer).strip():
+        raise fail("missing or empty 'answer' (or 'adversarial_answer')", "answer")
+    return LocomoQuestion(
+        cid,
+        index,
+        qa["question"],
+        str(answer),
+        category,
+        clean_evidence(qa.get("evidence", [])),
+    )

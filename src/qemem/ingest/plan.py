@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from qemem.errors import InputError
 from qemem.models import Conversation, ConversationInput, Session, Turn
+
+MAX_MESSAGE_CHARS = 100_000
+"""Longer messages are refused at ingest (split them); only the first
+``qemem.memory.EMBED_CHARS`` characters of a message are embedded."""
 
 
 @dataclass
@@ -23,6 +28,8 @@ class IngestReport:
 
     added: dict[str, tuple[int, int]] = field(default_factory=dict)
     seconds: float = 0.0
+    skipped: int = 0
+    """Turns another writer stored while this ingest ran (not written twice)."""
 
     @property
     def turns_added(self) -> int:
@@ -41,8 +48,9 @@ def plan_conversation(
 ) -> IngestPlan:
     """Decide which sessions and turns of ``conv`` are new.
 
-    A session whose key is stored keeps its index; its stored turns must match the input's
-    first turns (speaker and text), and any further turns are appended. A new session gets the
+    A session whose key is stored keeps its index and date; its stored turns must match the
+    input's first turns (speaker and text), and any further turns are appended. Sessions must
+    be in chronological order, new ones after every stored one. A new session gets the
     index it suggests when free, else the next free one. Turns without an id get
     ``D<session index>:<position>``.
     """
@@ -53,10 +61,41 @@ def plan_conversation(
     for turn in existing_turns:
         by_session.setdefault(turn.session, []).append(turn)
     known_ids = {t.id for t in existing_turns}
+    latest = max((s.date_time for s in stored.values()), default=None)
+    previous: tuple[str, datetime] | None = None
     for session in conv.sessions:
+        where = f"conversation {conv.id}, session {session.key}"
+        if previous is not None and session.date_time < previous[1]:
+            raise InputError(
+                f"session dates run backwards: {session.date_time.isoformat()} is before "
+                f"{previous[1].isoformat()} of the session before it ({previous[0]}); "
+                "order the sessions by date",
+                file=file,
+                record=where,
+                field="date",
+            )
+        previous = (session.key, session.date_time)
         if session.key in stored:
             index = stored[session.key].index
             old = by_session.get(index, [])
+            if stored[session.key].date_time != session.date_time:
+                raise InputError(
+                    f"conflicts with the stored session date "
+                    f"{stored[session.key].date_time.isoformat()} (input: "
+                    f"{session.date_time.isoformat()}); stored sessions cannot change, so "
+                    "delete the conversation first to replace it",
+                    file=file,
+                    record=where,
+                    field="date",
+                )
+        elif latest is not None and session.date_time < latest:
+            raise InputError(
+                f"new session dated {session.date_time.isoformat()} is before the latest stored "
+                f"session ({latest.isoformat()}); sessions can only be appended in date order",
+                file=file,
+                record=where,
+                field="date",
+            )
         else:
             index = session.index if session.index not in used else max(used, default=0) + 1
             used.add(index)
@@ -76,6 +115,14 @@ def plan_conversation(
                         field="text",
                     )
                 continue
+            if len(message.text) > MAX_MESSAGE_CHARS:
+                raise InputError(
+                    f"message has {len(message.text)} characters, more than the "
+                    f"{MAX_MESSAGE_CHARS} allowed: split it into several messages",
+                    file=file,
+                    record=where,
+                    field="text",
+                )
             tid = message.id or f"D{index}:{position + 1}"
             if tid in known_ids:
                 raise InputError(

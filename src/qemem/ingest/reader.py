@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 from qemem.errors import InputError
-from qemem.ingest.generic import load_records, parse_generic
+from qemem.ingest.generic import load_records, not_utf8, parse_generic
 from qemem.ingest.locomo import load_locomo, parse_locomo
 from qemem.models import ConversationInput
 
@@ -17,10 +17,12 @@ Format = Literal["locomo", "jsonl", "auto"]
 def detect_format(path: Path) -> Literal["locomo", "jsonl"]:
     """LoCoMo when the file is a JSON object/array of objects with ``conversation``."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:
             head = handle.read(1 << 16)
     except OSError as exc:
         raise InputError(f"cannot read file: {exc}", file=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise not_utf8(path, exc) from None
     if path.suffix == ".jsonl":
         return "jsonl"
     if '"conversation"' in head and '"speaker_a"' in head:

@@ -7,6 +7,7 @@ import contextlib
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -23,6 +24,18 @@ from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 T = TypeVar("T", bound=pydantic.BaseModel)
 
 MAX_RETRY_AFTER_S = 300.0
+TRUNCATED = frozenset({"max_tokens", "length"})
+"""Stop reasons of output cut at the token limit (Anthropic/Bedrock, OpenAI/llama.cpp)."""
+
+
+def cacheable(request: LLMRequest, response: LLMResponse) -> bool:
+    """Whether ``response`` is a complete answer worth recording: not empty, not truncated at
+    max tokens, and holding JSON when a schema was asked for. Failures are never cached."""
+    if response.extra.get("stop_reason") in TRUNCATED:
+        return False
+    if request.schema is not None:
+        return response.parsed is not None
+    return bool(response.text.strip())
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,13 @@ def _error_summary(exc: Exception) -> str:
         ]
         return "; ".join(parts)
     return str(exc)[:1000]
+
+
+def _fault_kind(error: LLMCallError) -> str:
+    if error.status is not None:
+        return f"http {error.status}"
+    text = str(error).lower()
+    return "timeout" if "timed out" in text else "connection" if "connect" in text else "other"
 
 
 class LLMClient:
@@ -86,6 +106,9 @@ class LLMClient:
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.concurrency)
+        self.faults: Counter[str] = Counter()
+        """Provider failures that were retried (by HTTP status or error kind) and outputs that
+        needed a repair call (``invalid output``)."""
 
     def __repr__(self) -> str:
         return f"LLMClient({self.provider.name}:{self.provider.model})"
@@ -133,6 +156,8 @@ class LLMClient:
             except LLMCallError as exc:
                 if not exc.retryable:
                     raise
+                with self._rng_lock:
+                    self.faults[_fault_kind(exc)] += 1
                 if attempt == self.max_attempts - 1:
                     raise LLMCallError(
                         f"{exc} (gave up after {self.max_attempts} attempts)",
@@ -142,10 +167,18 @@ class LLMClient:
                 self._sleep(self._delay(attempt, exc))
         raise AssertionError("unreachable")
 
-    def complete(self, request: LLMRequest, *, ledger: Ledger | None = None) -> LLMResponse:
+    def complete(
+        self,
+        request: LLMRequest,
+        *,
+        ledger: Ledger | None = None,
+        accept: Callable[[LLMResponse], bool] | None = None,
+    ) -> LLMResponse:
         """One exchange: from the cache when recorded, else from the provider (with retries).
 
-        Recorded into the client's run ledger and, when given, into ``ledger`` too.
+        Recorded into the client's run ledger and, when given, into ``ledger`` too. A new
+        response enters the cache only when it is :func:`cacheable` and ``accept`` (if given)
+        approves it, so no failed output is ever replayed as a success.
         """
         name, model = self.provider.name, self.provider.model
         key = cache_key(name, model, request, provider_endpoint(self.provider))
@@ -162,7 +195,11 @@ class LLMClient:
                     response = response.with_(parsed=extract_json(response.text))
             response = response.with_(stage=request.stage, cached=False)
             response = response.with_(cost_usd=self._cost(response))
-            if self.cache is not None:
+            if (
+                self.cache is not None
+                and cacheable(request, response)
+                and (accept is None or accept(response))
+            ):
                 self.cache.put(key, name, model, request, response)
         self.ledger.record(response)
         if ledger is not None:
@@ -182,11 +219,21 @@ class LLMClient:
         """
         schema_name = request.schema_name or model.__name__
         request = request.with_(schema=model.model_json_schema(), schema_name=schema_name)
-        first = self.complete(request, ledger=ledger)
+
+        def valid(response: LLMResponse) -> bool:
+            try:
+                self._validate(response, model)
+            except (ValueError, pydantic.ValidationError):
+                return False
+            return True
+
+        first = self.complete(request, ledger=ledger, accept=valid)
         try:
             return Structured(self._validate(first, model), [first])
         except (ValueError, pydantic.ValidationError) as exc:
             problem = _error_summary(exc)
+            with self._rng_lock:
+                self.faults["invalid output"] += 1
         repair = request.with_(
             stage=f"{request.stage}.repair",
             messages=[
@@ -199,7 +246,7 @@ class LLMClient:
                 ),
             ],
         )
-        second = self.complete(repair, ledger=ledger)
+        second = self.complete(repair, ledger=ledger, accept=valid)
         try:
             return Structured(self._validate(second, model), [first, second])
         except (ValueError, pydantic.ValidationError) as exc:

@@ -19,9 +19,19 @@ VALID_FORMS = """valid forms:
   openai-compat:<model>@<base url>  e.g. openai-compat:llama3.1@http://localhost:11434/v1
   llamacpp:<path to .gguf>          e.g. llamacpp:/models/qwen2.5-7b-instruct-q4_k_m.gguf
   cmd:<shell command>               e.g. cmd:python my_runner.py
+  faulty:<rate>:<spec>              e.g. faulty:0.2:fake   (fault drills; QEMEM_FAULT_SEED)
   fake"""
 
-PROVIDERS = ("anthropic", "openai", "bedrock", "openai-compat", "llamacpp", "cmd", "fake")
+PROVIDERS = (
+    "anthropic",
+    "openai",
+    "bedrock",
+    "openai-compat",
+    "llamacpp",
+    "cmd",
+    "fake",
+    "faulty",
+)
 
 
 def _bad(spec: str, why: str) -> ConfigError:
@@ -40,6 +50,12 @@ def make_provider(spec: str, *, timeout: float = 120.0, **clients: Any) -> Provi
         raise _bad(spec, f"unknown provider {kind!r}")
     if not arg:
         raise _bad(spec, f"{kind} needs an argument after the colon")
+    if kind == "faulty":
+        from qemem.llm.faulty import FaultyProvider, fault_seed, parse_faulty
+
+        rate, inner = parse_faulty(arg)
+        wrapped = make_provider(inner, timeout=timeout, **clients)
+        return FaultyProvider(wrapped, rate, seed=fault_seed())
     if kind == "anthropic":
         from qemem.llm.providers.anthropic import AnthropicProvider
 

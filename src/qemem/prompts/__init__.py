@@ -27,6 +27,14 @@ def render(name: str, **fields: Any) -> str:
     return load_prompt(name).format(**fields)
 
 
+def as_data(text: str) -> str:
+    """Stored text (a message, a name, a memory) as prompts quote it: on one line, every run
+    of whitespace (newlines included) made one space. Each record is one line of its prompt
+    behind a prefix qemem writes, so no text can start a line of the prompt's own structure
+    (a section header, a fake message, a ``Question:`` or ``FINAL ANSWER:`` line)."""
+    return " ".join(text.split())
+
+
 def prompt_hashes() -> dict[str, str]:
     """sha256 (first 12 hex digits) of every template, for run manifests."""
     folder = resources.files(__package__)

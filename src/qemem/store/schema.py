@@ -114,7 +114,15 @@ def migrate(conn: sqlite3.Connection) -> int:
 
     A database written by a newer qemem (a higher version than this code knows) is refused.
     """
+    conn.execute("BEGIN")  # one snapshot: another process may be creating the store now
     version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    tables = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
+    conn.execute("COMMIT")
+    if version == 0 and tables:
+        raise StoreError(
+            "this SQLite database is not a qemem store (it already holds other tables): "
+            "give qemem a new file"
+        )
     if version > SCHEMA_VERSION:
         raise StoreError(
             f"this store has schema version {version}, newer than this qemem supports "
@@ -123,10 +131,12 @@ def migrate(conn: sqlite3.Connection) -> int:
     for number in range(version, SCHEMA_VERSION):
         try:
             conn.executescript(
-                f"BEGIN; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
+                f"BEGIN IMMEDIATE; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
             )
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) > number:
+                continue  # another process applied this migration meanwhile
             raise
     return SCHEMA_VERSION

@@ -32,6 +32,7 @@ from qemem.models import (
 from qemem.retrieve.bm25 import BM25Index, tokenize, top_positive
 from qemem.retrieve.fusion import cosine_rank
 from qemem.store.base import Ranked, Scope
+from qemem.store.guard import open_read_only, write_error
 from qemem.store.schema import migrate
 
 _TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
@@ -53,8 +54,16 @@ class SQLiteStore:
     the same file (WAL, busy timeout).
     """
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._writes = 0
+        self._cache: dict[tuple[int, Space, str], tuple[tuple[int, int], Any]] = {}
+        if read_only:
+            self._conn = open_read_only(self.path)
+            return
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -69,10 +78,6 @@ class SQLiteStore:
             migrate(self._conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._writes = 0
-        self._cache: dict[tuple[int, Space, str], tuple[tuple[int, int], Any]] = {}
 
     # ------------------------------------------------------------------ plumbing
     @contextmanager
@@ -80,19 +85,33 @@ class SQLiteStore:
         with self._lock:
             outer = self._depth == 0
             if outer:
-                self._conn.execute("BEGIN IMMEDIATE")
+                if self.read_only:
+                    raise StoreError(f"store {self.path} was opened read-only: cannot write")
+                try:
+                    self._conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    raise write_error(self.path, exc) or exc from None
             self._depth += 1
             try:
                 yield
-            except BaseException:
+            except BaseException as exc:
                 self._depth -= 1
                 if outer:
-                    self._conn.execute("ROLLBACK")
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                     self._cache.clear()
+                error = write_error(self.path, exc) if isinstance(exc, sqlite3.Error) else None
+                if error is not None:
+                    raise error from exc
                 raise
             self._depth -= 1
             if outer:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise write_error(self.path, exc) or exc from None
                 self._writes += 1
 
     def close(self) -> None:

@@ -18,12 +18,17 @@ stdout must be one JSON object::
      "model": str}               # optional: reported model id (default: the command)
 
 Exit status 0 means success; 75 (EX_TEMPFAIL) means a transient failure worth retrying; any
-other status is a permanent failure whose stderr tail is shown.
+other status is a permanent failure. The runner's stderr is never shown in qemem's errors (it
+may hold secrets): run the command by hand to see it. The command runs in its own process
+group, and a timed-out call kills the whole group (the shell and everything it started).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import time
 from typing import Any
@@ -52,36 +57,42 @@ class CmdProvider:
     def complete(self, request: LLMRequest) -> LLMResponse:
         """Run the command once for ``request``."""
         start = time.perf_counter()
+        proc = subprocess.Popen(
+            self.command,
+            shell=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                self.command,
-                shell=True,
-                input=json.dumps(request.to_dict()),
-                capture_output=True,
-                text=True,
-                timeout=self.timeout,
-                check=False,
-            )
+            stdout, stderr = proc.communicate(json.dumps(request.to_dict()), timeout=self.timeout)
         except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
             raise LLMCallError(
-                f"cmd provider timed out after {self.timeout:g}s; raise QEMEM_LLM_TIMEOUT",
+                f"cmd provider timed out after {self.timeout:g}s (its process group was "
+                "killed); raise QEMEM_LLM_TIMEOUT",
                 retryable=True,
             ) from None
         latency = time.perf_counter() - start
         if proc.returncode != 0:
+            lines = len(stderr.strip().splitlines())
             raise LLMCallError(
-                f"cmd provider exited with status {proc.returncode}: "
-                f"{proc.stderr.strip()[-400:] or '(no stderr)'}",
+                f"cmd provider exited with status {proc.returncode} ({lines} lines on stderr, "
+                "not shown since they may hold secrets: run the command by hand to see them)",
                 retryable=proc.returncode == EX_TEMPFAIL,
             )
         try:
-            out: Any = json.loads(proc.stdout)
+            out: Any = json.loads(stdout)
         except json.JSONDecodeError:
             out = None
         if not isinstance(out, dict) or not ("text" in out or "parsed" in out):
             raise LLMCallError(
                 "cmd provider must print one JSON object with a 'text' (or 'parsed') field on "
-                f"stdout; got: {proc.stdout.strip()[:200]!r}"
+                f"stdout; got: {stdout.strip()[:200]!r}"
             )
         parsed = out.get("parsed")
         text = out.get("text")

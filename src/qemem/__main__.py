@@ -1,0 +1,5 @@
+"""``python -m qemem``: the command line."""
+
+from qemem.cli import main
+
+main()
