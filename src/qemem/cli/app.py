@@ -272,10 +272,11 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import query
+    from qemem.cli import memory_io, query
     from qemem.cli.eval import eval_app
 
     query.register(app)
+    memory_io.register(app)
     app.add_typer(eval_app, name="eval")
 
 
