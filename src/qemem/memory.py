@@ -404,8 +404,11 @@ class Memory:
         """Answer a question about a conversation with cited, verified evidence.
 
         Modes: ``retrieval`` (no LLM: the pool and its resolved times), ``direct`` (plan,
-        retrieve, answer from the pool), ``no-refine`` (one round of evidence cards) and
-        ``full`` (cards with sufficiency-guided refinement).
+        retrieve, answer from the pool), ``no-refine`` (one round of evidence cards),
+        ``full`` (cards with sufficiency-guided refinement) and ``matched`` (the baseline: as
+        many turns as the query-guided pool exposes, from plain question-only hybrid search,
+        answered with the ``direct`` prompt). Budgets per space and in tokens are set through
+        ``config.retrieval``.
         """
         self._check_embedder()
         llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")

@@ -97,12 +97,17 @@ class CoverageReport:
 
 
 def load_questions(
-    memory: Memory, data: str | Path, categories: Sequence[int]
+    memory: Memory, data: str | Path, categories: Sequence[int], conversations: Sequence[str] = ()
 ) -> list[LocomoQuestion]:
-    """Ingest ``data`` (LoCoMo) into ``memory`` if needed; its questions of ``categories``."""
+    """Ingest ``data`` (LoCoMo) into ``memory`` if needed; its questions of ``categories``
+    (and of ``conversations``, when given)."""
     samples = load_locomo(data)
     memory.ingest(parse_locomo(samples, str(data)))
-    return [q for q in locomo_questions(samples) if q.category in categories]
+    return [
+        q
+        for q in locomo_questions(samples)
+        if q.category in categories and (not conversations or q.conversation in conversations)
+    ]
 
 
 def question_ranking(memory: Memory, question: LocomoQuestion) -> list[str]:
@@ -115,11 +120,13 @@ def evaluate_coverage(
     data: str | Path,
     *,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
+    conversations: Sequence[str] = (),
     budgets: Sequence[int] = TURN_BUDGETS,
     progress: Progress | None = None,
 ) -> CoverageReport:
-    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question, measure coverage."""
-    questions = load_questions(memory, data, categories)
+    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question (of ``conversations``
+    when given), measure coverage."""
+    questions = load_questions(memory, data, categories, conversations)
     aliases: dict[str, dict[str, tuple[str, str, str]]] = {}
     ranks: list[int | None] = []
     for n, question in enumerate(questions, start=1):
@@ -292,9 +299,7 @@ def evaluate_pool_coverage(
     ``baseline``, a second pool per question (same plan) gives the baseline's curves;
     ``conversations`` keeps only their questions (all when empty)."""
     config = config or RetrievalConfig()
-    questions = load_questions(memory, data, categories)
-    if conversations:
-        questions = [q for q in questions if q.conversation in conversations]
+    questions = load_questions(memory, data, categories, conversations)
     configs = [config] if baseline is None else [config, baseline]
     context: dict[str, tuple[dict[str, tuple[str, str, str]], dict[str, int]]] = {}
     ranks: list[dict[str, list[int | None]]] = [{k: [] for k in CURVE_NAMES} for _ in configs]

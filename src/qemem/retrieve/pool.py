@@ -28,7 +28,7 @@ from qemem.models import (
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, Fused, fuse_lists
 from qemem.retrieve.query_rules import strip_speakers
-from qemem.retrieve.search import ranked_lists
+from qemem.retrieve.search import hybrid_search, ranked_lists
 from qemem.store.base import MemoryStore, Scope
 
 
@@ -404,3 +404,22 @@ def build_pool(
         config=config,
         exclude=exclude,
     )
+
+
+def matched_pool(
+    store: MemoryStore, scope: Scope, embedder: Embedder, question: str, size: int
+) -> Pool:
+    """The matched-context baseline: the ``size`` best turns of plain hybrid search (dense +
+    BM25, RRF) with the question alone: no plan, no context windows, no episodes or facts.
+    Each turn's ``position`` is its rank (the exposure order); turns in conversation order."""
+    hits = hybrid_search(store, scope, "turn", [question], embedder, k=max(0, size))
+    records = {t.id: t for t in store.turns(scope, [h.id for h in hits])}
+    items = []
+    for position, hit in enumerate(h for h in hits if h.id in records):
+        reasons = []
+        for key, rank in hit.ranks.items():
+            method, _, query = key.partition(":")
+            reasons.append(Reason("ranked", query=int(query), method=method, rank=rank))
+        items.append(PoolItem("turn", records[hit.id], hit.score, reasons, position))
+    order = {t.id: n for n, t in enumerate(store.turns(scope))}
+    return Pool(scope.conversation, [question], turns=sorted(items, key=lambda i: order[i.id]))
