@@ -39,7 +39,7 @@ from qemem.retrieve.plan import rule_plan
 from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion, turn_tokens
 
 GRID: dict[str, tuple[object, ...]] = {
-    "weight_episodes": (0.34, 0.5, 0.75, 1.0),
+    "weight_episodes": (0.5, 0.75, 1.0),
     "weight_facts": (0.25, 0.5, 1.0),
     "focus_turns": (None, 1),
     "budget_episodes": (4, 8),
