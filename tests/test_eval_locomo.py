@@ -247,3 +247,16 @@ def test_bad_selection_is_an_input_error(tmp_path: Path, sample_path: Path) -> N
         run_locomo(LocomoRunConfig(sample_path, tmp_path, conversations=("nope",)))
     with pytest.raises(InputError, match="categories"):
         run_locomo(LocomoRunConfig(sample_path, tmp_path, categories=(7,)))
+
+
+def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: Path) -> None:
+    out = tmp_path / "matched"
+    args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
+    args += ["--llm", "fake", "--limit", "3", "--no-plots", "--budget-turns", "5", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = lines(out / "results.jsonl")
+    assert len(records) == 3 and {r["mode"] for r in records} == {"matched"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["retrieval"]["budget_turns"] == 5
+    assert all(r["prediction"] for r in records)
