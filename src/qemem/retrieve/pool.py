@@ -1,8 +1,11 @@
 """The initial evidence pool: multi-granular hybrid retrieval over episodes, facts and turns.
 
 For every query, space and method (dense, BM25) a ranked list; per space, reciprocal rank
-fusion; episodes raised by the facts that cite them; per-space budgets; turns widened with their
-same-session neighbours. Every pool item carries the reasons it is there.
+fusion; episodes optionally raised by the facts that cite them; per-space budgets. Turn hits,
+episodes and facts are then interleaved by their rank within their space into one exposure
+order: a turn hit exposes its same-session neighbours, an episode its turns, a fact the turns
+of its episodes, each only what no earlier candidate exposed (its cost). Every pool item
+carries the reasons it is there and every candidate its place in that order.
 """
 
 from __future__ import annotations
