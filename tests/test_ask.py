@@ -215,3 +215,21 @@ def test_offline_fake_llm_answers_meaningfully(store: SQLiteStore) -> None:
     assert pottery[0].resolved_time is not None
     assert pottery[0].resolved_time.phrase == "the Saturday before 14 March 2024"
     assert "my first pottery class last Saturday" in answer.text
+
+
+def test_matched_mode_answers_from_as_many_plain_search_turns(store: SQLiteStore) -> None:
+    script = Script(answer=["FINAL ANSWER: 9 March 2024."])
+    config = AskConfig(retrieval=RetrievalConfig(budget_turns=2))
+    answer = run(store, script, "matched", config=config)
+    assert script.stages == ["plan", "answer"]  # the plan only sizes the guided pool
+    assert answer.text == "9 March 2024" and answer.cards == []
+    assert answer.pool.episodes == [] and answer.pool.facts == []
+    guided = run(store, Script(answer=["FINAL ANSWER: x"]), "direct", config=config)
+    assert len(answer.pool.turns) == len(guided.pool.turns)
+    plain = Memory(store, EMBEDDER).search("demo-1", QUESTION, k=len(answer.pool.turns))
+    assert {i.id for i in answer.pool.turns} == {r.record.id for r in plain}
+    ranked = sorted(answer.pool.turns, key=lambda i: i.position or 0)
+    assert [i.id for i in ranked] == [r.record.id for r in plain]  # exposure order = rank
+    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
+    assert set(answer.trace.rounds[0].pool_ids) == answer.pool.ids()
+    assert answer.pool.queries == [QUESTION]

@@ -147,3 +147,29 @@ def test_eval_coverage_pool_json(sample_path: Path) -> None:
         "tokens/inclusive",
     }
     assert result["run"]["ranking"] == "full pool, question only"
+
+
+def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> None:
+    out = invoke(
+        "eval",
+        "coverage",
+        "--data",
+        str(sample_path),
+        "--pool",
+        "--baseline",
+        "turns",
+        "--conversations",
+        "demo-1",
+        "--budget-turns",
+        "5",
+        "--json",
+    )
+    result = json.loads(out.strip().splitlines()[-1])
+    baseline = result["baseline"]
+    assert baseline["config"]["budget_episodes"] == 0 and result["config"]["budget_turns"] == 5
+    strict = result["curves"]["turns/strict"]["coverage"]
+    base = baseline["curves"]["turns/strict"]["coverage"]
+    diff = baseline["difference"]["turns/strict"]["coverage"]
+    assert diff == {b: round(strict[b] - base[b], 4) for b in strict}
+    table = invoke("eval", "coverage", "--data", str(sample_path), "--baseline", "turns")
+    assert "turns only" in table and "difference" in table

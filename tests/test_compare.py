@@ -123,3 +123,20 @@ def test_cli_prints_table_and_writes_only_where_asked(
     data = json.loads(target.read_text())
     assert data["questions"] == 6 and data["paired"]["difference"] == 0.25
     assert data["cluster"]["unit"] == "cluster" and set(data["leave_one_out"]) == {"c1", "c2", "c3"}
+
+
+def test_per_question_differences(runs: tuple[Path, Path]) -> None:
+    a, b = runs
+    result = compare_runs(a, b, n_resamples=200)
+    rows = {(r["conversation"], r["index"]): r["difference"] for r in result.per_question}
+    assert rows == {
+        ("c1", 0): 0.0,
+        ("c1", 1): 1.0,
+        ("c2", 0): 1.0,
+        ("c2", 1): 0.0,
+        ("c3", 0): 0.0,
+        ("c3", 1): -0.5,
+    }
+    out = runner.invoke(app, ["eval", "compare", str(a), str(b), "--per-question"])
+    assert out.exit_code == 0, out.output
+    assert "-0.500" in out.output and f"{result.mode_a} - {result.mode_b}" in out.output

@@ -17,7 +17,7 @@ from qemem.eval.coverage import (
 )
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.models import Episode, Pool, PoolItem, Reason, Turn
+from qemem.models import Pool, PoolItem, Reason, SemanticFact, Turn
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.sqlite import SQLiteStore
 
@@ -49,26 +49,26 @@ def test_token_budgets_and_aliases() -> None:
     assert turn_tokens(Turn("D1:2", "c", 1, 1, "Ann", "x" * 12, WHEN)) == 5
 
 
-def _item(tid: str, score: float, reasons: list[Reason]) -> PoolItem:
-    return PoolItem("turn", Turn(tid, "c", 1, int(tid[1:]), "A", tid, WHEN), score, reasons)
+def _item(tid: str, position: int | None, reasons: list[Reason]) -> PoolItem:
+    turn = Turn(tid, "c", 1, int(tid[1:]), "A", tid, WHEN)
+    return PoolItem("turn", turn, 0.0, reasons, position)
 
 
-def test_exposure_groups_follow_scores_and_deduplicate() -> None:
+def test_exposure_groups_follow_positions_and_deduplicate() -> None:
     ranked = Reason("ranked", query=0, method="dense", rank=1)
     pool = Pool(
         "c",
         ["q"],
-        episodes=[
-            PoolItem("episode", Episode("E1", "c", 1, "t", "x", WHEN, ("t4", "t3")), 0.05),
-        ],
+        facts=[PoolItem("fact", SemanticFact("S1", "c", "f", 1, ("E1",)), 0.05, [], 1)],
         turns=[
-            _item("t1", 0.04, [ranked]),
-            _item("t2", 0.0, [Reason("context", via="t1")]),
-            _item("t4", 0.03, [ranked]),
-            _item("t5", 0.01, [Reason("context", via="t4")]),
+            _item("t1", 2, [ranked]),
+            _item("t2", None, [Reason("context", via="t1")]),
+            _item("t3", None, [Reason("provenance", via="S1"), Reason("context", via="t4")]),
+            _item("t4", 0, [ranked]),
+            _item("t5", None, [Reason("context", via="t4"), Reason("context", via="t1")]),
         ],
     )
-    assert exposure_groups(pool) == [["t4", "t3"], ["t1", "t2"], ["t5"]]
+    assert exposure_groups(pool) == [["t3", "t4", "t5"], ["t1", "t2"]]  # S1's t3 already shown
 
 
 def test_pool_coverage_end_to_end() -> None:

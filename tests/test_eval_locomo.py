@@ -330,3 +330,16 @@ def test_records_carry_cards_and_eval_report_rebuilds_byte_identically(
 def test_eval_report_needs_a_run_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"no manifest\.json"):
         runner.invoke(app, ["eval", "report", str(tmp_path)], catch_exceptions=False)
+
+
+def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: Path) -> None:
+    out = tmp_path / "matched"
+    args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
+    args += ["--llm", "fake", "--limit", "3", "--no-plots", "--budget-turns", "5", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    records = lines(out / "results.jsonl")
+    assert len(records) == 3 and {r["mode"] for r in records} == {"matched"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["config"]["retrieval"]["budget_turns"] == 5
+    assert all(r["prediction"] for r in records)

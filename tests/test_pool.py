@@ -10,12 +10,18 @@ from qemem.errors import InputError
 from qemem.memory import Memory
 from qemem.models import Episode, Plan, Reason, SemanticFact, Turn
 from qemem.retrieve.pool import (
+    Exposure,
     Fused,
     RetrievalConfig,
     build_pool,
-    context_windows,
+    exposure_order,
+    focus_turns,
     fuse_lists,
+    interleave,
+    pool_from_fusion,
     provenance_adjust,
+    round_half_up,
+    session_window,
     space_budgets,
 )
 from qemem.store.sqlite import SQLiteStore
@@ -57,7 +63,7 @@ def test_provenance_adjustment_raises_cited_episodes() -> None:
 def test_budgets_with_and_without_aggregate() -> None:
     config = RetrievalConfig(budget_episodes=8, budget_facts=15, budget_turns=40)
     assert space_budgets(config, False) == {"episode": 8, "fact": 15, "turn": 40}
-    assert space_budgets(config, True) == {"episode": 12, "fact": 22, "turn": 60}
+    assert space_budgets(config, True) == {"episode": 12, "fact": 23, "turn": 60}  # half up
     doubled = RetrievalConfig(aggregate_multiplier=2.0)
     assert space_budgets(doubled, True)["turn"] == 2 * RetrievalConfig().budget_turns
 
@@ -66,24 +72,115 @@ def _turn(tid: str, session: int, position: int) -> Turn:
     return Turn(tid, "c", session, position, "A", tid, WHEN)
 
 
-def test_context_windows_stay_in_session_deduplicate_and_keep_order() -> None:
+def test_round_half_up() -> None:
+    assert [round_half_up(x) for x in (22.5, 23.5, 0.5, 2.49, 3.0)] == [23, 24, 1, 2, 3]
+
+
+def test_session_window_stays_in_session() -> None:
     turns = [_turn(f"a{i}", 1, i) for i in range(4)] + [_turn(f"b{i}", 2, i) for i in range(3)]
-    out = context_windows(turns, ["b0", "a3"], 2)
-    assert [(t.id, holders) for t, holders in out] == [
-        ("a1", ("a3",)),
-        ("a2", ("a3",)),
-        ("a3", ("a3",)),
-        ("b0", ("b0",)),
-        ("b1", ("b0",)),
-        ("b2", ("b0",)),
+    index = {t.id: n for n, t in enumerate(turns)}
+    assert session_window(turns, index, "a3", 2) == ["a1", "a2", "a3"]
+    assert session_window(turns, index, "b0", 2) == ["b0", "b1", "b2"]
+    assert session_window(turns, index, "a1", 0) == ["a1"]
+
+
+def test_interleave_by_within_space_rank() -> None:
+    rankings = {"turn": ["t1", "t2", "t3", "t4"], "fact": ["s1", "s2"], "episode": ["e1"]}
+    assert interleave(rankings, {"turn": 1, "fact": 1, "episode": 1}) == [
+        ("turn", "t1"),
+        ("fact", "s1"),
+        ("episode", "e1"),
+        ("turn", "t2"),
+        ("fact", "s2"),
+        ("turn", "t3"),
+        ("turn", "t4"),
     ]
-    overlap = context_windows(turns, ["a1", "a3"], 1, exclude={"a2"})
-    assert [(t.id, holders) for t, holders in overlap] == [
-        ("a0", ("a1",)),
-        ("a1", ("a1",)),
-        ("a3", ("a3",)),
+    half = interleave(rankings, {"turn": 1, "fact": 0.5})  # episodes left out
+    assert half == [
+        ("turn", "t1"),
+        ("turn", "t2"),
+        ("fact", "s1"),
+        ("turn", "t3"),
+        ("turn", "t4"),
+        ("fact", "s2"),
     ]
-    assert [t.id for t, _ in context_windows(turns, ["a0"], 0)] == ["a0"]
+
+
+def test_focus_turns_are_the_matched_turns_best_first() -> None:
+    rank = {"D1:4": 9, "D1:2": 3, "D2:1": 1}
+    assert focus_turns(["D1:1", "D1:2", "D1:3", "D1:4"], rank, 2) == ["D1:2", "D1:4"]
+    assert focus_turns(["D1:1", "D1:2", "D1:4"], rank, 1) == ["D1:2"]
+    assert focus_turns(["D1:1"], rank, 3) == []  # nothing matched: nothing exposed
+
+
+def test_exposure_order_deduplicates_and_cuts_at_the_budget() -> None:
+    exposes = {("turn", "a"): ["a", "b"], ("episode", "E1"): ["b", "c"], ("fact", "S1"): ["d"]}
+    order = [("turn", "a"), ("episode", "E1"), ("fact", "S1")]
+    assert exposure_order(order, exposes) == [  # type: ignore[arg-type]
+        Exposure("turn", "a", ("a", "b")),
+        Exposure("episode", "E1", ("c",)),
+        Exposure("fact", "S1", ("d",)),
+    ]
+    cost = {"a": 10, "b": 10, "c": 30, "d": 5}
+    cut = exposure_order(order, exposes, cost, budget=45)  # type: ignore[arg-type]
+    assert [e.id for e in cut] == ["a"]  # strict: c would take it to 50
+    assert exposure_order(order, exposes, cost, budget=19) == []  # type: ignore[arg-type]
+
+
+def test_pool_from_fusion_exposes_focused_turns_with_positions() -> None:
+    turns = [_turn(f"D1:{i}", 1, i) for i in range(1, 9)]
+    episodes = {
+        "E1": Episode("E1", "c", 1, "t", "x", WHEN, ("D1:1", "D1:2", "D1:3")),
+        "E2": Episode("E2", "c", 1, "t", "y", WHEN, ("D1:6", "D1:7", "D1:8")),
+    }
+    facts = {"S1": SemanticFact("S1", "c", "f", 1, ("E2",))}
+    fused = {
+        "turn": fuse_lists({(0, "dense"): ["D1:2", "D1:7", "D1:1"]}),
+        "episode": fuse_lists({(0, "dense"): ["E1"]}),
+        "fact": fuse_lists({(0, "dense"): ["S1"]}),
+    }
+    config = RetrievalConfig(
+        budget_turns=1,
+        context_window=0,
+        focus_turns=1,
+        focus_window=0,
+        weight_episodes=1,
+        weight_facts=1,
+        provenance_weight=0.5,
+    )
+    pool = pool_from_fusion(
+        "c", ["q"], fused, turns, episodes, facts, aggregate=False, config=config
+    )
+    assert [(i.id, i.position) for i in pool.turns] == [("D1:2", 0), ("D1:7", None)]
+    assert [(i.id, i.position) for i in pool.facts] == [("S1", 1)]
+    # E1 matched directly, E2 through the fact citing it; both show turns already exposed
+    assert [(i.id, i.position) for i in pool.episodes] == [("E1", 2), ("E2", 3)]
+    assert Reason("provenance", via="S1") in pool.turns[1].reasons
+    tight = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        episodes,
+        facts,
+        aggregate=False,
+        config=RetrievalConfig(budget_turns=1, context_window=2, budget_tokens=4),
+    )
+    assert [i.id for i in tight.turns] == []  # the first window would cost 3 x 2 tokens
+    whole = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        episodes,
+        facts,
+        aggregate=False,
+        config=RetrievalConfig(budget_turns=1, context_window=0),  # episodes expose all turns
+    )
+    assert [i.id for i in whole.turns] == ["D1:1", "D1:2", "D1:3", "D1:6", "D1:7", "D1:8"]
+    assert [(i.id, i.position) for i in whole.episodes] == [("E1", 1)]  # place 1 / 0.75
+    assert [(i.id, i.position) for i in whole.facts] == [("S1", 2)]  # place 1 / 0.5: E2's turns
+    assert Reason("provenance", via="E1") in whole.turns[0].reasons
 
 
 def test_config_validation() -> None:
@@ -91,6 +188,10 @@ def test_config_validation() -> None:
         RetrievalConfig(rrf_k=0)
     with pytest.raises(InputError):
         RetrievalConfig(depth=0)
+    with pytest.raises(InputError):
+        RetrievalConfig(budget_tokens=0)
+    with pytest.raises(InputError):
+        RetrievalConfig(focus_turns=0)
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +249,8 @@ def test_pool_provenance_over_episodes_and_facts() -> None:
     ]
     mem.store.add_episodes(scope, episodes, mem.embed_documents(episodes), mem.embedder.id)
     mem.store.put_facts(scope, facts, mem.embed_documents(facts), mem.embedder.id)
-    pool = build_pool(mem.store, scope, mem.embedder, plan)  # the record cache sees the write
+    raise_ = RetrievalConfig(provenance_weight=0.5)
+    pool = build_pool(mem.store, scope, mem.embedder, plan, config=raise_)  # cache sees the write
     assert pool.facts[0].id == "S1"
     e2 = next(e for e in pool.episodes if e.id == "E2")
     assert Reason("provenance", via="S1") in e2.reasons
@@ -158,7 +260,9 @@ def test_pool_provenance_over_episodes_and_facts() -> None:
         mem.store, scope, mem.embedder, plan, config=RetrievalConfig(provenance_weight=0.0)
     )
     assert all(r.kind == "ranked" for e in off.episodes for r in e.reasons)
-    excluded = build_pool(mem.store, scope, mem.embedder, plan, exclude={"episode:E2", "fact:S1"})
+    excluded = build_pool(
+        mem.store, scope, mem.embedder, plan, config=raise_, exclude={"episode:E2", "fact:S1"}
+    )
     assert "E2" not in {e.id for e in excluded.episodes}
     assert "S1" not in {f.id for f in excluded.facts}
 

@@ -37,6 +37,13 @@ from qemem.ingest.plan import IngestPlan, IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
+from qemem.memory_file import (
+    NOTE_KEY,
+    MemoryFile,
+    MemoryImportReport,
+    check_provenance,
+    split_new,
+)
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -424,6 +431,59 @@ class Memory:
         self._check_embedder()
         return import_nemori(self.store, self.scope(conversation), self.embedder, directory)
 
+    # ------------------------------------------------------------------ memory files
+    def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
+        """Add the episodes and facts of a ``qemem-memory/1`` file (see :mod:`qemem.memory_file`)
+        to its conversation, embedded with this store's embedder.
+
+        The conversation's turns must be stored already; every record is checked (turn ids,
+        sessions, provenance) before anything is written, and all is written in one
+        transaction. Records already stored identically are skipped, so importing twice
+        changes nothing; a different record under a stored id is refused (StoreError).
+        """
+        started = time.perf_counter()
+        self._check_embedder()
+        scope = self.scope(memory.conversation)
+        conversation = self.store.get_conversation(scope)
+        stored_episodes, stored_facts = self.store.episodes(scope), self.store.facts(scope)
+        check_provenance(
+            memory,
+            self.store.turns(scope),
+            stored_episodes,
+            [s.index for s in conversation.sessions],
+        )
+        episodes, facts = split_new(memory, stored_episodes, stored_facts)
+        report = MemoryImportReport(
+            memory.conversation,
+            episodes_added=len(episodes),
+            facts_added=len(facts),
+            episodes_unchanged=len(memory.episodes) - len(episodes),
+            facts_unchanged=len(memory.facts) - len(facts),
+            added_ids=[e.id for e in episodes] + [f.id for f in facts],
+        )
+        episode_vectors, fact_vectors = self.embed_documents(episodes), self.embed_documents(facts)
+        with self.store.transaction():
+            if episodes:
+                self.store.add_episodes(scope, episodes, episode_vectors, self.embedder.id)
+            if facts:
+                self.store.put_facts(scope, facts, fact_vectors, self.embedder.id)
+            if memory.note and self.store.get_state(scope, NOTE_KEY) is None:
+                self.store.set_state(scope, NOTE_KEY, memory.note)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def export_memory(self, conversation: str) -> MemoryFile:
+        """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;
+        the note of the file it was imported from, if any)."""
+        scope = self.scope(conversation)
+        self.store.get_conversation(scope)
+        return MemoryFile(
+            conversation,
+            self.store.get_state(scope, NOTE_KEY) or "",
+            tuple(self.store.episodes(scope)),
+            tuple(self.store.facts(scope)),
+        )
+
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
         """The episodes a semantic fact was extracted from (provenance S -> E)."""
         return fact_episodes(self.store, self.scope(conversation), fact)
@@ -474,8 +534,11 @@ class Memory:
         """Answer a question about a conversation with cited, verified evidence.
 
         Modes: ``retrieval`` (no LLM: the pool and its resolved times), ``direct`` (plan,
-        retrieve, answer from the pool), ``no-refine`` (one round of evidence cards) and
-        ``full`` (cards with sufficiency-guided refinement).
+        retrieve, answer from the pool), ``no-refine`` (one round of evidence cards),
+        ``full`` (cards with sufficiency-guided refinement) and ``matched`` (the baseline: as
+        many turns as the query-guided pool exposes, from plain question-only hybrid search,
+        answered with the ``direct`` prompt). Budgets per space and in tokens are set through
+        ``config.retrieval``.
         """
         check_query(question)
         self._check_embedder()

@@ -221,8 +221,9 @@ class Plan:
 
 @dataclass(frozen=True)
 class Reason:
-    """Why a pool item is there: ranked by a (query, method) list, raised by provenance, or
-    brought in as context of another hit (``via``)."""
+    """Why a pool item is there: ranked by a (query, method) list, raised by provenance (an
+    episode by a fact citing it; a turn exposed by the episode or fact ``via``), or brought in
+    as context of another hit (``via``)."""
 
     kind: Literal["ranked", "provenance", "context"]
     query: int | None = None
@@ -239,6 +240,9 @@ class PoolItem:
     record: Turn | Episode | SemanticFact
     score: float = 0.0
     reasons: list[Reason] = field(default_factory=list)
+    position: int | None = None
+    """The candidate's place in the pool's exposure order (turn hits, episodes and facts
+    interleaved); None for turns that are only context of candidates."""
 
     @property
     def id(self) -> str:

@@ -5,6 +5,10 @@
 * ``direct``: LLM plan, pool, one answer call over the pool (no cards).
 * ``no-refine``: LLM plan, pool, one constructor round, verification, assembly, answer.
 * ``full``: as ``no-refine`` with sufficiency-guided refinement (``AskConfig.refine_rounds``).
+* ``matched``: the matched-context baseline: LLM plan and pool only to count the turns the
+  query-guided pool exposes, then plain question-only hybrid search for as many turns
+  (:func:`~qemem.retrieve.pool.matched_pool`) and one answer call over them, with the
+  ``direct`` answer prompt.
 """
 
 from __future__ import annotations
@@ -26,10 +30,10 @@ from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.models import Plan, Pool, Turn, document
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool
+from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
 from qemem.store.base import MemoryStore, Scope
 
-Mode = Literal["retrieval", "direct", "no-refine", "full"]
+Mode = Literal["retrieval", "direct", "no-refine", "full", "matched"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 NO_LLM_MESSAGE = (
@@ -215,7 +219,10 @@ def ask(
         answer.trace.termination = "no_llm"
         answer.trace.visible_turn_ids = [item.id for item in pool.turns]
         return _finish(answer, index, ledger, degradations, started, config)
-    if mode == "direct":
+    if mode == "matched":
+        pool = matched_pool(store, scope, embedder, question, len(pool.turns))
+        answer.pool, answer.trace.rounds = pool, [RoundTrace(0, None, pool_ids(pool))]
+    if mode in ("direct", "matched"):
         assembly = assemble_pool(index, pool)
     else:
         evidence = build_evidence(

@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem.cli.budgets import (
+    BudgetEpisodesOpt,
+    BudgetFactsOpt,
+    BudgetTokensOpt,
+    BudgetTurnsOpt,
+    retrieval_config,
+)
 from qemem.cli.common import (
     EmbedderOpt,
     JsonOpt,
@@ -28,10 +35,12 @@ from qemem.eval.coverage import (
     auc,
     evaluate_coverage,
     evaluate_pool_coverage,
+    turns_only,
 )
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
 from qemem.memory import Memory
+from qemem.retrieve.pool import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
@@ -49,43 +58,75 @@ def parse_categories(value: str) -> tuple[int, ...]:
         raise typer.BadParameter("use numbers such as 1,2,3,4", param_hint="--categories") from None
 
 
+ConversationsOpt = Annotated[
+    str, typer.Option("--conversations", help="Comma-separated conversation ids (all).")
+]
+
+
 @eval_app.command()
 def coverage(
     data: DataOpt,
     store: OptionalStoreOpt = None,
     embedder: EmbedderOpt = None,
     categories: CategoriesOpt = "1,2,3,4",
+    conversations: ConversationsOpt = "",
     pool: Annotated[
         bool, typer.Option("--pool", help="Rank turns by the full evidence pool (all spaces).")
     ] = False,
     planner: Annotated[
         bool, typer.Option("--planner", help="Plan queries with the LLM (implies --pool).")
     ] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="With --pool: 'turns' also measures the turns-only pool (no episodes or "
+            "facts) on the same questions and prints both curves and their difference.",
+        ),
+    ] = None,
+    budget_turns: BudgetTurnsOpt = None,
+    budget_episodes: BudgetEpisodesOpt = None,
+    budget_facts: BudgetFactsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
     llm: LLMOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""
     cats = parse_categories(categories)
+    convs = tuple(c.strip() for c in conversations.split(",") if c.strip())
+    if baseline not in (None, "turns"):
+        raise typer.BadParameter("the only baseline is 'turns'", param_hint="--baseline")
+    config = retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
         memory = Memory.open(path, embedder=embedder, llm=llm)
         with memory, progress_bar("questions", as_json) as p:
-            if pool or planner:
+            if pool or planner or baseline:
                 client = memory.llm if planner else None
                 if planner and client is None:
                     raise LLMError("--planner needs an LLM: set QEMEM_LLM or pass --llm")
                 report: CoverageReport | PoolCoverageReport = evaluate_pool_coverage(
-                    memory, data, categories=cats, llm=client, progress=p
+                    memory,
+                    data,
+                    config=config,
+                    baseline=turns_only(config or RetrievalConfig()) if baseline else None,
+                    categories=cats,
+                    conversations=convs,
+                    llm=client,
+                    progress=p,
                 )
                 ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")
             else:
-                report = evaluate_coverage(memory, data, categories=cats, progress=p)
+                report = evaluate_coverage(
+                    memory, data, categories=cats, conversations=convs, progress=p
+                )
                 ranking = "hybrid turns, question only (dense + BM25, RRF k=60)"
             result = {
                 "run": run_info(
                     data,
                     embedder=memory.embedder.id,
                     categories=categories,
+                    conversations=list(convs) or "all",
                     ranking=ranking,
                     llm=memory.llm.describe() if planner and memory.llm else None,
                 ),
@@ -94,21 +135,54 @@ def coverage(
     if as_json:
         print_json(result)
         return
-    curves = (
-        report.curves
-        if isinstance(report, PoolCoverageReport)
-        else {"turns/strict": report.coverage}
-    )
-    for name, curve in curves.items():
-        table = Table(
-            f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
+    if isinstance(report, PoolCoverageReport) and report.baseline is not None:
+        show_against_baseline(report, data)
+    else:
+        curves = (
+            report.curves
+            if isinstance(report, PoolCoverageReport)
+            else {"turns/strict": report.coverage}
         )
-        for budget, share in curve.items():
-            table.add_row(str(budget), f"{share:.3f}")
-        console.print(table)
-        console.print(f"{name} AUC: {auc(curve):.4f}")
+        for name, curve in curves.items():
+            table = Table(
+                f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
+            )
+            for budget, share in curve.items():
+                table.add_row(str(budget), f"{share:.3f}")
+            console.print(table)
+            console.print(f"{name} AUC: {auc(curve):.4f}")
     console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
     console.print_json(data=result["run"])
+
+
+def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:
+    """Each curve of the pool beside the baseline's, with the difference per budget."""
+    assert report.baseline is not None
+    differences = report.difference()
+    for name, curve in report.curves.items():
+        base = report.baseline.curves[name]
+        table = Table(
+            f"budget ({name.split('/')[0]})",
+            "pool",
+            "turns only",
+            "difference",
+            title=f"{name} coverage on {data}",
+        )
+        for budget, share in curve.items():
+            table.add_row(
+                str(budget),
+                f"{share:.3f}",
+                f"{base[budget]:.3f}",
+                f"{differences[name][budget]:+.3f}",
+            )
+        table.add_row(
+            "AUC", f"{auc(curve):.4f}", f"{auc(base):.4f}", f"{auc(curve) - auc(base):+.4f}"
+        )
+        console.print(table)
+    console.print(
+        f"mean exposed turns: pool {report.pool_turns:.1f}, turns only "
+        f"{report.baseline.pool_turns:.1f}"
+    )
 
 
 @eval_app.command()
@@ -119,7 +193,7 @@ def locomo(
         Path | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
     ] = None,
     mode: Annotated[
-        str, typer.Option("--mode", help="full, no-refine, direct or retrieval.")
+        str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")
     ] = "full",
     llm: Annotated[
         str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
@@ -167,6 +241,10 @@ def locomo(
         typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
     ] = None,
     plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    budget_turns: BudgetTurnsOpt = None,
+    budget_episodes: BudgetEpisodesOpt = None,
+    budget_facts: BudgetFactsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -192,6 +270,7 @@ def locomo(
         cache=cache,
         cache_mode=cache_mode,
         plots=plots,
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)
@@ -258,9 +337,14 @@ def compare(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Write compare.json to this file.")
     ] = None,
+    per_question: Annotated[
+        bool, typer.Option("--per-question", help="Also list A - B for every shared question.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """A minus B over shared questions: paired and conversation-cluster bootstraps (95%)."""
+    """A minus B over shared questions: paired and conversation-cluster bootstraps (95%).
+
+    With a matched-mode run as B, this gives full - matched or direct - matched."""
     from qemem.eval.compare import compare_runs
 
     result = compare_runs(run_a, run_b, metric=metric, n_resamples=resamples, seed=seed)
@@ -284,7 +368,26 @@ def compare(
     for conv, diff in (result.leave_one_out or {}).items():
         table.add_row(f"without {conv}", f"{diff:+.4f}", "", "")
     console.print(table)
+    if per_question:
+        rows = Table(
+            "conversation",
+            "question",
+            "A",
+            "B",
+            "A - B",
+            title=f"{result.mode_a} - {result.mode_b}",
+        )
+        for row in result.per_question:
+            rows.add_row(
+                row["conversation"],
+                str(row["index"]),
+                f"{row['a']:.3f}",
+                f"{row['b']:.3f}",
+                f"{row['difference']:+.3f}",
+            )
+        console.print(rows)
     console.print(
-        f"A {result.mean_a:.4f} vs B {result.mean_b:.4f} over {result.questions} shared "
+        f"A ({result.mode_a}) {result.mean_a:.4f} vs B ({result.mode_b}) {result.mean_b:.4f} "
+        f"over {result.questions} shared "
         f"questions (only A {result.only_a}, only B {result.only_b}). {result.note}"
     )

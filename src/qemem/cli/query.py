@@ -10,8 +10,15 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
-from qemem.answer import Answer
+from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
+from qemem.cli.budgets import (
+    BudgetEpisodesOpt,
+    BudgetFactsOpt,
+    BudgetTokensOpt,
+    BudgetTurnsOpt,
+    retrieval_config,
+)
 from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
@@ -37,6 +44,7 @@ class AskMode(StrEnum):
     no_refine = "no-refine"
     direct = "direct"
     retrieval = "retrieval"
+    matched = "matched"
 
 
 def build(
@@ -165,6 +173,10 @@ def ask(
     store: StoreOpt,
     conversation: ConversationOpt,
     mode: Annotated[AskMode, typer.Option("--mode", help="Operating point.")] = AskMode.full,
+    budget_turns: BudgetTurnsOpt = None,
+    budget_episodes: BudgetEpisodesOpt = None,
+    budget_facts: BudgetFactsOpt = None,
+    budget_tokens: BudgetTokensOpt = None,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -176,8 +188,11 @@ def ask(
 ) -> None:
     """Answer a question with verified evidence cards and cited turns."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    config = AskConfig(
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+    )
     with memory:
-        answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)))
+        answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
     if html is not None:
         html.write_text(answer.to_html(), "utf-8")
     if as_json:

@@ -39,6 +39,9 @@ METRICS: dict[str, Callable[[Record], float | None]] = {
 class Comparison:
     """Run A against run B over the questions both answered (and both can score).
 
+    ``per_question`` lists, for each shared question, its conversation, index, A's and B's
+    values and A minus B (e.g. full - matched, direct - matched).
+
     ``cluster`` and ``leave_one_out`` are None (with ``note`` saying why) when the shared
     questions come from fewer than two conversations.
     """
@@ -56,6 +59,9 @@ class Comparison:
     leave_one_out: dict[str, float] | None
     conversations: list[str] = field(default_factory=list)
     note: str = ""
+    mode_a: str = ""
+    mode_b: str = ""
+    per_question: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (floats rounded to 6 digits)."""
@@ -102,8 +108,10 @@ def compare_runs(
         raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
     value = METRICS[metric]
     scored = []
+    modes = []
     for path in (run_a, run_b):
-        _, records = load_run(path)
+        mode, records = load_run(path)
+        modes.append(mode)
         scored.append(
             {
                 (str(r["conversation"]), int(r["index"])): v
@@ -146,4 +154,10 @@ def compare_runs(
         loo,
         conversations,
         note,
+        modes[0],
+        modes[1],
+        [
+            {"conversation": k[0], "index": k[1], "a": a[k], "b": b[k], "difference": a[k] - b[k]}
+            for k in shared
+        ],
     )

@@ -5,17 +5,16 @@ Evidence annotations are used only here, for analysis; the system never sees the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.memory import Memory, Progress
-from qemem.models import Episode, Pool, Turn, document
+from qemem.models import Pool, Turn
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.pool import RetrievalConfig, turn_tokens
 
 if TYPE_CHECKING:
     from qemem.llm import Ledger, LLMClient
@@ -98,12 +97,17 @@ class CoverageReport:
 
 
 def load_questions(
-    memory: Memory, data: str | Path, categories: Sequence[int]
+    memory: Memory, data: str | Path, categories: Sequence[int], conversations: Sequence[str] = ()
 ) -> list[LocomoQuestion]:
-    """Ingest ``data`` (LoCoMo) into ``memory`` if needed; its questions of ``categories``."""
+    """Ingest ``data`` (LoCoMo) into ``memory`` if needed; its questions of ``categories``
+    (and of ``conversations``, when given)."""
     samples = load_locomo(data)
     memory.ingest(parse_locomo(samples, str(data)))
-    return [q for q in locomo_questions(samples) if q.category in categories]
+    return [
+        q
+        for q in locomo_questions(samples)
+        if q.category in categories and (not conversations or q.conversation in conversations)
+    ]
 
 
 def question_ranking(memory: Memory, question: LocomoQuestion) -> list[str]:
@@ -116,11 +120,13 @@ def evaluate_coverage(
     data: str | Path,
     *,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
+    conversations: Sequence[str] = (),
     budgets: Sequence[int] = TURN_BUDGETS,
     progress: Progress | None = None,
 ) -> CoverageReport:
-    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question, measure coverage."""
-    questions = load_questions(memory, data, categories)
+    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question (of ``conversations``
+    when given), measure coverage."""
+    questions = load_questions(memory, data, categories, conversations)
     aliases: dict[str, dict[str, tuple[str, str, str]]] = {}
     ranks: list[int | None] = []
     for n, question in enumerate(questions, start=1):
@@ -141,33 +147,24 @@ def evaluate_coverage(
 # ---------------------------------------------------------------------------- pool coverage
 
 
-def turn_tokens(turn: Turn) -> int:
-    """A turn's length in tokens, tokenizer-free: ceil(characters of "Speaker: text" / 4)
-    (about 4 characters per token for English text with common tokenizers)."""
-    return math.ceil(len(document(turn)) / 4)
-
-
 def exposure_groups(pool: Pool) -> list[list[str]]:
-    """The turns the pool exposes, as candidates in rank order: each turn hit with its context
-    window (conversation order), each episode with its turns (episode order); candidates by
-    score (episodes first on ties), each listing only turns no earlier candidate exposed,
-    empty ones dropped."""
-    windows: dict[str, list[str]] = {}
+    """The turns the pool exposes, candidate by candidate in its exposure order (each item's
+    ``position``): a turn hit with its context, an episode or fact with the turns it exposes
+    (reasons ``context``/``provenance`` via it); each group lists only turns no earlier
+    candidate exposed, in conversation order; empty groups dropped."""
+    holders: dict[str, list[str]] = {}
     for item in pool.turns:
         for reason in item.reasons:
             holder = item.id if reason.kind == "ranked" else reason.via
-            if holder is not None and item.id not in windows.setdefault(holder, []):
-                windows[holder].append(item.id)
-    scores = {item.id: item.score for item in pool.turns}
-    candidates = [
-        (e.score, list(e.record.turn_ids)) for e in pool.episodes if isinstance(e.record, Episode)
-    ]
-    candidates += [(scores.get(hit, 0.0), turns) for hit, turns in windows.items()]
-    candidates.sort(key=lambda c: -c[0])
+            if holder is not None and item.id not in holders.setdefault(holder, []):
+                holders[holder].append(item.id)
+    candidates = sorted(
+        (i for i in pool.items() if i.position is not None), key=lambda i: i.position or 0
+    )
     seen: set[str] = set()
     groups: list[list[str]] = []
-    for _, turns in candidates:
-        new = [t for t in dict.fromkeys(turns) if t not in seen]
+    for item in candidates:
+        new = [t for t in holders.get(item.id, []) if t not in seen]
         seen.update(new)
         if new:
             groups.append(new)
@@ -203,12 +200,29 @@ def budget_positions(
     return None, None
 
 
+def _curves_dict(curves: Mapping[str, Mapping[int, float]]) -> dict[str, object]:
+    return {
+        name: {
+            "coverage": {str(b): round(v, 4) for b, v in curve.items()},
+            "auc": round(auc(curve), 4),
+        }
+        for name, curve in curves.items()
+    }
+
+
+def turns_only(config: RetrievalConfig) -> RetrievalConfig:
+    """``config`` without the episode and fact spaces (budgets 0): the turns-only baseline."""
+    return replace(config, budget_episodes=0, budget_facts=0)
+
+
 @dataclass
 class PoolCoverageReport:
     """Coverage of the full pool under turn and token budgets, strict and inclusive rules.
 
     ``curves`` is keyed ``turns/strict``, ``turns/inclusive``, ``tokens/strict``,
     ``tokens/inclusive``; the headline (``coverage``, ``auc``) is ``turns/strict``.
+    ``baseline`` holds the same curves of a baseline pool (e.g. :func:`turns_only`) built for
+    the same questions in the same run, when one was asked for.
     """
 
     questions: int
@@ -217,6 +231,7 @@ class PoolCoverageReport:
     pool_turns: float
     planner: str
     config: RetrievalConfig
+    baseline: PoolCoverageReport | None = None
 
     @property
     def coverage(self) -> dict[int, float]:
@@ -226,25 +241,42 @@ class PoolCoverageReport:
     def auc(self) -> float:
         return auc(self.coverage)
 
-    def to_dict(self) -> dict[str, object]:
+    def difference(self) -> dict[str, dict[int, float]]:
+        """Per curve and budget, this pool's coverage minus the baseline's (empty without)."""
+        if self.baseline is None:
+            return {}
         return {
+            name: {b: v - self.baseline.curves[name][b] for b, v in curve.items()}
+            for name, curve in self.curves.items()
+        }
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
             "questions": self.questions,
             "coverage": {str(b): round(v, 4) for b, v in self.coverage.items()},
             "auc": round(self.auc, 4),
             "auc_by_category": {
                 str(c): round(auc(curve), 4) for c, curve in self.per_category.items()
             },
-            "curves": {
-                name: {
-                    "coverage": {str(b): round(v, 4) for b, v in curve.items()},
-                    "auc": round(auc(curve), 4),
-                }
-                for name, curve in self.curves.items()
-            },
+            "curves": _curves_dict(self.curves),
             "mean_pool_turns": round(self.pool_turns, 1),
             "planner": self.planner,
             "config": asdict(self.config),
         }
+        if self.baseline is not None:
+            out["baseline"] = {
+                "config": asdict(self.baseline.config),
+                "curves": _curves_dict(self.baseline.curves),
+                "mean_pool_turns": round(self.baseline.pool_turns, 1),
+                "difference": {
+                    name: {
+                        "coverage": {str(b): round(v, 4) for b, v in diff.items()},
+                        "auc": round(auc(diff), 4),
+                    }
+                    for name, diff in self.difference().items()
+                },
+            }
+        return out
 
 
 def evaluate_pool_coverage(
@@ -252,21 +284,26 @@ def evaluate_pool_coverage(
     data: str | Path,
     *,
     config: RetrievalConfig | None = None,
+    baseline: RetrievalConfig | None = None,
     llm: LLMClient | None = None,
     ledger: Ledger | None = None,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
+    conversations: Sequence[str] = (),
     turn_budgets: Sequence[int] = TURN_BUDGETS,
     token_budgets: Sequence[int] = TOKEN_BUDGETS,
     progress: Progress | None = None,
 ) -> PoolCoverageReport:
     """Ingest ``data`` (LoCoMo) if needed, build each question's full pool (planned with
     ``llm`` when given, else the rule plan: the question alone) and measure how early its
-    exposure order (:func:`exposure_groups`) covers the annotated evidence."""
+    exposure order (:func:`exposure_groups`) covers the annotated evidence. With
+    ``baseline``, a second pool per question (same plan) gives the baseline's curves;
+    ``conversations`` keeps only their questions (all when empty)."""
     config = config or RetrievalConfig()
-    questions = load_questions(memory, data, categories)
+    questions = load_questions(memory, data, categories, conversations)
+    configs = [config] if baseline is None else [config, baseline]
     context: dict[str, tuple[dict[str, tuple[str, str, str]], dict[str, int]]] = {}
-    ranks: dict[str, list[int | None]] = {k: [] for k in CURVE_NAMES}
-    exposed_total = 0
+    ranks: list[dict[str, list[int | None]]] = [{k: [] for k in CURVE_NAMES} for _ in configs]
+    exposed_total = [0 for _ in configs]
     for n, question in enumerate(questions, start=1):
         conv = question.conversation
         if conv not in context:
@@ -278,23 +315,28 @@ def evaluate_pool_coverage(
         else:
             info = memory.conversation(conv)
             plan = plan_question(llm, question.question, info.speakers, info.span, ledger=ledger)
-        pool = memory.retrieve(conv, question.question, plan=plan, config=config)
-        groups = exposure_groups(pool)
-        exposed_total += sum(len(g) for g in groups)
-        for unit, cost in (("turns", None), ("tokens", tokens)):
-            strict, inclusive = budget_positions(groups, question.evidence, aliases, cost)
-            ranks[f"{unit}/strict"].append(strict)
-            ranks[f"{unit}/inclusive"].append(inclusive)
+        for c, cfg in enumerate(configs):
+            pool = memory.retrieve(conv, question.question, plan=plan, config=cfg)
+            groups = exposure_groups(pool)
+            exposed_total[c] += sum(len(g) for g in groups)
+            for unit, cost in (("turns", None), ("tokens", tokens)):
+                strict, inclusive = budget_positions(groups, question.evidence, aliases, cost)
+                ranks[c][f"{unit}/strict"].append(strict)
+                ranks[c][f"{unit}/inclusive"].append(inclusive)
         if progress:
             progress(n, len(questions))
     budgets = {"turns": turn_budgets, "tokens": token_budgets}
-    curves = {name: coverage_curve(r, budgets[name.split("/")[0]]) for name, r in ranks.items()}
-    per_category = curves_by_category(ranks["turns/strict"], questions, categories, turn_budgets)
-    return PoolCoverageReport(
-        len(questions),
-        curves,
-        per_category,
-        exposed_total / max(1, len(questions)),
-        "rules" if llm is None else repr(llm),
-        config,
-    )
+    reports = [
+        PoolCoverageReport(
+            len(questions),
+            {name: coverage_curve(r, budgets[name.split("/")[0]]) for name, r in rank.items()},
+            curves_by_category(rank["turns/strict"], questions, categories, turn_budgets),
+            total / max(1, len(questions)),
+            "rules" if llm is None else repr(llm),
+            cfg,
+        )
+        for rank, total, cfg in zip(ranks, exposed_total, configs, strict=True)
+    ]
+    if baseline is not None:
+        reports[0].baseline = reports[1]
+    return reports[0]

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qemem.answer import Answer
+from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import MODES, Mode
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
@@ -33,6 +33,7 @@ from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
 from qemem.models import Episode, Pool, Turn
 from qemem.prompts import prompt_hashes
+from qemem.retrieve.pool import RetrievalConfig
 from qemem.view.record import RUN_REASONS, evidence_record
 from qemem.view.report import write_run_sources
 
@@ -56,7 +57,8 @@ class LocomoRunConfig:
     ``out/llm-cache.db``; ``cache_mode`` to ``QEMEM_CACHE_MODE``, else readwrite. ``limit``
     keeps the first questions of the selection (file order); ``concurrency`` bounds both the
     questions in flight and the provider calls of each client; ``plots`` turns the PNG plots
-    off.
+    off; ``retrieval`` sets the pool's budgets and other retrieval settings (None: the
+    defaults).
     """
 
     data: Path
@@ -76,6 +78,7 @@ class LocomoRunConfig:
     cache: Path | None = None
     cache_mode: str | None = None
     plots: bool = True
+    retrieval: RetrievalConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text)."""
@@ -404,9 +407,11 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
             turns = memory.turns(cid)
             context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
 
+        ask_config = AskConfig(retrieval=config.retrieval)
+
         def answer_one(q: LocomoQuestion) -> dict[str, Any]:
             t0 = time.perf_counter()
-            answer = memory.ask(q.conversation, q.question, mode=config.mode)
+            answer = memory.ask(q.conversation, q.question, mode=config.mode, config=ask_config)
             t1 = time.perf_counter()
             ledger = Ledger()
             verdict = None

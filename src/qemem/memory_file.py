@@ -1,0 +1,250 @@
+"""The ``qemem-memory/1`` file: a conversation's episodes and semantic facts, portable.
+
+A memory file is a portable backup of the expensive part of a store (the LLM-built episodes and
+facts) and the way to move it between embedders and backends: vectors are not in the file,
+the importing store embeds the records with its own embedder. Turns are not in it either; they
+come from ingesting the conversation itself, and every id the file cites must already be there.
+
+Format (JSON, written with one-space indentation and UTF-8 text, so that export, import and
+export again give the same bytes)::
+
+    {"format": "qemem-memory/1", "conversation": ID, "note": TEXT,
+     "episodes": [{"id", "session", "title", "content", "timestamp", "turn_ids"}],
+     "facts": [{"id", "content", "session", "episode_ids"}]}
+
+``session`` is the session index, ``timestamp`` ISO 8601, ``turn_ids`` in episode order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from qemem.errors import InputError, StoreError
+from qemem.models import Episode, SemanticFact, Turn
+
+FORMAT = "qemem-memory/1"
+NOTE_KEY = "memory.note"
+"""Store state key that keeps the imported file's note, so an export writes it back."""
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """The parsed content of a memory file."""
+
+    conversation: str
+    note: str
+    episodes: tuple[Episode, ...]
+    facts: tuple[SemanticFact, ...]
+
+
+@dataclass
+class MemoryImportReport:
+    """What an import added and what it found already stored (identical, so skipped)."""
+
+    conversation: str
+    episodes_added: int = 0
+    facts_added: int = 0
+    episodes_unchanged: int = 0
+    facts_unchanged: int = 0
+    seconds: float = 0.0
+    added_ids: list[str] = field(default_factory=list)
+
+
+def to_dict(memory: MemoryFile) -> dict[str, Any]:
+    """The JSON-ready form of a memory file (field order as the format defines it)."""
+    return {
+        "format": FORMAT,
+        "conversation": memory.conversation,
+        "note": memory.note,
+        "episodes": [
+            {
+                "id": e.id,
+                "session": e.session,
+                "title": e.title,
+                "content": e.content,
+                "timestamp": e.timestamp.isoformat(),
+                "turn_ids": list(e.turn_ids),
+            }
+            for e in memory.episodes
+        ],
+        "facts": [
+            {
+                "id": f.id,
+                "content": f.content,
+                "session": f.session,
+                "episode_ids": list(f.episode_ids),
+            }
+            for f in memory.facts
+        ],
+    }
+
+
+def dumps(memory: MemoryFile) -> str:
+    """The file's text: one-space indentation, non-ASCII kept, no trailing newline."""
+    return json.dumps(to_dict(memory), indent=1, ensure_ascii=False)
+
+
+def _field(record: Mapping[str, Any], name: str, kind: type, where: str, file: str) -> Any:
+    value = record.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InputError(
+            f"{name!r} must be a {kind.__name__}: fix the file (format {FORMAT})",
+            file=file,
+            record=where,
+            field=name,
+        )
+    return value
+
+
+def _ids(record: Mapping[str, Any], name: str, where: str, file: str) -> tuple[str, ...]:
+    values = _field(record, name, list, where, file)
+    if not values or not all(isinstance(v, str) and v for v in values):
+        raise InputError(
+            f"{name!r} must be a non-empty list of ids", file=file, record=where, field=name
+        )
+    if len(set(values)) != len(values):
+        raise InputError(f"{name!r} repeats an id", file=file, record=where, field=name)
+    return tuple(values)
+
+
+def parse(data: Any, file: str = "<memory>") -> MemoryFile:
+    """Validate the decoded JSON of a memory file; InputError naming the record otherwise."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(
+            f'not a {FORMAT} file: expected a JSON object with "format": "{FORMAT}" '
+            "(write one with qemem export-memory)",
+            file=file,
+        )
+    conversation = _field(data, "conversation", str, "the header", file)
+    note = data.get("note", "")
+    if not isinstance(note, str):
+        raise InputError("'note' must be text", file=file, field="note")
+    episodes: list[Episode] = []
+    for n, raw in enumerate(_field(data, "episodes", list, "the header", file), start=1):
+        where = f"episode {n}"
+        if not isinstance(raw, dict):
+            raise InputError("an episode must be a JSON object", file=file, record=where)
+        stamp = _field(raw, "timestamp", str, where, file)
+        try:
+            when = datetime.fromisoformat(stamp)
+        except ValueError:
+            raise InputError(
+                f"timestamp {stamp!r} is not ISO 8601", file=file, record=where, field="timestamp"
+            ) from None
+        episodes.append(
+            Episode(
+                _field(raw, "id", str, where, file),
+                conversation,
+                _field(raw, "session", int, where, file),
+                _field(raw, "title", str, where, file),
+                _field(raw, "content", str, where, file),
+                when,
+                _ids(raw, "turn_ids", where, file),
+            )
+        )
+    facts: list[SemanticFact] = []
+    for n, raw in enumerate(_field(data, "facts", list, "the header", file), start=1):
+        where = f"fact {n}"
+        if not isinstance(raw, dict):
+            raise InputError("a fact must be a JSON object", file=file, record=where)
+        facts.append(
+            SemanticFact(
+                _field(raw, "id", str, where, file),
+                conversation,
+                _field(raw, "content", str, where, file),
+                _field(raw, "session", int, where, file),
+                _ids(raw, "episode_ids", where, file),
+            )
+        )
+    for kind, ids in (("episode", [e.id for e in episodes]), ("fact", [f.id for f in facts])):
+        if len(set(ids)) != len(ids):
+            raise InputError(f"{kind} ids repeat: every id must be unique", file=file)
+    return MemoryFile(conversation, note, tuple(episodes), tuple(facts))
+
+
+def load(path: str | Path) -> MemoryFile:
+    """Read and validate a memory file."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"no such file {file}: give the path of a {FORMAT} file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON ({exc})", file=str(file)) from None
+    return parse(data, str(file))
+
+
+def check_provenance(
+    memory: MemoryFile,
+    turns: Sequence[Turn],
+    stored_episodes: Sequence[Episode],
+    sessions: Sequence[int],
+) -> None:
+    """The provenance rules ``build`` keeps, checked before anything is written: every turn id
+    is a stored turn; an episode's turns lie in its session, each once, in conversation order;
+    its session exists; a fact's episodes are in the file or the store, and its session is
+    one of theirs or later (a fact is learned no earlier than its first source episode).
+    Raises InputError naming the first offending record."""
+    position = {t.id: n for n, t in enumerate(turns)}
+    session_of = {t.id: t.session for t in turns}
+    known_sessions = set(sessions)
+    episode_session = {e.id: e.session for e in stored_episodes}
+    for episode in memory.episodes:
+        where = f"episode {episode.id}"
+        unknown = [t for t in episode.turn_ids if t not in position]
+        if unknown:
+            raise InputError(
+                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "
+                f"{memory.conversation!r}: ingest the conversation first (qemem ingest), "
+                "then import its memory",
+                record=where,
+            )
+        if episode.session not in known_sessions:
+            raise InputError(f"session {episode.session} is not stored", record=where)
+        if any(session_of[t] != episode.session for t in episode.turn_ids):
+            raise InputError(
+                f"every turn must belong to the episode's session {episode.session}",
+                record=where,
+            )
+        order = [position[t] for t in episode.turn_ids]
+        if order != sorted(order):
+            raise InputError("turn ids must be in conversation order", record=where)
+        episode_session[episode.id] = episode.session
+    for fact in memory.facts:
+        missing = [e for e in fact.episode_ids if e not in episode_session]
+        if missing:
+            raise InputError(
+                f"cites episodes {', '.join(missing)} that are neither in the file nor stored",
+                record=f"fact {fact.id}",
+            )
+        if fact.session < min(episode_session[e] for e in fact.episode_ids):
+            raise InputError(
+                "session is earlier than every episode it was learned from",
+                record=f"fact {fact.id}",
+            )
+
+
+def split_new(
+    memory: MemoryFile, stored_episodes: Sequence[Episode], stored_facts: Sequence[SemanticFact]
+) -> tuple[list[Episode], list[SemanticFact]]:
+    """The file's episodes and facts the store lacks. A record stored under the same id must
+    be identical (then it is skipped: importing twice changes nothing); a different one
+    raises StoreError before anything is written."""
+    episodes = {e.id: e for e in stored_episodes}
+    facts = {f.id: f for f in stored_facts}
+    new_episodes = [e for e in memory.episodes if e.id not in episodes]
+    new_facts = [f for f in memory.facts if f.id not in facts]
+    clashes = [e.id for e in memory.episodes if e.id in episodes and episodes[e.id] != e]
+    clashes += [f.id for f in memory.facts if f.id in facts and facts[f.id] != f]
+    if clashes:
+        raise StoreError(
+            f"conversation {memory.conversation!r} already holds different records under "
+            f"ids {', '.join(clashes[:5])}: delete the conversation and ingest it again "
+            "before importing this memory, or import it into another store"
+        )
+    return new_episodes, new_facts
