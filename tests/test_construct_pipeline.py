@@ -155,6 +155,7 @@ def test_rebuild_replaces_memory_another_llm_built() -> None:
     assert kept.llm_calls == 0
     replaced = build_memory(store, SCOPE, HashEmbedder(), other, rebuild=True)
     assert replaced.episodes == 14
+    assert replaced.llm["segment"].calls == 5  # the other model's segmentation is not reused
     origins = {origin_of(store, SCOPE, e.id).llm for e in store.episodes(SCOPE)}  # type: ignore[union-attr]
     assert origins == {"fake:other"}
     assert [e.id for e in store.episodes(SCOPE)] == [f"E{n}" for n in range(1, 15)]
@@ -195,3 +196,20 @@ def test_cli_build_with_degradations_exits_non_zero(
     assert fixed.exit_code == 0
     [report] = json.loads(fixed.output.splitlines()[-1])
     assert report["episodes"] > 0 and not report["degraded"]
+
+
+def test_a_session_whose_segmentation_fell_back_is_segmented_again() -> None:
+    def handler(request: LLMRequest) -> object:
+        if request.stage.startswith("build.segment") and "14 March 2024" in request.prompt_text:
+            raise LLMCallError("model unavailable")
+        return _answers(request)
+
+    store = _store()
+    first = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM(handler)))  # type: ignore[arg-type]
+    assert [f.session for f in first.fallbacks] == [1] and not first.degraded
+    fell_back = [e for e in store.episodes(SCOPE) if e.session == 1]
+    reasons = origin_of(store, SCOPE, fell_back[0].id).degraded  # type: ignore[union-attr]
+    assert reasons[0].startswith("segmentation fell back to windows")
+    again = build_memory(store, SCOPE, HashEmbedder(), _client())
+    assert again.sessions == [1] and again.llm["segment"].calls == 1
+    assert again.episodes == 3 and not again.fallbacks  # 14 turns: windows of 8 became 6+6+2

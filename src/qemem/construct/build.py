@@ -107,7 +107,7 @@ def build_memory(
     config = config or BuildConfig()
     started = time.perf_counter()
     builder = builder_id(llm)
-    forget(store, scope, stale_episodes(store, scope, builder, other_models=rebuild))
+    forget(store, scope, stale_episodes(store, scope, builder, other_models=rebuild), builder)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
     episodes = store.episodes(scope)

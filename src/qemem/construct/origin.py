@@ -68,22 +68,21 @@ def stale_episodes(
     return out
 
 
-def forget(store: MemoryStore, scope: Scope, episodes: Sequence[Episode]) -> None:
-    """Remove ``episodes`` (with the facts only they support) so their turns are pending
-    again; a session losing an episode whose segmentation fell back is segmented anew."""
+def forget(store: MemoryStore, scope: Scope, episodes: Sequence[Episode], builder: str) -> None:
+    """Remove ``episodes`` (with the facts only they support) so their turns are pending again.
+
+    A session losing an episode that another LLM than ``builder`` made, or whose segmentation
+    fell back to windows, is segmented anew; otherwise its stored segmentation is reused.
+    """
     if not episodes:
         return
-    resegment = {
-        e.session
-        for e in episodes
-        if any(r.startswith("segmentation") for r in _reasons(store, scope, e.id))
-    }
+    resegment = set()
+    for episode in episodes:
+        origin = origin_of(store, scope, episode.id)
+        fell_back = origin is not None and any(r.startswith("segment") for r in origin.degraded)
+        if origin is None or origin.llm != builder or fell_back:
+            resegment.add(episode.session)
     with store.transaction():
         store.delete_episodes(scope, [e.id for e in episodes])
         for session in sorted(resegment):
             store.set_state(scope, SEGMENTS_KEY.format(session=session), "")
-
-
-def _reasons(store: MemoryStore, scope: Scope, episode: str) -> tuple[str, ...]:
-    origin = origin_of(store, scope, episode)
-    return origin.degraded if origin else ()
