@@ -223,3 +223,45 @@ def test_assembly_without_cards_is_the_pool(index: SourceIndex) -> None:
         assert assembly.visible_turn_ids == ["D1:11", "D4:4"]
         assert assembly.citations == []
         assert "Evidence cards" not in assembly.text
+
+
+def test_memories_render_one_date_header_per_session_and_no_repeated_turns(
+    index: SourceIndex,
+) -> None:
+    covered = turn_items(index, *(f"D5:{n}" for n in range(1, 14)))
+    partly = Pool("demo-1", ["q"], episodes=[PoolItem("episode", EPISODE)], turns=covered[:5])
+    text = assemble_pool(index, partly).text
+    assert text.count("--- Session 5 (Thursday, 29 August 2024, 16:45)") == 2  # E, then U
+    assert f"[E1] After the race: {EPISODE.content}" in text
+    whole = Pool("demo-1", ["q"], episodes=[PoolItem("episode", EPISODE)], turns=covered)
+    text = assemble_pool(index, whole).text
+    # every turn of E1 is shown: its narrative would repeat them, its id and title stay
+    assert "[E1] After the race (its turns are shown)" in text
+    assert EPISODE.content not in text
+    # ids in the text resolve to the records they name
+    for line in text.splitlines():
+        if line.startswith("["):
+            assert index.get(line[1 : line.index("]")]) is not None
+
+
+def test_cited_episode_keeps_its_narrative_and_background_skips_shown_turns(
+    index: SourceIndex,
+) -> None:
+    cards = [
+        verify_card(
+            CardOut(claim="Tomas ran.", sources=["D5:3"], quote="", relation="answer"), index
+        )
+    ]
+    other = Episode("E2", "demo-1", 5, "Race day", "Tomas ran.", EPISODE.timestamp, ("D5:2",))
+    pool = Pool(
+        "demo-1",
+        ["q"],
+        episodes=[PoolItem("episode", other)],
+        turns=turn_items(index, "D5:3", "D4:2"),
+    )
+    text = assemble(index, cards, pool, neighbours=2).text
+    background = text.split("Other retrieved memories (background):")[1]
+    # E2's only turn, D5:2, is in the cited context: the background names it without narrative
+    assert "[E2] Race day (its turns are shown)" in background
+    cited = assemble(index, [*cards, verify_card(CardOut(claim="c", sources=["E1"]), index)], pool)
+    assert f"[E1] After the race: {EPISODE.content}" in cited.text

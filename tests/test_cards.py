@@ -111,14 +111,15 @@ def test_constructor_prompt_and_output(index: SourceIndex) -> None:
     )
     prompt = request.messages[0].content
     assert "Information needed: The date of Priya's first pottery class." in prompt
-    # episodes, then facts, then turns grouped by session in time order, with ids and dates
+    # episodes, then facts, then turns, each grouped by session in time order under one date
+    # header per session, with ids
+    session_2 = "--- Session 2 (Thursday, 2 May 2024, 12:40)\n"
     order = [
-        prompt.index("[E1] (session 2, Thursday, 2 May 2024, 12:40) Priya changes jobs"),
-        prompt.index("[S1] (learned in session 2, Thursday, 2 May 2024, 12:40)"),
-        prompt.index("--- Session 1 (Thursday, 14 March 2024, 19:15)"),
+        prompt.index(f"Episodes:\n{session_2}[E1] Priya changes jobs"),
+        prompt.index(f"learned in):\n{session_2}[S1] "),
+        prompt.index("Turns:\n--- Session 1 (Thursday, 14 March 2024, 19:15)\n"),
         prompt.index("[D1:3] Priya: That's amazing!"),
-        prompt.index("--- Session 2 (Thursday, 2 May 2024, 12:40)"),
-        prompt.index("[D2:2] Priya: Ha, a few!"),
+        prompt.index(f"{session_2}[D2:2] Priya: Ha, a few!"),
     ]
     assert order == sorted(order)
     assert "follow-up round" not in prompt

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -397,34 +398,52 @@ class Memory:
     # ------------------------------------------------------------------ memory construction
     def build(
         self,
-        conversation: str | None = None,
+        conversation: str | Sequence[str] | None = None,
         *,
         progress: Progress | None = None,
         config: BuildConfig | None = None,
+        rebuild: bool = False,
     ) -> list[BuildReport]:
-        """Build the episodes and semantic facts the store lacks (all conversations, or one).
+        """Build the episodes and semantic facts the store lacks (all conversations, or the
+        given ones, several at once), one report per conversation in order.
 
-        Needs an LLM. Running it again does nothing; after new sessions are ingested it
-        processes only those; an interrupted build resumes where it stopped.
+        Needs an LLM. Running it again does nothing unless something degraded (degraded
+        episodes are built again); after new sessions are ingested it processes only those;
+        an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
+        another LLM built.
         """
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
-        targets = [conversation] if conversation else [c.id for c in self.conversations()]
-        reports = []
-        for cid in targets:
+        if conversation is None:
+            targets = [c.id for c in self.conversations()]
+        else:
+            targets = [conversation] if isinstance(conversation, str) else list(conversation)
+        counts: dict[str, tuple[int, int]] = {}
+        lock = threading.Lock()
+
+        def one(cid: str) -> BuildReport:
+            def step(done: int, total: int) -> None:
+                with lock:
+                    counts[cid] = (done, total)
+                    if progress:
+                        progress(
+                            sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
+                        )
+
             with writer_lock(self.store, self.scope(cid), "build"):
-                reports.append(
-                    build_memory(
-                        self.store,
-                        self.scope(cid),
-                        self.embedder,
-                        llm,
-                        concurrency=llm.concurrency,
-                        progress=progress,
-                        config=config,
-                    )
+                return build_memory(
+                    self.store,
+                    self.scope(cid),
+                    self.embedder,
+                    llm,
+                    concurrency=llm.concurrency,
+                    progress=step,
+                    config=config,
+                    rebuild=rebuild,
                 )
-        return reports
+
+        with ThreadPoolExecutor(max(1, min(len(targets), llm.concurrency))) as builds:
+            return list(builds.map(one, targets))
 
     def import_nemori(self, directory: str | Path, conversation: str) -> ImportReport:
         """Import a NEMORI memory export for a conversation whose turns are already ingested."""

@@ -3,7 +3,8 @@
 With cards: the cards (unverified ones marked), then the cited sources in context (each cited
 turn with up to ``neighbours`` turns on each side in its session, each cited episode with its
 first ``episode_turns`` turns, cited facts; session dates shown), then the rest of the pool as
-background. Without cards (direct answering, or a degraded constructor): the pool alone.
+background (an episode whose turns are all shown appears by id and title only). Without
+cards (direct answering, or a degraded constructor): the pool alone.
 """
 
 from __future__ import annotations
@@ -101,10 +102,13 @@ def assemble(
         list(cited_facts.values()),
         context,
         marked=[t.id for t in cited_turns],
+        narratives=True,
     )
     if cited:
         sections.append("Cited sources in their context (cited turns are marked with *):\n" + cited)
-    background = format_memories(index, rest_episodes, rest_facts, rest_turns)
+    background = format_memories(
+        index, rest_episodes, rest_facts, rest_turns, shown=[t.id for t in context]
+    )
     if background:
         sections.append(f"Other retrieved memories (background):\n{background}")
     visible = index.in_order([*context, *rest_turns])

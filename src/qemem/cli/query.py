@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, cast
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -27,12 +28,14 @@ from qemem.cli.common import (
     NamespaceOpt,
     StoreOpt,
     console,
+    err_console,
     existing_store,
     markup_safe,
     plain,
     print_json,
     progress_bar,
 )
+from qemem.construct import BuildReport
 from qemem.evidence.times import parse_anchor, resolve_times
 from qemem.memory import Memory
 
@@ -56,13 +59,18 @@ def build(
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Also replace memory another LLM built.")
+    ] = False,
 ) -> None:
-    """Build the episodes and semantic facts the store lacks (needs an LLM; resumable)."""
+    """Build the episodes and semantic facts the store lacks, and rebuild degraded ones (needs
+    an LLM; resumable). Exits with status 3 when any call degraded."""
     memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
-        reports = memory.build(conversation, progress=progress)
+        reports = memory.build(conversation, progress=progress, rebuild=rebuild)
     if as_json:
         print_json([r.to_dict() for r in reports])
+        _exit_if_degraded(reports)
         return
     table = Table("conversation", "step", "calls", "tokens in", "tokens out", "cost USD")
     for r in reports:
@@ -83,6 +91,26 @@ def build(
         )
     console.print(table)
     show_faults(memory)
+    _exit_if_degraded(reports)
+
+
+def _exit_if_degraded(reports: list[BuildReport]) -> None:
+    """Summarise degraded calls on stderr and exit with status 3 when there are any."""
+    bad = [r for r in reports if r.degraded or r.fallbacks]
+    if not bad:
+        return
+    for r in bad:
+        err_console.print(
+            f"[yellow]{escape(r.conversation)}: {len(r.degraded)} degraded calls, "
+            f"{len(r.fallbacks)} segmentation fallbacks[/]"
+        )
+        for line in [*r.degraded, *(f"session {f.session}: {f.reason}" for f in r.fallbacks)][:5]:
+            err_console.print(f"  {escape(line)}")
+    err_console.print(
+        "degraded memory was stored and is rebuilt by the next build: fix the LLM "
+        "(see docs/llm.md), then run qemem build again"
+    )
+    raise typer.Exit(3)
 
 
 def show_faults(memory: Memory) -> None:

@@ -1,37 +1,54 @@
 """``build_memory``: episodes and semantic facts for the turns of a conversation not yet
-covered by an episode, incrementally and resumably.
+covered by an episode, incrementally, resumably and with the configured number of LLM calls in
+flight.
 
 Per session, the segmentation is kept in the store's state (``build.segments.<session>``) so a
-resumed build reuses it; each episode is committed with its facts in one transaction, so an
-interrupted build loses at most the episode in flight. Segmentations of all pending sessions
-and episode narratives run in parallel; fact extraction runs in order, since each episode's
-facts depend on those before it.
+resumed build reuses it; each episode is committed with its facts and its origin (which LLM
+built it, what degraded) in one transaction, so an interrupted build loses at most the episodes
+in flight. Segmentations, narratives and fact extractions all run in parallel: episode ``E<n>``
+is extracted against the facts of episodes up to ``n - snapshot_lag`` (its snapshot point), and
+results merge in episode order through the de-duplication, so the store depends on the input
+and the model's answers, never on timing or concurrency.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
 from datetime import datetime
 
 import numpy as np
 
 from qemem.construct.config import BuildConfig, BuildReport, Fallback, tally_steps
 from qemem.construct.episodes import write_episode
-from qemem.construct.facts import extract_facts, find_duplicate, related_facts
+from qemem.construct.factpool import FactPool, episode_number
+from qemem.construct.facts import extract_facts
+from qemem.construct.origin import (
+    SEGMENTS_KEY,
+    Origin,
+    builder_id,
+    forget,
+    record_origin,
+    stale_episodes,
+)
 from qemem.construct.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, SemanticFact, Turn, document
+from qemem.models import Episode, Turn, document
+from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
 Progress = Callable[[int, int], None]
-STATE_KEY = "build.segments.{session}"
+CPU = threading.Lock()
+"""Taken by a build's merging thread for its CPU work (embedding, search, store writes), so
+that concurrent builds of several conversations take turns there (the stemmer and some
+embedders are not thread-safe) while their LLM calls overlap."""
 
 
 def next_number(ids: Sequence[str], prefix: str) -> int:
@@ -49,15 +66,17 @@ def _segments(
     config: BuildConfig,
     ledger: Ledger,
 ) -> tuple[list[list[Turn]], list[str]]:
-    """The episodes' turn groups of one session's pending turns: the stored segmentation when
-    it covers exactly these turns, else a new one (then stored)."""
-    key = STATE_KEY.format(session=turns[0].session)
+    """The episodes' turn groups of one session's pending turns and the reasons its batches fell
+    back to windows: the stored segmentation when it covers exactly these turns, else a new one
+    (then stored)."""
+    key = SEGMENTS_KEY.format(session=turns[0].session)
     by_id = {t.id: t for t in turns}
     saved = store.get_state(scope, key)
-    if saved is not None:
-        groups = [g for g in json.loads(saved)["groups"] if all(i in by_id for i in g)]
+    if saved:
+        state = json.loads(saved)
+        groups = [g for g in state["groups"] if all(i in by_id for i in g)]
         if sorted(i for g in groups for i in g) == sorted(by_id):
-            return [[by_id[i] for i in g] for g in groups], []
+            return [[by_id[i] for i in g] for g in groups], list(state.get("fallbacks", []))
     indices, fallbacks = segment_turns(llm, turns, speakers, config, ledger)
     groups = [[turns[i].id for i in group] for group in indices]
     store.set_state(scope, key, json.dumps({"groups": groups, "fallbacks": fallbacks}))
@@ -73,21 +92,24 @@ def build_memory(
     concurrency: int = 4,
     progress: Progress | None = None,
     config: BuildConfig | None = None,
+    rebuild: bool = False,
 ) -> BuildReport:
     """Build episodes and facts for every turn of ``scope`` not yet in an episode.
 
-    Sessions are processed in order (earlier facts are the known facts of later episodes);
-    episode ids ``E<n>`` and fact ids ``S<n>`` continue the stored numbering. ``progress`` is
-    called with (turns done, turns pending). Running it again when nothing is pending makes
-    no LLM call. A failed segmentation call falls back to windows, a failed narrative to a
-    plain account of the turns, a failed fact extraction to no facts; each is reported.
+    Degraded episodes of earlier builds are removed first and built again, and with
+    ``rebuild`` so is every episode another LLM built (imported and unrecorded ones too).
+    Episode ids ``E<n>`` and fact ids ``S<n>`` continue the stored numbering; ``progress`` is
+    called with (turns done, turns pending). Running it again when nothing is pending or
+    degraded makes no LLM call. A failed segmentation call falls back to windows, a failed
+    narrative to a plain account of the turns, a failed fact extraction to no facts; each is
+    reported and recorded with the episode, so the next build retries it.
     """
     config = config or BuildConfig()
     started = time.perf_counter()
+    builder = builder_id(llm)
+    forget(store, scope, stale_episodes(store, scope, builder, other_models=rebuild), builder)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
-    dates = {s.index: s.date_time for s in conversation.sessions}
-    speakers = conversation.speakers
     episodes = store.episodes(scope)
     covered = {tid for e in episodes for tid in e.turn_ids}
     pending: dict[int, list[Turn]] = {}
@@ -95,122 +117,190 @@ def build_memory(
         if turn.id not in covered:
             pending.setdefault(turn.session, []).append(turn)
     report = BuildReport(scope.conversation, sessions=sorted(pending))
-    total = sum(len(turns) for turns in pending.values())
-    state = _State(
+    if not pending:
+        report.seconds = time.perf_counter() - started
+        return report
+    with CPU:
+        facts = FactPool.load(store, scope, embedder.dim)
+    run = _Run(
         store,
         scope,
         embedder,
+        llm,
+        config,
+        ledger,
+        report,
+        facts,
+        builder,
         next_number([e.id for e in episodes], "E"),
         next_number([f.id for f in store.facts(scope)], "S"),
     )
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
+    run.speakers = conversation.speakers
+    run.dates = {s.index: s.date_time for s in conversation.sessions}
+    workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
     try:
-        segmentations = {
-            session: pool.submit(_segments, store, scope, llm, turns, speakers, config, ledger)
-            for session, turns in pending.items()
-        }
-        plans: list[tuple[int, list[Turn]]] = []
-        for session in sorted(pending):
-            groups, fallbacks = segmentations[session].result()
-            report.fallbacks += [Fallback(session, reason) for reason in fallbacks]
-            plans += [(session, group) for group in groups]
-        narratives: list[Future[tuple[str, str, str | None]]] = [
-            pool.submit(
-                write_episode, llm, group, speakers, _when(dates, session, group), config, ledger
-            )
-            for session, group in plans
-        ]
-        done = 0
-        for (session, group), future in zip(plans, narratives, strict=True):
-            title, narrative, why = future.result()
-            episode = Episode(
-                f"E{state.next_episode}",
-                scope.conversation,
-                session,
-                title,
-                narrative,
-                _when(dates, session, group),
-                tuple(t.id for t in group),
-            )
-            if why:
-                report.degraded.append(f"{episode.id}: narrative built from the turns ({why})")
-            known = related_facts(store, scope, embedder, episode, config.related_facts)
-            facts, why = extract_facts(llm, episode, group, known, speakers, config, ledger)
-            if why:
-                report.degraded.append(f"{episode.id}: no facts extracted ({why})")
-            added, merged = state.commit(episode, facts, config.dedup_threshold)
-            report.episodes += 1
-            report.facts_added += added
-            report.facts_merged += merged
-            done += len(group)
-            if progress:
-                progress(done, total)
+        run.execute(workers, pending, progress)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        workers.shutdown(wait=True, cancel_futures=True)
         report.llm = tally_steps(ledger)
         report.seconds = time.perf_counter() - started
     return report
 
 
-def _when(dates: dict[int, datetime], session: int, group: Sequence[Turn]) -> datetime:
-    return dates.get(session, group[0].timestamp)
+_Narrative = Future[tuple[str, str, str | None]]
+_Facts = Future[tuple[list[str], str | None]]
 
 
-class _State:
-    """Id counters and the commit of one episode with its facts."""
+class _Run:
+    """One build: the pipeline of calls and the in-order merge of their results."""
 
     def __init__(
         self,
         store: MemoryStore,
         scope: Scope,
         embedder: Embedder,
+        llm: LLMClient,
+        config: BuildConfig,
+        ledger: Ledger,
+        report: BuildReport,
+        facts: FactPool,
+        builder: str,
         next_episode: int,
         next_fact: int,
     ) -> None:
-        self.store = store
-        self.scope = scope
-        self.embedder = embedder
-        self.next_episode = next_episode
-        self.next_fact = next_fact
+        self.store, self.scope, self.embedder, self.llm = store, scope, embedder, llm
+        self.config, self.ledger, self.report = config, ledger, report
+        self.facts, self.builder = facts, builder
+        self.next_episode, self.next_fact = next_episode, next_fact
+        self.speakers: Sequence[str] = ()
+        self.dates: dict[int, datetime] = {}
 
-    def commit(self, episode: Episode, facts: list[str], threshold: float) -> tuple[int, int]:
-        """Store ``episode`` and its facts in one transaction, merging near-duplicate facts
-        into existing ones; returns (facts added, facts merged)."""
-        store, scope = self.store, self.scope
-        stored = {f.id: f for f in store.facts(scope)}
-        ids, matrix = store.vectors(scope, "fact")
-        rows = {fid: row for row, fid in enumerate(ids)}
-        pool_ids, pool_texts = list(ids), [stored[i].content for i in ids]
-        vectors = self.embedder.embed(facts) if facts else np.zeros((0, matrix.shape[1]))
-        new: list[SemanticFact] = []
-        new_vectors: list[np.ndarray] = []
-        changed: dict[str, SemanticFact] = {}
-        merged = 0
-        for text, vector in zip(facts, vectors, strict=True):
-            row = find_duplicate(text, vector, pool_texts, matrix, threshold)
-            if row is None:
-                fact = SemanticFact(
-                    f"S{self.next_fact}", scope.conversation, text, episode.session, (episode.id,)
+    def _segment(
+        self, workers: ThreadPoolExecutor, turns: list[Turn]
+    ) -> tuple[list[list[Turn]], list[str], list[_Narrative]]:
+        """Segment one session's turns, then request the narratives of its episodes at once."""
+        groups, fallbacks = _segments(
+            self.store, self.scope, self.llm, turns, self.speakers, self.config, self.ledger
+        )
+        session = turns[0].session
+        calls = [
+            workers.submit(
+                write_episode,
+                self.llm,
+                group,
+                self.speakers,
+                _when(self.dates, session, group),
+                self.config,
+                self.ledger,
+            )
+            for group in groups
+        ]
+        return groups, fallbacks, calls
+
+    def _planned(
+        self, workers: ThreadPoolExecutor, pending: dict[int, list[Turn]]
+    ) -> Iterator[tuple[int, list[Turn], _Narrative, list[str]]]:
+        """(session, turns, narrative call, segmentation fallbacks) of every episode in order;
+        every session is segmented at once and its narratives requested as soon as it is."""
+        segmentations = {
+            session: workers.submit(self._segment, workers, turns)
+            for session, turns in pending.items()
+        }
+        for session in sorted(pending):
+            groups, fallbacks, calls = segmentations[session].result()
+            self.report.fallbacks += [Fallback(session, reason) for reason in fallbacks]
+            yield from ((session, g, c, fallbacks) for g, c in zip(groups, calls, strict=True))
+
+    def execute(
+        self,
+        workers: ThreadPoolExecutor,
+        pending: dict[int, list[Turn]],
+        progress: Progress | None,
+    ) -> None:
+        """Keep ``snapshot_lag`` fact extractions requested ahead of the merge, merging each
+        episode's result in order."""
+        lag = max(1, self.config.snapshot_lag)
+        planned = self._planned(workers, pending)
+        queue: deque[tuple[Episode, list[Turn], _Facts, list[str]]] = deque()
+        total = sum(len(turns) for turns in pending.values())
+        done = 0
+
+        def fill() -> None:
+            while len(queue) < lag:
+                item = next(planned, None)
+                if item is None:
+                    return
+                session, group, narrative, fallbacks = item
+                title, content, why = narrative.result()
+                episode = Episode(
+                    f"E{self.next_episode}",
+                    self.scope.conversation,
+                    session,
+                    title,
+                    content,
+                    _when(self.dates, session, group),
+                    tuple(t.id for t in group),
                 )
-                self.next_fact += 1
-                new.append(fact)
-                new_vectors.append(vector)
-                pool_ids.append(fact.id)
-                pool_texts.append(text)
-                matrix = np.vstack([matrix, vector[None, :]])
-                continue
-            merged += 1
-            target = pool_ids[row]
-            base = changed.get(target, stored.get(target))
-            if base is not None and episode.id not in base.episode_ids:
-                changed[target] = replace(base, episode_ids=(*base.episode_ids, episode.id))
+                self.next_episode += 1
+                reasons = [f"segmentation fell back to windows ({r})" for r in fallbacks]
+                if why:
+                    reasons.append(f"narrative built from the turns ({why})")
+                with CPU:
+                    known = self.facts.related(
+                        self.embedder.embed([document(episode)], query=True)[0],
+                        tokenize(document(episode)),
+                        self.config.related_facts,
+                        episode_number(episode.id) - lag,
+                    )
+                call = workers.submit(
+                    extract_facts,
+                    self.llm,
+                    episode,
+                    group,
+                    known,
+                    self.speakers,
+                    self.config,
+                    self.ledger,
+                )
+                queue.append((episode, group, call, reasons))
+
+        fill()
+        while queue:
+            episode, group, call, reasons = queue.popleft()
+            texts, why = call.result()
+            if why:
+                reasons.append(f"no facts extracted ({why})")
+            self.report.degraded += [
+                f"{episode.id}: {r}" for r in reasons if not r.startswith("segmentation")
+            ]
+            with CPU:
+                self._commit(episode, texts, Origin(self.builder, tuple(reasons)))
+            done += len(group)
+            if progress:
+                progress(done, total)
+            fill()
+
+    def _commit(self, episode: Episode, texts: list[str], origin: Origin) -> None:
+        """Store ``episode``, its merged facts and its origin in one transaction."""
+        dim = self.facts.matrix.shape[1]
+        vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
+        merge = self.facts.merge(
+            episode, texts, vectors, self.config.dedup_threshold, self.next_fact
+        )
         episode_vector = self.embedder.embed([document(episode)])
+        store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
-            store.add_episodes(scope, [episode], episode_vector, self.embedder.id)
-            if new:
-                store.put_facts(scope, new, np.vstack(new_vectors), self.embedder.id)
-            if changed:
-                old = np.vstack([matrix[rows[fid]] for fid in changed])
-                store.put_facts(scope, list(changed.values()), old, self.embedder.id)
-        self.next_episode += 1
-        return len(new), merged
+            store.add_episodes(scope, [episode], episode_vector, embedder)
+            if merge.new:
+                store.put_facts(scope, merge.new, merge.new_vectors, embedder)
+            if merge.changed:
+                store.put_facts(scope, merge.changed, merge.changed_vectors, embedder)
+            record_origin(store, scope, episode.id, origin)
+        self.next_fact += len(merge.new)
+        self.report.episodes += 1
+        self.report.facts_added += len(merge.new)
+        self.report.facts_merged += merge.merged
+
+
+def _when(dates: dict[int, datetime], session: int, group: Sequence[Turn]) -> datetime:
+    return dates.get(session, group[0].timestamp)

@@ -28,6 +28,12 @@ class BuildConfig:
     restatements 0.967-0.994, distinct facts up to 0.957 ("enjoys camping" / "enjoys hiking"),
     and "has two kids" / "has three kids" at 0.965 is stopped only by the number guard. A wrong
     merge loses a fact while a missed merge only leaves a redundant one, hence 0.97.
+
+    ``snapshot_lag`` is how far fact extraction runs ahead of the merge: episode ``E<n>`` is
+    extracted against the facts of episodes up to ``n - snapshot_lag``, so that many episodes'
+    extractions (two calls each) can be in flight at once; 1 is strictly sequential (every
+    earlier episode's facts known). The store depends on it, not on concurrency or timing.
+    Later restatements of a fact the snapshot missed still merge through the de-duplication.
     """
 
     batch_size: int = 40
@@ -36,6 +42,7 @@ class BuildConfig:
     window_size: int = 8
     related_facts: int = 20
     dedup_threshold: float = 0.97
+    snapshot_lag: int = 8
     segment_max_tokens: int = 1024
     episode_max_tokens: int = 1500
     predict_max_tokens: int = 800

@@ -17,30 +17,16 @@ from qemem.construct.prompting import (
     session_date,
     turn_lines,
 )
-from qemem.embed.base import Embedder
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, SemanticFact, Turn, document
-from qemem.retrieve.search import hybrid_search
-from qemem.store.base import MemoryStore, Scope
+from qemem.models import Episode, SemanticFact, Turn
 
 _NUMBER = re.compile(
     r"\b(?:\d+(?:[.,]\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
     r"twelve|once|twice)\b",
     re.IGNORECASE,
 )
-
-
-def related_facts(
-    store: MemoryStore, scope: Scope, embedder: Embedder, episode: Episode, k: int
-) -> list[SemanticFact]:
-    """The stored facts of the conversation most related to ``episode`` (hybrid search)."""
-    ids, _ = store.vectors(scope, "fact")
-    if not ids:
-        return []
-    hits = hybrid_search(store, scope, "fact", [document(episode)], embedder, k=k)
-    return store.facts(scope, [h.id for h in hits])
 
 
 def extract_facts(

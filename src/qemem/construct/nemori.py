@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.construct.build import next_number
+from qemem.construct.origin import IMPORTED, Origin, record_origin
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
 from qemem.models import Episode, SemanticFact, Turn, document, parse_datetime
@@ -220,6 +221,8 @@ def import_nemori(
         with store.transaction():
             if episodes:
                 store.add_episodes(scope, episodes, episode_vectors, embedder.id)
+            for episode in episodes:
+                record_origin(store, scope, episode.id, Origin(IMPORTED))
             if facts:
                 store.put_facts(scope, facts, fact_vectors, embedder.id)
     report.episodes, report.facts = len(episodes), len(facts)

@@ -347,8 +347,8 @@ def _build(
     """Build what the store lacks; record the builds that did work in build.json."""
     path = out / "build.json"
     done = json.loads(path.read_text("utf-8")) if path.exists() else {}
-    for n, cid in enumerate(conversations):
-        [report] = memory.build(cid)
+    reports = memory.build(list(conversations))  # several conversations at once
+    for n, (cid, report) in enumerate(zip(conversations, reports, strict=True)):
         if report.llm_calls or report.episodes:
             done[cid] = report.to_dict()
         if progress:

@@ -2,16 +2,18 @@
 
 ``SourceIndex`` loads one conversation's records once and answers: which record does an id
 name, what is its session date, which turns surround a turn. ``format_memories`` renders
-episodes, then semantic facts, then turns grouped by session in time order, every record with
-its id and session date (the layout every prompt of the query-time method uses).
+episodes, then semantic facts, then turns, each grouped by session in time order under one
+session date header, every record with its id (the layout every prompt of the query-time
+method uses).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
 from qemem.prompts import as_data
@@ -108,33 +110,48 @@ def format_memories(
     turns: Sequence[Turn],
     *,
     marked: Iterable[str] = (),
+    shown: Iterable[str] = (),
+    narratives: bool = False,
 ) -> str:
-    """Episodes, then facts, then turns grouped by session in time order; ``marked`` turn ids
-    get a ``*`` before their id. Empty sections are left out."""
+    """Episodes, then facts, then turns; each section grouped by session in time order under
+    one date header per session. ``marked`` turn ids get a ``*`` before their id. An episode
+    whose turns are all in the text (in ``turns`` or in ``shown``, the turn ids shown elsewhere
+    in the same prompt) keeps its id and title but not its narrative, which would repeat them,
+    unless ``narratives`` (every narrative shown). Empty sections are left out."""
     marks = set(marked)
+    visible = {t.id for t in turns} | set(shown)
     blocks: list[str] = []
     if episodes:
         lines = ["Episodes:"]
-        for ep in episodes:
-            when = show_date(index.session_date(ep))
-            title, content = as_data(ep.title), as_data(ep.content)
-            lines.append(f"[{ep.id}] (session {ep.session}, {when}) {title}: {content}")
+        for ep in _by_session(index, episodes, lines):
+            if not narratives and ep.turn_ids and visible.issuperset(ep.turn_ids):
+                lines.append(f"[{ep.id}] {as_data(ep.title)} (its turns are shown)")
+            else:
+                lines.append(f"[{ep.id}] {as_data(ep.title)}: {as_data(ep.content)}")
         blocks.append("\n".join(lines))
     if facts:
-        lines = ["Semantic facts:"]
-        for fact in facts:
-            when = show_date(index.session_date(fact))
-            content = as_data(fact.content)
-            lines.append(f"[{fact.id}] (learned in session {fact.session}, {when}) {content}")
+        lines = ["Semantic facts (each under the session it was learned in):"]
+        for fact in _by_session(index, facts, lines):
+            lines.append(f"[{fact.id}] {as_data(fact.content)}")
         blocks.append("\n".join(lines))
     if turns:
         lines = ["Turns:"]
-        session: int | None = None
-        for turn in index.in_order(turns):
-            if turn.session != session:
-                session = turn.session
-                lines.append(f"--- Session {session} ({show_date(index.session_date(turn))})")
+        for turn in _by_session(index, index.in_order(turns), lines):
             star = "*" if turn.id in marks else ""
             lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(turn.text)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+R = TypeVar("R", Turn, Episode, SemanticFact)
+
+
+def _by_session(index: SourceIndex, records: Sequence[R], lines: list[str]) -> Iterator[R]:
+    """``records`` grouped by session (sessions in order, records in their given order within
+    one), appending a date header line to ``lines`` before each session's first."""
+    session: int | None = None
+    for record in sorted(records, key=lambda r: r.session):
+        if record.session != session:
+            session = record.session
+            lines.append(f"--- Session {session} ({show_date(index.session_date(record))})")
+        yield record

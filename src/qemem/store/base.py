@@ -82,6 +82,10 @@ class MemoryStore(Protocol):
 
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]: ...
 
+    def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
+        """Remove episodes (links, vectors) and the facts no remaining episode supports."""
+        ...
+
     # search
     def embedder(self) -> tuple[str, int] | None:
         """The (embedder id, dimension) every stored vector was made with, if any."""

