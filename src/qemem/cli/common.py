@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,13 +21,13 @@ from rich.progress import (
 console = Console()
 err_console = Console(stderr=True)
 
+_STORE_HELP = "Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST/DB."
 StoreOpt = Annotated[
-    Path,
-    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+    str, typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)")
 ]
 OptionalStoreOpt = Annotated[
-    Path | None,
-    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+    str | None,
+    typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)"),
 ]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from qemem.embed.base import Embedder
+from qemem.embed.cache import query_cache
 from qemem.errors import InputError
 from qemem.models import SPACES, Episode, Plan, Pool, PoolItem, Reason, SemanticFact, Space, Turn
 from qemem.retrieve.bm25 import tokenize
@@ -166,7 +167,7 @@ def build_pool(
     speakers = store.get_conversation(scope).speakers
     dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
     unique = list(dict.fromkeys(dense_texts))
-    unique_vectors = embedder.embed(unique, query=True)
+    unique_vectors = query_cache.embed(embedder, unique)
     vectors = unique_vectors[[unique.index(t) for t in dense_texts]]
     tokens = [tokenize(q) for q in texts]
 
