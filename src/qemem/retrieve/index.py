@@ -56,7 +56,9 @@ class SearchIndex:
                 f"query vectors are {queries.shape[1]}-d but the store's are "
                 f"{self.matrix.shape[1]}-d: search with the embedder the store was built with"
             )
-        sims = queries @ self.matrix.T
+        # One product for all queries. einsum runs it on this thread: BLAS's threaded sgemm
+        # waits on busy cores (7 x 663 x 384 took 27 ms on 2 loaded cores, einsum 0.8 ms).
+        sims = np.einsum("qd,nd->qn", queries.astype(np.float32), self.matrix)
         return [[(self.ids[i], s) for i, s in top_rows(row, k)] for row in sims]
 
     def sparse(self, queries: Sequence[Sequence[str]], k: int | None = None) -> list[Ranked]:

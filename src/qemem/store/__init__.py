@@ -59,12 +59,20 @@ def open_store(url: str | Path | None = None, *, pool_size: int | None = None) -
     """Open the store a URL names (see :func:`parse_store_url`); in memory when None.
 
     ``pool_size`` bounds PostgreSQL's connection pool (default ``QEMEM_PG_POOL_SIZE``, else
-    8); SQLite ignores it.
+    8); ``QEMEM_PG_HNSW_MIN_ROWS`` turns on pgvector HNSW top-k for conversations with at least
+    that many vectors (default: exact search). SQLite ignores both.
     """
     backend, target = parse_store_url(url)
     if backend == "postgresql":
         from qemem.store.postgres import PostgresStore
 
-        size = pool_size or int(os.environ.get("QEMEM_PG_POOL_SIZE") or 8)
-        return PostgresStore(target, pool_size=size)
+        try:
+            size = pool_size or int(os.environ.get("QEMEM_PG_POOL_SIZE") or 8)
+            hnsw = os.environ.get("QEMEM_PG_HNSW_MIN_ROWS")
+            hnsw_min_rows = int(hnsw) if hnsw else None
+        except ValueError as exc:
+            raise ConfigError(
+                f"QEMEM_PG_POOL_SIZE and QEMEM_PG_HNSW_MIN_ROWS must be integers ({exc})"
+            ) from exc
+        return PostgresStore(target, pool_size=size, hnsw_min_rows=hnsw_min_rows)
     return SQLiteStore(target)
