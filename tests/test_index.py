@@ -118,3 +118,23 @@ def test_each_thread_has_its_own_stemmer() -> None:
     thread.start()
     thread.join()
     assert seen[0] is not stemmer() and stemmer() is stemmer()
+
+
+def test_cli_takes_store_urls(
+    pg_url: str, sample_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from qemem.cli import app
+
+    monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    refused = runner.invoke(app, ["conversations", "--store", "mysql://u@h/db"])
+    assert isinstance(refused.exception, ConfigError)
+    assert "unknown store scheme 'mysql'" in str(refused.exception)
+    monkeypatch.setenv("QEMEM_STORE", pg_url)
+    result = runner.invoke(app, ["ingest", str(sample_path), "--quiet"])
+    assert result.exit_code == 0 and "+65 turns" in result.output
+    listed = runner.invoke(app, ["conversations"])
+    assert "demo-1" in listed.output and list(tmp_path.iterdir()) == []
