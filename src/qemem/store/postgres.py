@@ -148,11 +148,14 @@ class PostgresStore:
             (scope.namespace, scope.conversation),
         )
         if not rows:
-            raise NotFoundError(
-                f"no conversation {scope!s} in store {self.path}: ingest it first "
-                "(qemem ingest FILE --store URL) or list them (qemem conversations)"
-            )
+            raise self._missing(scope)
         return int(rows[0][0]), int(rows[0][1])
+
+    def _missing(self, scope: Scope) -> NotFoundError:
+        return NotFoundError(
+            f"no conversation {scope!s} in store {self.path}: ingest it first "
+            "(qemem ingest FILE --store URL) or list them (qemem conversations)"
+        )
 
     def _pk(self, scope: Scope) -> int:
         return self._row(scope)[0]
@@ -191,8 +194,13 @@ class PostgresStore:
         return [self.get_conversation(Scope(cid, ns)) for ns, cid in rows]
 
     def get_conversation(self, scope: Scope) -> Conversation:
-        pk = self._pk(scope)
-        speakers = self._query("SELECT speakers FROM conversations WHERE pk = %s", (pk,))[0][0]
+        rows = self._query(
+            "SELECT pk, speakers FROM conversations WHERE namespace = %s AND id = %s",
+            (scope.namespace, scope.conversation),
+        )
+        if not rows:
+            raise self._missing(scope)
+        pk, speakers = rows[0]
         sessions = tuple(
             Session(int(idx), datetime.fromisoformat(dt), key)
             for idx, dt, key in self._query(
