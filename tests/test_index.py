@@ -13,7 +13,7 @@ import pytest
 
 from qemem.embed import HashEmbedder
 from qemem.embed.cache import QueryCache
-from qemem.errors import ConfigError
+from qemem.errors import ConfigError, StoreError
 from qemem.memory import Memory
 from qemem.retrieve.fusion import cosine_rank
 from qemem.retrieve.index import SearchIndex, search_index
@@ -138,3 +138,8 @@ def test_cli_takes_store_urls(
     assert result.exit_code == 0 and "+65 turns" in result.output
     listed = runner.invoke(app, ["conversations"])
     assert "demo-1" in listed.output and list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_postgres_is_a_store_error() -> None:
+    with pytest.raises(StoreError, match=r"cannot open store postgresql://u:\*\*\*@"):
+        open_store("postgresql://u:secret@127.0.0.1:1/none?connect_timeout=2")

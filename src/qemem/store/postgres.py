@@ -57,7 +57,7 @@ class PostgresStore:
         try:
             import psycopg
             from pgvector.psycopg import register_vector
-            from psycopg_pool import ConnectionPool
+            from psycopg_pool import ConnectionPool, PoolTimeout
         except ImportError as exc:
             raise ConfigError(
                 f"the PostgreSQL store needs psycopg, psycopg_pool and pgvector ({exc.name} is "
@@ -66,6 +66,7 @@ class PostgresStore:
         self.path = _redact(url)
         self.hnsw_min_rows = hnsw_min_rows
         self._integrity = psycopg.IntegrityError
+        self._unreachable = (psycopg.OperationalError, PoolTimeout)
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 self._create_extension(conn)
@@ -92,9 +93,11 @@ class PostgresStore:
     def _create_extension(conn: Any) -> None:
         if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
             return
+        import psycopg
+
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        except Exception as exc:
+        except psycopg.Error as exc:
             raise StoreError(
                 f"pgvector is not enabled in this database and this user cannot enable it "
                 f"({exc}): install pgvector >= 0.5 and run, as a superuser, "
@@ -116,6 +119,8 @@ class PostgresStore:
                     self._local.conn = None
         except self._integrity as exc:
             raise StoreError(f"write refused by store {self.path}: {exc}") from exc
+        except self._unreachable as exc:
+            raise StoreError(f"store {self.path} is unreachable: {exc}") from exc
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -123,8 +128,11 @@ class PostgresStore:
         if conn is not None:
             yield conn
             return
-        with self._pool.connection() as conn:
-            yield conn
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._unreachable as exc:
+            raise StoreError(f"store {self.path} is unreachable: {exc}") from exc
 
     def close(self) -> None:
         self._pool.close()
