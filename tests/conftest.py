@@ -1,10 +1,18 @@
-"""Shared fixtures: the bundled sample conversation in an in-memory store with a hash embedder."""
+"""Shared fixtures: the bundled sample conversation in an in-memory store with a hash embedder;
+store URLs of both backends for the store contract suite (PostgreSQL from a throwaway
+``pgserver`` for the session, or the server ``QEMEM_TEST_PG_DSN`` names)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -33,3 +41,71 @@ def empty_memory() -> Iterator[Memory]:
     mem = Memory(SQLiteStore(":memory:"), HashEmbedder())
     yield mem
     mem.close()
+
+
+def _postgres_unavailable(reason: str) -> NoReturn:
+    """Skip the PostgreSQL tests with ``reason``, except under CI, where they must run."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"PostgreSQL tests must run under CI, but: {reason}", pytrace=False)
+    pytest.skip(f"no PostgreSQL server: {reason}")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL (with pgvector) URL for the session: ``QEMEM_TEST_PG_DSN``, else a
+    ``pgserver`` started in a temporary folder and removed at the end, even on failure."""
+    dsn = os.environ.get("QEMEM_TEST_PG_DSN")
+    if dsn:
+        yield dsn
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+        try:
+            import pgserver
+        except ImportError:
+            _postgres_unavailable("pgserver is not installed (./scripts/setup installs it)")
+    folder = tempfile.mkdtemp(prefix="qemem-pg-")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = pgserver.get_server(folder, cleanup_mode="delete")
+    except Exception as exc:
+        shutil.rmtree(folder, ignore_errors=True)
+        _postgres_unavailable(f"pgserver did not start ({exc})")
+    try:
+        yield server.get_uri()
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def database_url(server: str, name: str) -> str:
+    """``server``'s URL with the database part replaced by ``name``."""
+    head, _, tail = server.partition("?")
+    base = head.rsplit("/", 1)[0]
+    return f"{base}/{name}" + (f"?{tail}" if tail else "")
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"qemem_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield database_url(pg_server, name)
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an empty store of each backend (the store contract suite runs on both)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "memory.db")
+    return str(request.getfixturevalue("pg_url"))

@@ -11,6 +11,7 @@ from qemem.eval.coverage import auc, coverage_curve, evidence_rank
 from qemem.memory import Memory
 from qemem.retrieve.bm25 import BM25Index, tokenize, top_positive
 from qemem.retrieve.fusion import cosine_rank, ranked, rrf
+from qemem.retrieve.index import search_index
 from qemem.retrieve.search import fuse
 from qemem.store import Scope
 
@@ -82,7 +83,7 @@ def test_hybrid_search_finds_the_turn(memory: Memory) -> None:
 
 def test_dense_search_returns_every_record_ranked(memory: Memory) -> None:
     vec = memory.embedder.embed(["marathon"], query=True)
-    [ranking] = memory.store.dense_search(Scope("demo-1"), "turn", vec)
+    [ranking] = search_index(memory.store, Scope("demo-1"), "turn").dense(vec)
     assert len(ranking) == len(memory.turns("demo-1"))
     sims = [s for _, s in ranking]
     assert sims == sorted(sims, reverse=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fastapi.routing import APIRoute
 
-from qemem.errors import AuthError, ConfigError, NotFoundError
+from qemem.errors import AuthError, NotFoundError
 from qemem.keys import (
     SQLiteKeyStore,
     create_key,
@@ -146,8 +146,22 @@ def test_keys_store_only_a_salted_hash_and_verify(tmp_path: Path) -> None:
     with pytest.raises(NotFoundError):
         revoke_key(keys, "nope")
     keys.close()
-    with pytest.raises(ConfigError, match="SQLite"):
-        open_key_store("postgresql://user@localhost/qemem")
+
+
+def test_both_backends_keep_keys_in_the_store(store_url: str) -> None:
+    keys = open_key_store(store_url)
+    key, record = create_key(keys, "team-b", label="agent")
+    assert verify_key(keys, key) == record
+    assert [k.id for k in keys.list("team-b")] == [record.id] and keys.list("other") == []
+    revoke_key(keys, record.id)
+    revoke_key(keys, record.id)  # revoking twice is fine
+    with pytest.raises(AuthError, match="revoked"):
+        verify_key(keys, key)
+    keys.close()
+    reopened = open_key_store(store_url)
+    stored = reopened.get(record.id)
+    assert stored is not None and stored.key.revoked is not None
+    reopened.close()
 
 
 def test_a_key_revoked_after_use_is_refused_and_a_forged_twin_never_passes() -> None:

@@ -3,8 +3,8 @@ and is stored only as a salted scrypt hash.
 
 A key reads ``qm_<id>_<secret>``: the id finds the row, the secret is checked against the hash in
 constant time. Secrets are 256 random bits, so a light scrypt cost is enough (nothing to guess).
-Storage sits behind the small ``KeyStore`` protocol; ``SQLiteKeyStore`` keeps the ``api_keys``
-table of a SQLite store file.
+Storage sits behind the small ``KeyStore`` protocol; ``SQLiteKeyStore`` and ``PostgresKeyStore``
+keep the ``api_keys`` table of the store itself.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from qemem.errors import AuthError, ConfigError, NotFoundError, StoreError
+from qemem.store import parse_store_url
 from qemem.store.schema import migrate
 
 PREFIX = "qm"
@@ -133,48 +134,50 @@ def revoke_key(keys: KeyStore, key_id: str) -> None:
         raise NotFoundError(f"no API key {key_id!r}: see `qemem keys list`")
 
 
-class SQLiteKeyStore:
-    """API keys in the ``api_keys`` table of a SQLite store file (or in memory)."""
+class _SQLKeyStore:
+    """The ``api_keys`` table over one connection; subclasses open it and name the driver's
+    parameter placeholder (``?`` or ``%s``)."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
-        self.path = str(path)
-        try:
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30
-            )
-            self._conn.execute("PRAGMA busy_timeout = 30000")
-            migrate(self._conn)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open key store {self.path!r}: {exc}") from exc
+    placeholder = "?"
+    path: str
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
         self._lock = threading.Lock()
+
+    def _run(self, sql: str, params: tuple[object, ...] = ()) -> tuple[list[Any], int]:
+        """(rows, rowcount) of one statement, ``?`` written for every parameter."""
+        with self._lock:
+            cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
+            rows = cursor.fetchall() if cursor.description else []
+            return rows, cursor.rowcount
 
     def add(self, stored: StoredKey) -> None:
         k = stored.key
-        with self._lock:
-            self._conn.execute(
-                "INSERT INTO api_keys (id, namespace, label, read_only, salt, hash, created, "
-                "revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    k.id,
-                    k.namespace,
-                    k.label,
-                    int(k.read_only),
-                    stored.salt.hex(),
-                    stored.hash.hex(),
-                    k.created,
-                    k.revoked,
-                ),
-            )
+        self._run(
+            "INSERT INTO api_keys (id, namespace, label, read_only, salt, hash, created, "
+            "revoked) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                k.id,
+                k.namespace,
+                k.label,
+                int(k.read_only),
+                stored.salt.hex(),
+                stored.hash.hex(),
+                k.created,
+                k.revoked,
+            ),
+        )
 
     def get(self, key_id: str) -> StoredKey | None:
-        with self._lock:
-            row = self._conn.execute(
-                "SELECT id, namespace, label, read_only, created, revoked, salt, hash "
-                "FROM api_keys WHERE id = ?",
-                (key_id,),
-            ).fetchone()
-        if row is None:
+        rows, _ = self._run(
+            "SELECT id, namespace, label, read_only, created, revoked, salt, hash "
+            "FROM api_keys WHERE id = ?",
+            (key_id,),
+        )
+        if not rows:
             return None
+        row = rows[0]
         return StoredKey(
             ApiKey(row[0], row[1], row[2], bool(row[3]), row[4], row[5]),
             bytes.fromhex(row[6]),
@@ -186,29 +189,61 @@ class SQLiteKeyStore:
         params: tuple[str, ...] = ()
         if namespace is not None:
             sql, params = sql + " WHERE namespace = ?", (namespace,)
-        with self._lock:
-            rows = self._conn.execute(sql + " ORDER BY created, id", params).fetchall()
+        rows, _ = self._run(sql + " ORDER BY created, id", params)
         return [ApiKey(r[0], r[1], r[2], bool(r[3]), r[4], r[5]) for r in rows]
 
     def revoke(self, key_id: str, when: str) -> bool:
-        with self._lock:
-            cursor = self._conn.execute(
-                "UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL", (when, key_id)
-            )
-            if cursor.rowcount:
-                return True
-            return bool(
-                self._conn.execute("SELECT 1 FROM api_keys WHERE id = ?", (key_id,)).fetchone()
-            )
+        _, changed = self._run(
+            "UPDATE api_keys SET revoked = ? WHERE id = ? AND revoked IS NULL", (when, key_id)
+        )
+        if changed:
+            return True
+        return bool(self._run("SELECT 1 FROM api_keys WHERE id = ?", (key_id,))[0])
 
     def close(self) -> None:
         with self._lock:
             self._conn.close()
 
 
+class SQLiteKeyStore(_SQLKeyStore):
+    """API keys in the ``api_keys`` table of a SQLite store file (or in memory)."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
+            )
+            conn.execute("PRAGMA busy_timeout = 30000")
+            migrate(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open key store {self.path!r}: {exc}") from exc
+        super().__init__(conn)
+
+
+class PostgresKeyStore(_SQLKeyStore):
+    """API keys in the ``api_keys`` table of a PostgreSQL store (the ``postgres`` extra)."""
+
+    placeholder = "%s"
+
+    def __init__(self, url: str) -> None:
+        from qemem.store.postgres import PostgresStore, redact
+
+        PostgresStore(url, pool_size=1).close()  # creates or migrates the schema
+        import psycopg
+
+        self.path = redact(url)
+        try:
+            conn = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open key store {self.path}: {exc}") from exc
+        super().__init__(conn)
+
+
 def open_key_store(url: str | Path) -> KeyStore:
-    """The key store of a store URL (a SQLite file path; ``:memory:`` for tests)."""
-    text = str(url)
-    if text.startswith(("postgres:", "postgresql:")):
-        raise ConfigError("API keys are kept in SQLite stores for now: serve a SQLite store file")
-    return SQLiteKeyStore(text)
+    """The key store of a store URL: the store's own ``api_keys`` table (SQLite file or
+    PostgreSQL; ``:memory:`` for tests)."""
+    backend, target = parse_store_url(url)
+    if backend == "postgresql":
+        return PostgresKeyStore(target)
+    return SQLiteKeyStore(target)

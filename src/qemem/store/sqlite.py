@@ -1,8 +1,8 @@
 """The embedded default store: one SQLite file (WAL, foreign keys) holding all three spaces.
 
-Vectors are float32 blobs; dense search is an exact scan of the scope's matrix (a few thousand
-rows per conversation), BM25 indexes are built from the stored tokens of the scope. Both are
-cached in memory per (scope, space) and rebuilt after any write, from this connection or another.
+Vectors are float32 blobs, BM25 tokens a space-separated column. Records and index rows are
+cached per (scope, space) by the scope's version, so a write to one conversation, from this
+connection or another, reloads only that conversation.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -29,22 +28,20 @@ from qemem.models import (
     Turn,
     document,
 )
-from qemem.retrieve.bm25 import BM25Index, tokenize, top_positive
-from qemem.retrieve.fusion import cosine_rank
-from qemem.store.base import Ranked, Scope
+from qemem.store.base import (
+    IndexRows,
+    Scope,
+    VersionedCache,
+    ordering,
+    record_order,
+    select_records,
+)
 from qemem.store.guard import open_read_only, write_error
 from qemem.store.schema import migrate
+from qemem.tokens import tokenize
 
 _TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
-R = TypeVar("R", Turn, Episode, SemanticFact)
 T = TypeVar("T")
-
-
-@dataclass
-class _Index:
-    ids: list[str]
-    matrix: np.ndarray
-    bm25: BM25Index
 
 
 class SQLiteStore:
@@ -59,8 +56,7 @@ class SQLiteStore:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._depth = 0
-        self._writes = 0
-        self._cache: dict[tuple[int, Space, str], tuple[tuple[int, int], Any]] = {}
+        self._cache: VersionedCache[Any] = VersionedCache(size=256)
         if read_only:
             self._conn = open_read_only(self.path)
             return
@@ -96,13 +92,14 @@ class SQLiteStore:
                 yield
             except BaseException as exc:
                 self._depth -= 1
-                if outer:
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                    self._cache.clear()
-                error = write_error(self.path, exc) if isinstance(exc, sqlite3.Error) else None
-                if error is not None:
-                    raise error from exc
+                if outer and self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    error = write_error(self.path, exc)
+                    if error is None and isinstance(exc, sqlite3.IntegrityError):
+                        error = StoreError(f"write refused by store {self.path}: {exc}")
+                    if error is not None:
+                        raise error from exc
                 raise
             self._depth -= 1
             if outer:
@@ -112,7 +109,6 @@ class SQLiteStore:
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise write_error(self.path, exc) or exc from None
-                self._writes += 1
 
     def close(self) -> None:
         with self._lock:
@@ -122,26 +118,10 @@ class SQLiteStore:
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
-    def _cached(self, key: tuple[int, Space, str], load: Callable[[], T]) -> T:
-        """``load()``'s value, kept until this or another connection commits a write.
-
-        Inside an open transaction nothing is cached or served from the cache, so reads there
-        always see the transaction's own writes.
-        """
-        with self._lock:
-            if self._depth:
-                return load()
-            version = (int(self._conn.execute("PRAGMA data_version").fetchone()[0]), self._writes)
-            hit = self._cache.get(key)
-            if hit is not None and hit[0] == version:
-                return cast(T, hit[1])
-            value = load()
-            self._cache[key] = (version, value)
-            return value
-
-    def _pk(self, scope: Scope) -> int:
+    def _row(self, scope: Scope) -> tuple[int, int]:
+        """(pk, version) of the scope's conversation; NotFoundError when absent."""
         rows = self._query(
-            "SELECT pk FROM conversations WHERE namespace = ? AND id = ?",
+            "SELECT pk, version FROM conversations WHERE namespace = ? AND id = ?",
             (scope.namespace, scope.conversation),
         )
         if not rows:
@@ -149,7 +129,32 @@ class SQLiteStore:
                 f"no conversation {scope!s} in store {self.path}: ingest it first "
                 "(qemem ingest FILE --store PATH) or list them (qemem conversations)"
             )
-        return int(rows[0][0])
+        return int(rows[0][0]), int(rows[0][1])
+
+    def _pk(self, scope: Scope) -> int:
+        return self._row(scope)[0]
+
+    def version(self, scope: Scope) -> int | None:
+        with self._lock:
+            version = self._row(scope)[1]
+            return None if self._depth else version
+
+    def _bump(self, pk: int) -> None:
+        """Give the scope a new version from the store-wide counter (inside a transaction)."""
+        self._conn.execute("UPDATE version_counter SET value = value + 1 WHERE id = 1")
+        self._conn.execute(
+            "UPDATE conversations SET version = (SELECT value FROM version_counter WHERE id = 1)"
+            " WHERE pk = ?",
+            (pk,),
+        )
+
+    def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T:
+        """``load(pk)``'s value for the scope, cached by the scope's version."""
+        with self._lock:
+            pk, version = self._row(scope)
+            if self._depth:
+                return load(pk)
+        return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
 
     # ------------------------------------------------------------------ conversations
     def conversations(self, namespace: str | None = None) -> list[Conversation]:
@@ -181,10 +186,11 @@ class SQLiteStore:
                 (scope.namespace, scope.conversation),
             )
             if not rows:
-                self._conn.execute(
+                cursor = self._conn.execute(
                     "INSERT INTO conversations (namespace, id, speakers) VALUES (?, ?, ?)",
                     (scope.namespace, scope.conversation, json.dumps(list(speakers))),
                 )
+                self._bump(int(cursor.lastrowid or 0))
                 return
             known = json.loads(rows[0][1])
             merged = known + [s for s in speakers if s not in known]
@@ -193,6 +199,7 @@ class SQLiteStore:
                     "UPDATE conversations SET speakers = ? WHERE pk = ?",
                     (json.dumps(merged), rows[0][0]),
                 )
+                self._bump(rows[0][0])
 
     def add_sessions(self, scope: Scope, sessions: Sequence[Session]) -> None:
         with self.transaction():
@@ -201,6 +208,7 @@ class SQLiteStore:
                 "INSERT INTO sessions (conv, idx, key, date_time) VALUES (?, ?, ?, ?)",
                 [(pk, s.index, s.key or str(s.index), s.date_time.isoformat()) for s in sessions],
             )
+            self._bump(pk)
 
     def delete_conversation(self, scope: Scope) -> bool:
         with self.transaction():
@@ -209,7 +217,6 @@ class SQLiteStore:
             except NotFoundError:
                 return False
             self._conn.execute("DELETE FROM conversations WHERE pk = ?", (pk,))
-            self._cache = {key: value for key, value in self._cache.items() if key[0] != pk}
         return True
 
     # ------------------------------------------------------------------ embedder bookkeeping
@@ -238,6 +245,7 @@ class SQLiteStore:
             )
 
     def _put_vectors(self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray) -> None:
+        self._bump(pk)
         self._conn.executemany(
             "INSERT OR REPLACE INTO vectors (conv, space, id, vector) VALUES (?, ?, ?, ?)",
             [
@@ -273,9 +281,8 @@ class SQLiteStore:
             self._put_vectors(pk, "turn", [t.id for t in turns], vectors)
 
     def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
-        pk = self._pk(scope)
-        return _select(
-            self._cached((pk, "turn", "records"), lambda: self._load_turns(pk, scope)), ids
+        return select_records(
+            self._load(scope, "turns", lambda pk: self._load_turns(pk, scope)), ids
         )
 
     def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
@@ -327,9 +334,8 @@ class SQLiteStore:
             self._put_vectors(pk, "episode", [e.id for e in episodes], vectors)
 
     def episodes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Episode]:
-        pk = self._pk(scope)
-        return _select(
-            self._cached((pk, "episode", "records"), lambda: self._load_episodes(pk, scope)), ids
+        return select_records(
+            self._load(scope, "episodes", lambda pk: self._load_episodes(pk, scope)), ids
         )
 
     def _load_episodes(self, pk: int, scope: Scope) -> list[Episode]:
@@ -338,10 +344,11 @@ class SQLiteStore:
             "SELECT episode, turn FROM episode_turns WHERE conv = ? ORDER BY episode, ord", (pk,)
         ):
             links.setdefault(episode, []).append(turn)
-        rows = self._query(
-            "SELECT id, session, title, content, timestamp FROM episodes WHERE conv = ? "
-            "ORDER BY session, CAST(substr(id, 2) AS INTEGER), id",
-            (pk,),
+        rows = sorted(
+            self._query(
+                "SELECT id, session, title, content, timestamp FROM episodes WHERE conv = ?", (pk,)
+            ),
+            key=lambda row: record_order(row[0], row[1]),
         )
         episodes = [
             Episode(
@@ -393,11 +400,11 @@ class SQLiteStore:
                 (pk, pk),
             )
             self._conn.execute(f"DELETE FROM facts WHERE conv = ? AND id IN ({orphans})", (pk, pk))
+            self._bump(pk)
 
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
-        pk = self._pk(scope)
-        return _select(
-            self._cached((pk, "fact", "records"), lambda: self._load_facts(pk, scope)), ids
+        return select_records(
+            self._load(scope, "facts", lambda pk: self._load_facts(pk, scope)), ids
         )
 
     def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
@@ -406,10 +413,9 @@ class SQLiteStore:
             "SELECT fact, episode FROM fact_episodes WHERE conv = ? ORDER BY rowid", (pk,)
         ):
             links.setdefault(fact, []).append(episode)
-        rows = self._query(
-            "SELECT id, content, session FROM facts WHERE conv = ? "
-            "ORDER BY CAST(substr(id, 2) AS INTEGER), id",
-            (pk,),
+        rows = sorted(
+            self._query("SELECT id, content, session FROM facts WHERE conv = ?", (pk,)),
+            key=lambda row: record_order(row[0]),
         )
         facts = [
             SemanticFact(rid, scope.conversation, content, session, tuple(links.get(rid, ())))
@@ -417,54 +423,29 @@ class SQLiteStore:
         ]
         return facts
 
-    # ------------------------------------------------------------------ search
-    def _index(self, scope: Scope, space: Space) -> _Index:
-        pk = self._pk(scope)
-        return self._cached((pk, space, "index"), lambda: self._load_index(pk, space))
+    # ------------------------------------------------------------------ index rows
+    def index_rows(self, scope: Scope, space: Space) -> IndexRows:
+        return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
 
-    def _load_index(self, pk: int, space: Space) -> _Index:
-        table = _TABLES[space]
-        order = "r.session, r.position" if space == "turn" else "r.rowid"
+    def _load_rows(self, pk: int, space: Space) -> IndexRows:
+        position = "r.position" if space == "turn" else "0"
         rows = self._query(
-            f"SELECT r.id, r.tokens, v.vector FROM {table} r JOIN vectors v "
-            f"ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ? "
-            f"ORDER BY {order}",
+            f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {_TABLES[space]} r "
+            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?",
             (space, pk),
         )
+        rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
         known = self.embedder()
-        dim = known[1] if known else 0
         matrix = (
-            np.vstack([np.frombuffer(blob, dtype=np.float32) for _, _, blob in rows])
+            np.vstack([np.frombuffer(row[2], dtype=np.float32) for row in rows])
             if rows
-            else np.zeros((0, dim), dtype=np.float32)
+            else np.zeros((0, known[1] if known else 0), dtype=np.float32)
         )
-        return _Index([r[0] for r in rows], matrix, BM25Index([r[1].split() for r in rows]))
+        return IndexRows([r[0] for r in rows], [r[1].split() for r in rows], matrix)
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
-        index = self._index(scope, space)
-        return list(index.ids), index.matrix
-
-    def dense_search(
-        self, scope: Scope, space: Space, queries: np.ndarray, k: int | None = None
-    ) -> list[Ranked]:
-        index = self._index(scope, space)
-        if index.matrix.shape[0] and queries.shape[1] != index.matrix.shape[1]:
-            raise EmbedderMismatchError(
-                f"query vectors are {queries.shape[1]}-d but the store's are "
-                f"{index.matrix.shape[1]}-d: search with the embedder the store was built with"
-            )
-        return [
-            [(index.ids[i], score) for i, score in cosine_rank(index.matrix, q, k)] for q in queries
-        ]
-
-    def bm25_search(
-        self, scope: Scope, space: Space, queries: Sequence[Sequence[str]], k: int | None = None
-    ) -> list[Ranked]:
-        index = self._index(scope, space)
-        return [
-            [(index.ids[i], score) for i, score in top_positive(index.bm25.scores(q), k)]
-            for q in queries
-        ]
+        rows = self.index_rows(scope, space)
+        return list(rows.ids), rows.matrix
 
     # ------------------------------------------------------------------ state
     def get_state(self, scope: Scope, key: str) -> str | None:
@@ -475,15 +456,7 @@ class SQLiteStore:
 
     def set_state(self, scope: Scope, key: str, value: str) -> None:
         with self.transaction():
+            pk = self._pk(scope)
             self._conn.execute(
-                "INSERT OR REPLACE INTO state (conv, key, value) VALUES (?, ?, ?)",
-                (self._pk(scope), key, value),
+                "INSERT OR REPLACE INTO state (conv, key, value) VALUES (?, ?, ?)", (pk, key, value)
             )
-
-
-def _select(records: list[R], ids: Sequence[str] | None) -> list[R]:
-    """Records in stored order, or those of ``ids`` in their order (unknown ids skipped)."""
-    if ids is None:
-        return list(records)
-    by_id = {r.id: r for r in records}
-    return [by_id[i] for i in ids if i in by_id]
