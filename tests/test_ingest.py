@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -13,6 +13,8 @@ from qemem.ingest import locomo_questions, parse_generic, parse_locomo, read_con
 from qemem.ingest.locomo import clean_evidence, load_locomo
 from qemem.memory import Memory
 from qemem.models import parse_datetime
+
+IST = timezone(timedelta(hours=5, minutes=30))
 
 SAMPLE_ID = "demo-1"
 
@@ -51,11 +53,13 @@ def write(path: Path, data: object) -> Path:
         ("12:09 am on 13 September, 2023", datetime(2023, 9, 13, 0, 9)),
         ("12:30 pm on 1 Jan, 2024", datetime(2024, 1, 1, 12, 30)),
         ("2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56)),
-        ("2023-05-08T13:56:00Z", datetime(2023, 5, 8, 13, 56)),
+        ("2023-05-08T13:56:00Z", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("2023-05-08T01:00+05:30", datetime(2023, 5, 8, 1, 0, tzinfo=IST)),
     ],
 )
 def test_parse_datetime(text: str, expected: datetime) -> None:
-    assert parse_datetime(text) == expected
+    parsed = parse_datetime(text)
+    assert parsed == expected and parsed.utcoffset() == expected.utcoffset()
 
 
 @pytest.mark.parametrize("text", ["yesterday", "1:56 pm on 31 February, 2023", ""])

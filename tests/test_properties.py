@@ -12,7 +12,7 @@ import os
 import re
 import string
 import tempfile
-from datetime import date
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -235,12 +235,32 @@ def test_locomo_ingest_rejects_cleanly(samples: Any) -> None:
 
 @QUICK
 @given(text=st.one_of(timestamps, st.from_regex(r"\d{1,2}:\d{2} [ap]m on \d{1,2} \w+, \d{1,6}")))
-def test_parse_datetime_returns_naive_or_raises_input_error(text: str) -> None:
+def test_parse_datetime_keeps_wall_time_or_raises_input_error(text: str) -> None:
     try:
         parsed = parse_datetime(text)
     except QememError:
         return
-    assert parsed.tzinfo is None
+    again = parse_datetime(parsed.isoformat())
+    assert again.isoformat() == parsed.isoformat()
+    if text[:1].isdigit() and "T" in text:  # ISO: the local wall time is what was written
+        assert parsed.isoformat().startswith(text[:10])
+
+
+offsets = st.builds(
+    timezone,
+    st.timedeltas(
+        min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23, minutes=59)
+    ).map(lambda d: timedelta(minutes=round(d.total_seconds() / 60))),
+)
+
+
+@QUICK
+@given(moment=st.datetimes(timezones=st.one_of(st.none(), offsets)))
+def test_parse_datetime_round_trips_local_time_and_offset(moment: datetime) -> None:
+    parsed = parse_datetime(moment.isoformat())
+    assert parsed.replace(tzinfo=None) == moment.replace(tzinfo=None)  # the wall time
+    assert parsed.utcoffset() == moment.utcoffset()
+    assert parsed.date() == moment.date()  # the speaker's calendar date, not UTC's
 
 
 time_words = st.lists(

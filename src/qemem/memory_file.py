@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError, StoreError
-from qemem.models import Episode, SemanticFact, Turn
+from qemem.models import Episode, SemanticFact, Turn, check_same_kind
 
 FORMAT = "qemem-memory/1"
 NOTE_KEY = "memory.note"
@@ -206,6 +206,8 @@ def check_provenance(
             )
         if episode.session not in known_sessions:
             raise InputError(f"session {episode.session} is not stored", record=where)
+        first_turn = turns[position[episode.turn_ids[0]]]
+        check_same_kind(episode.timestamp, first_turn.timestamp, record=where, field="timestamp")
         if any(session_of[t] != episode.session for t in episode.turn_ids):
             raise InputError(
                 f"every turn must belong to the episode's session {episode.session}",

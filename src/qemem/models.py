@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from qemem.errors import InputError
@@ -28,8 +28,10 @@ _LOCOMO_DATE = re.compile(
 def parse_datetime(value: str) -> datetime:
     """Parse a LoCoMo session date (``1:56 pm on 8 May, 2023``) or an ISO 8601 date-time.
 
-    A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) is converted to UTC; one
-    without an offset is taken as given. Either way the result is naive (no tzinfo).
+    A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) stays timezone-aware: its
+    local wall-clock time and its offset are both kept, so the speaker's calendar date (what
+    "yesterday" is resolved against) stays right and two equal wall times with different
+    offsets stay apart. One without an offset is naive: local time, offset unknown.
     """
     match = _LOCOMO_DATE.match(value)
     if match:
@@ -42,20 +44,59 @@ def parse_datetime(value: str) -> datetime:
         except ValueError as exc:
             raise InputError(f"invalid date {value!r}: {exc}") from exc
     try:
-        parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        return datetime.fromisoformat(value.strip())
     except ValueError:
         raise InputError(
-            f"unrecognised date {value!r}: use ISO 8601 (2023-05-08T13:56) "
-            "or LoCoMo's form ('1:56 pm on 8 May, 2023')"
+            f"unrecognised date {value!r}: use ISO 8601 (2023-05-08T13:56, "
+            "2023-05-08T13:56+05:30) or LoCoMo's form ('1:56 pm on 8 May, 2023')"
         ) from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC)
-    return parsed.replace(tzinfo=None)
+
+
+def has_offset(value: datetime) -> bool:
+    """Whether a date-time carries a UTC offset (aware) rather than local time alone (naive)."""
+    return value.utcoffset() is not None
+
+
+def check_same_kind(
+    value: datetime,
+    reference: datetime,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> None:
+    """Refuse ``value`` when it has a UTC offset and ``reference`` has none, or the reverse.
+
+    Date-times of one conversation are ordered against each other, and a local time of unknown
+    offset cannot be ordered against one with an offset, so a conversation's timestamps must
+    all have an offset or all lack one.
+    """
+    if has_offset(value) == has_offset(reference):
+        return
+    which = "has a UTC offset" if has_offset(value) else "has no UTC offset"
+    raise InputError(
+        f"{value.isoformat()} {which}, unlike {reference.isoformat()} of the same conversation: "
+        "give every timestamp of a conversation an offset (2024-03-14T19:15+05:30) or none",
+        file=file,
+        record=record,
+        field=field,
+    )
 
 
 def format_datetime(value: datetime) -> str:
-    """Render a session date-time the way prompts and listings show it: ``8 May 2023, 13:56``."""
-    return f"{value.day} {value:%B %Y, %H:%M}"
+    """Render a date-time the way prompts and listings show it: ``8 May 2023, 13:56``.
+
+    The local wall-clock time is shown; an aware date-time adds its offset
+    (``8 May 2023, 01:00 UTC+05:30``).
+    """
+    shown = f"{value.day} {value:%B %Y, %H:%M}"
+    offset = value.utcoffset()
+    if offset is None:
+        return shown
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"{shown} UTC{sign}{hours:02d}:{rest:02d}"
 
 
 @dataclass(frozen=True)
@@ -120,7 +161,8 @@ class Conversation:
 
     @property
     def span(self) -> tuple[datetime, datetime] | None:
-        """The first and last session date-times (None without sessions)."""
+        """The first and last session date-times (None without sessions); with offsets,
+        compared as instants (ingest keeps a conversation all aware or all naive)."""
         dates = [s.date_time for s in self.sessions]
         return (min(dates), max(dates)) if dates else None
 

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
-from qemem.models import ConversationInput, SessionInput, TurnInput, fold_caption, parse_datetime
+from qemem.models import (
+    ConversationInput,
+    SessionInput,
+    TurnInput,
+    check_same_kind,
+    fold_caption,
+    parse_datetime,
+)
 
 REQUIRED = ("conversation_id", "session_id", "timestamp", "speaker", "text")
 
@@ -115,6 +122,10 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
         namespace = record.get("namespace") or "default"
         cid, skey = record["conversation_id"], record["session_id"]
         conv = conversations.setdefault((namespace, cid), ConversationInput(cid, [], [], namespace))
+        if conv.sessions:
+            check_same_kind(
+                timestamp, conv.sessions[0].date_time, file=file, record=where, field="timestamp"
+            )
         session = sessions.get((namespace, cid, skey))
         if session is None:
             session = SessionInput(skey, timestamp, len(conv.sessions) + 1)

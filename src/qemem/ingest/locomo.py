@@ -10,7 +10,14 @@ from typing import Any
 
 from qemem.errors import InputError
 from qemem.ingest.generic import read_text
-from qemem.models import ConversationInput, SessionInput, TurnInput, fold_caption, parse_datetime
+from qemem.models import (
+    ConversationInput,
+    SessionInput,
+    TurnInput,
+    check_same_kind,
+    fold_caption,
+    parse_datetime,
+)
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 CATEGORY_NAMES = {
@@ -88,6 +95,14 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
             date_time = parse_datetime(date_text)
         except InputError as exc:
             raise fail(str(exc), f"{key}_date_time") from None
+        if sessions:
+            check_same_kind(
+                date_time,
+                sessions[0].date_time,
+                file=file,
+                record=f"sample {cid}",
+                field=f"{key}_date_time",
+            )
         session = SessionInput(key, date_time, number)
         for position, turn in enumerate(raw_turns):
             where = f"{key}[{position}]"

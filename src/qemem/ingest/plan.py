@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from qemem.errors import InputError
-from qemem.models import Conversation, ConversationInput, Session, Turn
+from qemem.models import Conversation, ConversationInput, Session, Turn, check_same_kind
 
 MAX_MESSAGE_CHARS = 100_000
 """Longer messages are refused at ingest (split them); only the first
@@ -62,9 +62,12 @@ def plan_conversation(
         by_session.setdefault(turn.session, []).append(turn)
     known_ids = {t.id for t in existing_turns}
     latest = max((s.date_time for s in stored.values()), default=None)
+    first = existing.sessions[0].date_time if existing and existing.sessions else None
     previous: tuple[str, datetime] | None = None
     for session in conv.sessions:
         where = f"conversation {conv.id}, session {session.key}"
+        first = first or session.date_time
+        check_same_kind(session.date_time, first, file=file, record=where, field="date")
         if previous is not None and session.date_time < previous[1]:
             raise InputError(
                 f"session dates run backwards: {session.date_time.isoformat()} is before "
@@ -78,7 +81,8 @@ def plan_conversation(
         if session.key in stored:
             index = stored[session.key].index
             old = by_session.get(index, [])
-            if stored[session.key].date_time != session.date_time:
+            # isoformat, not ==: equal instants with different offsets are different dates
+            if stored[session.key].date_time.isoformat() != session.date_time.isoformat():
                 raise InputError(
                     f"conflicts with the stored session date "
                     f"{stored[session.key].date_time.isoformat()} (input: "
@@ -123,6 +127,7 @@ def plan_conversation(
                     record=where,
                     field="text",
                 )
+            check_same_kind(message.timestamp, first, file=file, record=where, field="timestamp")
             tid = message.id or f"D{index}:{position + 1}"
             if tid in known_ids:
                 raise InputError(

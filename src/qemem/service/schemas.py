@@ -26,7 +26,10 @@ class MessageIn(BaseModel):
     """One message to append; ``id`` makes retries safe (a stored id is acknowledged again)."""
 
     session_id: str = Field(description="the sitting; sessions are ordered by first appearance")
-    timestamp: str = Field(description="ISO 8601, e.g. 2024-03-14T19:15:00")
+    timestamp: str = Field(
+        description="ISO 8601 local time, with its UTC offset when known, e.g. "
+        "2024-03-14T19:15:00+05:30; a conversation's timestamps all have an offset or none"
+    )
     speaker: str
     text: str
     id: str | None = Field(default=None, description="stable message id (recommended)")
