@@ -221,6 +221,27 @@ def test_versions_are_per_scope_and_never_reused(memory: Memory, sample_path: Pa
     assert search_index(memory.store, SCOPE, "turn") is not index
 
 
+def test_conversation_reads_follow_writes(memory: Memory) -> None:
+    """A conversation read (cached by version on SQLite) shows the sessions and speakers
+    written after it."""
+    before = memory.conversation("demo-1")
+    assert memory.conversation("demo-1") == before
+    memory.add_messages(
+        "demo-1",
+        [
+            {
+                "session_id": "later",
+                "timestamp": "2030-01-01T10:00:00",
+                "speaker": "Newcomer",
+                "text": "hello again",
+            }
+        ],
+    )
+    after = memory.conversation("demo-1")
+    assert "Newcomer" in after.speakers
+    assert len(after.sessions) == len(before.sessions) + 1
+
+
 def test_concurrent_writers_lose_and_duplicate_nothing(store_url: str, sample_path: Path) -> None:
     """Four connections ingest the same file into four namespaces at once, each twice."""
     errors: list[BaseException] = []

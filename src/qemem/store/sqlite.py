@@ -167,7 +167,9 @@ class SQLiteStore:
         return [self.get_conversation(Scope(cid, ns)) for ns, cid in rows]
 
     def get_conversation(self, scope: Scope) -> Conversation:
-        pk = self._pk(scope)
+        return self._load(scope, "conversation", lambda pk: self._load_conversation(pk, scope))
+
+    def _load_conversation(self, pk: int, scope: Scope) -> Conversation:
         speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
         sessions = tuple(
             Session(int(idx), datetime.fromisoformat(dt), key)
