@@ -221,6 +221,59 @@ def test_versions_are_per_scope_and_never_reused(memory: Memory, sample_path: Pa
     assert search_index(memory.store, SCOPE, "turn") is not index
 
 
+def test_conversation_reads_follow_writes(memory: Memory) -> None:
+    """A conversation read (cached by version on SQLite) shows the sessions and speakers
+    written after it."""
+    before = memory.conversation("demo-1")
+    assert memory.conversation("demo-1") == before
+    memory.add_messages(
+        "demo-1",
+        [
+            {
+                "session_id": "later",
+                "timestamp": "2030-01-01T10:00:00",
+                "speaker": "Newcomer",
+                "text": "hello again",
+            }
+        ],
+    )
+    after = memory.conversation("demo-1")
+    assert "Newcomer" in after.speakers
+    assert len(after.sessions) == len(before.sessions) + 1
+
+
+def test_sqlite_reads_do_not_wait_for_a_write_transaction(
+    tmp_path: Path, sample_path: Path
+) -> None:
+    """Another thread reads the last commit while a write transaction is open."""
+    with Memory.open(str(tmp_path / "s.db"), embedder=HashEmbedder()) as mem:
+        mem.ingest(sample_path)
+        count = len(mem.turns("demo-1"))
+        entered, release = threading.Event(), threading.Event()
+
+        def write() -> None:
+            with mem.store.transaction():
+                mem.store.set_state(SCOPE, "probe", "1")
+                entered.set()
+                release.wait(10)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        entered.wait(10)
+        read: list[int | None] = []
+        reader = threading.Thread(
+            target=lambda: read.extend([len(mem.turns("demo-1")), mem.store.version(SCOPE)])
+        )
+        reader.start()
+        reader.join(5)
+        finished = not reader.is_alive()
+        release.set()
+        writer.join()
+        reader.join()
+        assert finished and read[0] == count and read[1] is not None
+        assert mem.store.get_state(SCOPE, "probe") == "1"
+
+
 def test_concurrent_writers_lose_and_duplicate_nothing(store_url: str, sample_path: Path) -> None:
     """Four connections ingest the same file into four namespaces at once, each twice."""
     errors: list[BaseException] = []

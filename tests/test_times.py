@@ -681,6 +681,13 @@ def test_datetime_and_string_anchors_use_the_date() -> None:
     assert resolve_times("yesterday", "1:56 pm on 8 May, 2023") == by_date
 
 
+def test_repeated_resolutions_are_equal_and_independent() -> None:
+    first = resolve_times("two weeks ago and yesterday", MON_8_MAY)
+    first.clear()  # the memoised result is not shared with callers
+    again = resolve_times("two weeks ago and yesterday", MON_8_MAY)
+    assert [r.expression for r in again] == ["two weeks ago", "yesterday"]
+
+
 def test_normalise_time_first_or_anchor() -> None:
     first = normalise_time("We met last week and again yesterday", MON_8_MAY)
     assert (first.expression, first.phrase) == ("last week", "the week before 8 May 2023")

@@ -46,6 +46,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Literal
 
 from qemem.errors import InputError
@@ -319,7 +320,13 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]]
 
 def resolve_times(text: str, anchor: date | datetime | str) -> list[TimeResolution]:
     """Every relative time expression of ``text`` resolved against ``anchor``, in text order."""
-    day = parse_anchor(anchor)
+    return list(_resolve(text, parse_anchor(anchor)))
+
+
+@lru_cache(maxsize=8192)
+def _resolve(text: str, day: date) -> tuple[TimeResolution, ...]:
+    """``resolve_times`` memoised: a pool's turns are resolved again for every question (about
+    0.14 ms per turn for the 14 patterns), and the result depends on nothing else."""
     found: list[tuple[int, int, re.Match[str], Callable[[re.Match[str], date], _Resolved]]] = []
     for pattern, handler in _RULES:
         found.extend((m.start(), -len(m.group()), m, handler) for m in pattern.finditer(text))
@@ -336,7 +343,7 @@ def resolve_times(text: str, anchor: date | datetime | str) -> list[TimeResoluti
                 match.group(), first, last, granularity, phrase, position=start, anchor=day
             )
         )
-    return resolutions
+    return tuple(resolutions)
 
 
 def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:

@@ -47,8 +47,10 @@ T = TypeVar("T")
 class SQLiteStore:
     """A :class:`~qemem.store.base.MemoryStore` in one SQLite file, or in memory (``":memory:"``).
 
-    Safe to share between threads (one connection behind a lock); several processes may open
-    the same file (WAL, busy timeout).
+    Safe to share between threads: writes (and reads inside a write transaction) go through one
+    connection behind a lock; for a file, other threads read through a second connection, so
+    reads see the last commit without waiting for a write transaction to end (WAL). Several
+    processes may open the same file (WAL, busy timeout).
     """
 
     def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
@@ -56,6 +58,9 @@ class SQLiteStore:
         self.read_only = read_only
         self._lock = threading.RLock()
         self._depth = 0
+        self._owner: int | None = None  # the thread inside the write transaction
+        self._reader: sqlite3.Connection | None = None
+        self._read_lock = threading.Lock()
         self._cache: VersionedCache[Any] = VersionedCache(size=256)
         if read_only:
             self._conn = open_read_only(self.path)
@@ -72,6 +77,12 @@ class SQLiteStore:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
             migrate(self._conn)
+            if self.path != ":memory:":
+                self._reader = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=30
+                )
+                self._reader.execute("PRAGMA busy_timeout = 30000")
+                self._reader.execute("PRAGMA query_only = ON")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
 
@@ -87,11 +98,14 @@ class SQLiteStore:
                     self._conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.OperationalError as exc:
                     raise write_error(self.path, exc) or exc from None
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 yield
             except BaseException as exc:
                 self._depth -= 1
+                if outer:
+                    self._owner = None
                 if outer and self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -103,6 +117,7 @@ class SQLiteStore:
                 raise
             self._depth -= 1
             if outer:
+                self._owner = None
                 try:
                     self._conn.execute("COMMIT")
                 except sqlite3.OperationalError as exc:
@@ -113,8 +128,18 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        with self._read_lock:
+            if self._reader is not None:
+                self._reader.close()
+
+    def _in_transaction(self) -> bool:
+        """Whether the calling thread is inside this store's write transaction."""
+        return self._owner == threading.get_ident()
 
     def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        if self._reader is not None and not self._in_transaction():
+            with self._read_lock:
+                return self._reader.execute(sql, params).fetchall()
         with self._lock:
             return self._conn.execute(sql, params).fetchall()
 
@@ -135,9 +160,8 @@ class SQLiteStore:
         return self._row(scope)[0]
 
     def version(self, scope: Scope) -> int | None:
-        with self._lock:
-            version = self._row(scope)[1]
-            return None if self._depth else version
+        version = self._row(scope)[1]
+        return None if self._in_transaction() else version
 
     def _bump(self, pk: int) -> None:
         """Give the scope a new version from the store-wide counter (inside a transaction)."""
@@ -150,10 +174,9 @@ class SQLiteStore:
 
     def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T:
         """``load(pk)``'s value for the scope, cached by the scope's version."""
-        with self._lock:
-            pk, version = self._row(scope)
-            if self._depth:
-                return load(pk)
+        pk, version = self._row(scope)
+        if self._in_transaction():
+            return load(pk)
         return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
 
     # ------------------------------------------------------------------ conversations
@@ -167,7 +190,9 @@ class SQLiteStore:
         return [self.get_conversation(Scope(cid, ns)) for ns, cid in rows]
 
     def get_conversation(self, scope: Scope) -> Conversation:
-        pk = self._pk(scope)
+        return self._load(scope, "conversation", lambda pk: self._load_conversation(pk, scope))
+
+    def _load_conversation(self, pk: int, scope: Scope) -> Conversation:
         speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
         sessions = tuple(
             Session(int(idx), datetime.fromisoformat(dt), key)
