@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qemem.evidence.cards import ViewCard
+from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex
 from qemem.models import Episode, Pool, SemanticFact, Turn
 
@@ -73,17 +73,9 @@ def collect_sources(
     episode_turns: int = 12,
 ) -> Sources:
     """The records the answer's pool, cards and answer context show (see the module doc)."""
-    turns: list[Turn] = []
-    episodes: dict[str, Episode] = {}
-    facts: dict[str, SemanticFact] = {}
-    for item in pool.items():
-        record = item.record
-        if isinstance(record, Turn):
-            turns.append(record)
-        elif isinstance(record, Episode):
-            episodes[record.id] = record
-        else:
-            facts[record.id] = record
+    pooled_episodes, pooled_facts, turns = pool_records(pool)
+    episodes = {e.id: e for e in pooled_episodes}
+    facts = {f.id: f for f in pooled_facts}
     for card in cards:
         for source in card.sources:
             located = index.get(source)
