@@ -20,17 +20,20 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from qemem.errors import ConfigError, EmbedderMismatchError, InputError, NotFoundError, StoreError
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn, document
+from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 from qemem.store.base import (
     IndexRows,
     Scope,
     VersionedCache,
+    episode_row,
+    fact_row,
     ordering,
     record_order,
     select_records,
+    session_row,
+    turn_row,
 )
 from qemem.store.postgres_schema import migrate
-from qemem.tokens import tokenize
 
 _TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
 T = TypeVar("T")
@@ -243,7 +246,7 @@ class PostgresStore:
             self._write(
                 "INSERT INTO sessions (conv, idx, key, date_time) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT DO NOTHING",
-                [(pk, s.index, s.key or str(s.index), s.date_time.isoformat()) for s in sessions],
+                [session_row(pk, s) for s in sessions],
             )
 
     def delete_conversation(self, scope: Scope) -> bool:
@@ -298,19 +301,7 @@ class PostgresStore:
             self._write(
                 "INSERT INTO turns (conv, id, session, pos, speaker, text, ts, tokens)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                [
-                    (
-                        pk,
-                        t.id,
-                        t.session,
-                        t.position,
-                        t.speaker,
-                        t.text,
-                        t.timestamp.isoformat(),
-                        " ".join(tokenize(document(t))),
-                    )
-                    for t in turns
-                ],
+                [turn_row(pk, t) for t in turns],
             )
             self._put_vectors(pk, "turn", [t.id for t in turns], vectors)
 
@@ -339,18 +330,7 @@ class PostgresStore:
             self._write(
                 "INSERT INTO episodes (conv, id, session, title, content, ts, tokens)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        pk,
-                        e.id,
-                        e.session,
-                        e.title,
-                        e.content,
-                        e.timestamp.isoformat(),
-                        " ".join(tokenize(document(e))),
-                    )
-                    for e in episodes
-                ],
+                [episode_row(pk, e) for e in episodes],
             )
             self._write(
                 "INSERT INTO episode_turns (conv, episode, turn, ord) VALUES (%s, %s, %s, %s)",
@@ -403,7 +383,7 @@ class PostgresStore:
                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (conv, id) DO UPDATE SET"
                 " content = EXCLUDED.content, session = EXCLUDED.session,"
                 " tokens = EXCLUDED.tokens",
-                [(pk, f.id, f.content, f.session, " ".join(tokenize(document(f)))) for f in facts],
+                [fact_row(pk, f) for f in facts],
             )
             self._write(
                 "INSERT INTO fact_episodes (conv, fact, episode, ord) VALUES (%s, %s, %s, %s)",

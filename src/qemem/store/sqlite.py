@@ -26,19 +26,21 @@ from qemem.models import (
     Session,
     Space,
     Turn,
-    document,
 )
 from qemem.store.base import (
     IndexRows,
     Scope,
     VersionedCache,
+    episode_row,
+    fact_row,
     ordering,
     record_order,
     select_records,
+    session_row,
+    turn_row,
 )
 from qemem.store.guard import open_read_only, write_error
 from qemem.store.schema import migrate
-from qemem.tokens import tokenize
 
 _TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
 T = TypeVar("T")
@@ -231,7 +233,7 @@ class SQLiteStore:
             pk = self._pk(scope)
             self._conn.executemany(
                 "INSERT INTO sessions (conv, idx, key, date_time) VALUES (?, ?, ?, ?)",
-                [(pk, s.index, s.key or str(s.index), s.date_time.isoformat()) for s in sessions],
+                [session_row(pk, s) for s in sessions],
             )
             self._bump(pk)
 
@@ -289,19 +291,7 @@ class SQLiteStore:
             self._conn.executemany(
                 "INSERT INTO turns (conv, id, session, position, speaker, text, timestamp, tokens)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        pk,
-                        t.id,
-                        t.session,
-                        t.position,
-                        t.speaker,
-                        t.text,
-                        t.timestamp.isoformat(),
-                        " ".join(tokenize(document(t))),
-                    )
-                    for t in turns
-                ],
+                [turn_row(pk, t) for t in turns],
             )
             self._put_vectors(pk, "turn", [t.id for t in turns], vectors)
 
@@ -339,18 +329,7 @@ class SQLiteStore:
             self._conn.executemany(
                 "INSERT INTO episodes (conv, id, session, title, content, timestamp, tokens)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        pk,
-                        e.id,
-                        e.session,
-                        e.title,
-                        e.content,
-                        e.timestamp.isoformat(),
-                        " ".join(tokenize(document(e))),
-                    )
-                    for e in episodes
-                ],
+                [episode_row(pk, e) for e in episodes],
             )
             self._conn.executemany(
                 "INSERT INTO episode_turns (conv, episode, turn, ord) VALUES (?, ?, ?, ?)",
@@ -402,7 +381,7 @@ class SQLiteStore:
                 self._conn.execute(
                     "INSERT OR REPLACE INTO facts (conv, id, content, session, tokens)"
                     " VALUES (?, ?, ?, ?, ?)",
-                    (pk, fact.id, fact.content, fact.session, " ".join(tokenize(document(fact)))),
+                    fact_row(pk, fact),
                 )
                 self._conn.executemany(
                     "INSERT INTO fact_episodes (conv, fact, episode) VALUES (?, ?, ?)",
