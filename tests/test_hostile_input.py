@@ -22,11 +22,11 @@ from qemem.embed.base import open_embedder
 from qemem.errors import ConfigError, InputError, LLMCallError, StoreError
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.ingest.locomo import locomo_questions
+from qemem.lexicon import parse_datetime
 from qemem.llm.providers.cmd import CmdProvider
 from qemem.llm.types import LLMRequest, Message
 from qemem.locks import writer_lock
 from qemem.memory import EMBED_CHARS, MAX_QUESTION_CHARS, Memory
-from qemem.models import parse_datetime
 from qemem.store.base import Scope
 from qemem.store.guard import write_error
 

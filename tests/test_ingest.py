@@ -11,8 +11,8 @@ import pytest
 from qemem.errors import InputError
 from qemem.ingest import locomo_questions, parse_generic, parse_locomo, read_conversations
 from qemem.ingest.locomo import clean_evidence, load_locomo
+from qemem.lexicon import parse_datetime
 from qemem.memory import Memory
-from qemem.models import parse_datetime
 
 IST = timezone(timedelta(hours=5, minutes=30))
 

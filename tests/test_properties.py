@@ -27,9 +27,9 @@ from qemem.errors import QememError, StructuredOutputError
 from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times
 from qemem.ingest.reader import read_conversations
+from qemem.lexicon import parse_datetime
 from qemem.llm import FakeLLM, LLMClient, LLMRequest, Message, extract_json, make_provider
 from qemem.memory import Memory
-from qemem.models import parse_datetime
 from qemem.store import SQLiteStore
 
 EXAMPLES = int(os.environ.get("QEMEM_FUZZ_EXAMPLES", "0"))

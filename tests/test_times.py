@@ -10,9 +10,9 @@ from qemem.errors import InputError
 from qemem.evidence.times import (
     TimeResolution,
     normalise_time,
-    parse_anchor,
     resolve_times,
 )
+from qemem.lexicon import parse_anchor
 
 D = date
 MON_8_MAY = D(2023, 5, 8)  # a Monday (LoCoMo conv-26 session 1: "1:56 pm on 8 May, 2023")

@@ -16,9 +16,10 @@ from qemem.evidence.agreement import time_agrees
 from qemem.evidence.context import SourceIndex, show_date
 from qemem.evidence.times import resolve_times
 from qemem.ingest import parse_generic, parse_locomo
+from qemem.lexicon import parse_datetime
 from qemem.memory import Memory
 from qemem.memory_file import MemoryFile
-from qemem.models import Episode, format_datetime, parse_datetime
+from qemem.models import Episode, format_datetime
 from service_helpers import served
 
 

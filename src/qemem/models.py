@@ -8,48 +8,15 @@ as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 from qemem.errors import InputError
+from qemem.lexicon import day_phrase
 
 Space = Literal["turn", "episode", "fact"]
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
-
-_LOCOMO_DATE = re.compile(
-    r"^\s*(?P<hour>\d{1,2}):(?P<minute>\d{2})\s*(?P<ampm>am|pm)\s+on\s+"
-    r"(?P<day>\d{1,2})\s+(?P<month>[A-Za-z]+),?\s+(?P<year>\d{4})\s*$",
-    re.IGNORECASE,
-)
-
-
-def parse_datetime(value: str) -> datetime:
-    """Parse a LoCoMo session date (``1:56 pm on 8 May, 2023``) or an ISO 8601 date-time.
-
-    A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) stays timezone-aware: its
-    local wall-clock time and its offset are both kept, so the speaker's calendar date (what
-    "yesterday" is resolved against) stays right and two equal wall times with different
-    offsets stay apart. One without an offset is naive: local time, offset unknown.
-    """
-    match = _LOCOMO_DATE.match(value)
-    if match:
-        hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)
-        try:
-            month = datetime.strptime(match["month"][:3].title(), "%b").month
-            return datetime(
-                int(match["year"]), month, int(match["day"]), hour, int(match["minute"])
-            )
-        except ValueError as exc:
-            raise InputError(f"invalid date {value!r}: {exc}") from exc
-    try:
-        return datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise InputError(
-            f"unrecognised date {value!r}: use ISO 8601 (2023-05-08T13:56, "
-            "2023-05-08T13:56+05:30) or LoCoMo's form ('1:56 pm on 8 May, 2023')"
-        ) from None
 
 
 def has_offset(value: datetime) -> bool:
@@ -89,7 +56,7 @@ def format_datetime(value: datetime) -> str:
     The local wall-clock time is shown; an aware date-time adds its offset
     (``8 May 2023, 01:00 UTC+05:30``).
     """
-    shown = f"{value.day} {value:%B %Y, %H:%M}"
+    shown = f"{day_phrase(value)}, {value:%H:%M}"
     offset = value.utcoffset()
     if offset is None:
         return shown

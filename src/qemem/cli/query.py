@@ -36,7 +36,8 @@ from qemem.cli.common import (
     progress_bar,
 )
 from qemem.construct import BuildReport
-from qemem.evidence.times import parse_anchor, resolve_times
+from qemem.evidence.times import resolve_times
+from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
 
 SHOWN = 8

@@ -34,7 +34,8 @@ from qemem.construct.build import next_number
 from qemem.construct.origin import IMPORTED, Origin, record_origin
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
-from qemem.models import Episode, SemanticFact, Turn, document, parse_datetime
+from qemem.lexicon import parse_datetime
+from qemem.models import Episode, SemanticFact, Turn, document
 from qemem.store.base import MemoryStore, Scope
 
 _EPISODE_ID = ("episode_id", "id", "uuid")

@@ -25,14 +25,15 @@ from __future__ import annotations
 import re
 from datetime import date
 
-from qemem.evidence.times import MONTHS, WEEKDAYS, TimeResolution, resolve_times
+from qemem.evidence.times import TimeResolution, resolve_times
+from qemem.lexicon import MONTH_NUMBERS, MONTHS, SEASONS, WEEKDAYS, month_range, season_range
 
 _EMPTY = {"", "n/a", "na", "none", "unknown", "-", "null", "not applicable", "not time-relevant"}
 _MONTH = "|".join([*MONTHS, *(m[:3] for m in MONTHS), "Sept"])
 _DATE_DMY = rf"(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})"
 _DATE_MDY = rf"(?P<m2>{_MONTH})\.?\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})"
 _DATE_ISO = r"(?P<y3>\d{4})-(?P<m3>\d{2})-(?P<d3>\d{2})"
-_SEASONS = "spring|summer|autumn|fall|winter"
+_SEASONS = "|".join(SEASONS)
 _FULL_DATE = re.compile(rf"\b(?:{_DATE_DMY}|{_DATE_MDY}|{_DATE_ISO})\b", re.IGNORECASE)
 _RELATIVE = re.compile(
     rf"\b(?:the\s+)?(?P<what>{'|'.join(WEEKDAYS)}|week|weekend|month|{_SEASONS})\s+"
@@ -41,7 +42,7 @@ _RELATIVE = re.compile(
     re.IGNORECASE,
 )
 _MONTH_YEAR = re.compile(rf"\b(?P<m>{_MONTH})\.?,?\s+(?P<y>\d{{4}})\b", re.IGNORECASE)
-_SEASON_YEAR = re.compile(r"\b(?P<s>spring|summer|autumn|fall|winter)\s+(?P<y>\d{4})\b", re.I)
+_SEASON_YEAR = re.compile(rf"\b(?P<s>{_SEASONS})\s+(?P<y>\d{{4}})\b", re.I)
 _YEAR = re.compile(r"\b(?P<y>19\d\d|20\d\d)\b")
 _DAY_MONTH = re.compile(
     rf"\b(?:(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH})"
@@ -54,8 +55,8 @@ Range = tuple[date, date]
 
 
 def _month_number(name: str) -> int:
-    low = name.lower()[:3]
-    return next(n for n, m in enumerate(MONTHS, start=1) if m.lower().startswith(low))
+    """The month of a name ``_MONTH`` matched (its first three letters)."""
+    return MONTH_NUMBERS[name[:3].lower()]
 
 
 def _date_of(m: re.Match[str]) -> date | None:
@@ -69,17 +70,6 @@ def _date_of(m: re.Match[str]) -> date | None:
         return date(int(groups["y3"]), int(groups["m3"]), int(groups["d3"]))
     except (ValueError, TypeError):
         return None
-
-
-def _month_range(year: int, month: int) -> Range:
-    end_year, end_month = (year + 1, 1) if month == 12 else (year, month + 1)
-    return date(year, month, 1), date.fromordinal(date(end_year, end_month, 1).toordinal() - 1)
-
-
-def _season_range(season: str, year: int) -> Range:
-    first = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}[season.lower()]
-    last_year, last_month = (year + 1, 2) if first == 12 else (year, first + 2)
-    return date(year, first, 1), _month_range(last_year, last_month)[1]
 
 
 def _blank(text: str, m: re.Match[str]) -> str:
@@ -105,10 +95,10 @@ def time_ranges(text: str, years: tuple[int, ...] = (), anchor: date | None = No
             ranges.append((day, day))
         text = _blank(text, m)
     for m in list(_MONTH_YEAR.finditer(text)):
-        ranges.append(_month_range(int(m.group("y")), _month_number(m.group("m"))))
+        ranges.append(month_range(int(m.group("y")), _month_number(m.group("m"))))
         text = _blank(text, m)
     for m in list(_SEASON_YEAR.finditer(text)):
-        ranges.append(_season_range(m.group("s"), int(m.group("y"))))
+        ranges.append(season_range(m.group("s"), int(m.group("y"))))
         text = _blank(text, m)
     for m in list(_YEAR.finditer(text)):
         year = int(m.group("y"))

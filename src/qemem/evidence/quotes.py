@@ -37,6 +37,8 @@ from itertools import pairwise
 from rapidfuzz import fuzz
 from rapidfuzz.distance import LCSseq
 
+from qemem.lexicon import FUNCTION_WORDS, NUMERAL_WORDS
+
 #: Chosen from the case table in ``tests/test_quotes.py``: every accepted case there (verbatim,
 #: case, punctuation, curly quotes, dashes, contractions, one or two dropped filler words,
 #: ellipsis joins) scores >= 0.92, while shuffled, name-swapped, paraphrased, negated, extended
@@ -74,26 +76,9 @@ _BARE = {
     "hadnt": ("had", "not"), "wouldnt": ("would", "not"), "couldnt": ("could", "not"),
     "shouldnt": ("should", "not"), "mustnt": ("must", "not"), "aint": ("is", "not"),
 }
-#: Function words: they do not count towards a quote's minimum length.
-STOPWORDS = frozenset("""
-a an the and or but if so as at by for from in into of off on onto out over to up with about
-i me my mine we us our you your he him his she her it its they them their this that these
-those am is are was were be been being have has had do does did will would shall should can
-could may might must not no yes just very really too also then than there here what which
-who whom when where why how all any some much many more most such own same oh ok okay yeah
-yep wow hey hi hello well im ive id ill""".split())
 # fmt: on
 #: A quote must hold at least this many content words (or all of a shorter source's).
 MIN_CONTENT_WORDS = 2
-# fmt: off
-_NUMBER_WORDS = frozenset({
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-    "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    "hundred", "thousand", "million", "billion", "first", "second", "third", "fourth", "fifth",
-    "sixth", "seventh", "eighth", "ninth", "tenth", "dozen",
-})
-# fmt: on
 _MAX_GAP = 3  # adjacent quote tokens may be up to this many positions apart in the source
 
 
@@ -163,8 +148,8 @@ def _key_tokens(part: str) -> list[str]:
     for match in _WORD.finditer(part):
         word = match.group()
         base = _split_word(word)[0]
-        number = any(c.isdigit() for c in word) or base.removesuffix("s") in _NUMBER_WORDS
-        if number or (word[0].isupper() and base not in STOPWORDS):
+        number = any(c.isdigit() for c in word) or base.removesuffix("s") in NUMERAL_WORDS
+        if number or (word[0].isupper() and base not in FUNCTION_WORDS):
             keys.append(base)
     return keys
 
@@ -225,8 +210,8 @@ def _check_part(part: _Tokens, source: _Tokens) -> _PartCheck:
 
 
 def content_words(words: list[str]) -> int:
-    """How many of the normalised ``words`` are content words (not in ``STOPWORDS``)."""
-    return sum(1 for w in words if w not in STOPWORDS)
+    """How many of the normalised ``words`` are content words (not in ``FUNCTION_WORDS``)."""
+    return sum(1 for w in words if w not in FUNCTION_WORDS)
 
 
 def strip_speaker(quote: str, speaker: str) -> str:

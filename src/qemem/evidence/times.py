@@ -49,23 +49,20 @@ from datetime import date, datetime, timedelta
 from functools import lru_cache
 from typing import Literal
 
-from qemem.errors import InputError
+from qemem.lexicon import (
+    MONTHS,
+    NUMBER_WORDS,
+    SEASONS,
+    WEEKDAYS,
+    day_phrase,
+    month_range,
+    parse_anchor,
+    season_range,
+    shift_month,
+)
 
 Granularity = Literal["day", "week", "weekend", "month", "season", "year"]
 
-# fmt: off
-MONTHS = (
-    "January", "February", "March", "April", "May", "June", "July", "August", "September",
-    "October", "November", "December",
-)
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_NUMBERS = (
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-    "nineteen", "twenty",
-)
-# fmt: on
-_SEASON_START = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
 _WIDER: dict[str, Granularity] = {
     "day": "week",
     "week": "month",
@@ -104,11 +101,6 @@ class TimeResolution:
 _Resolved = tuple[date, date, Granularity, str]
 
 
-def day_phrase(day: date) -> str:
-    """'7 May 2023': day without leading zero, English month name, year."""
-    return f"{day.day} {MONTHS[day.month - 1]} {day.year}"
-
-
 def _month_phrase(year: int, month: int) -> str:
     return f"{MONTHS[month - 1]} {year}"
 
@@ -117,18 +109,8 @@ def _monday(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def _shift_month(day: date, months: int) -> tuple[int, int]:
-    index = day.year * 12 + day.month - 1 + months
-    return index // 12, index % 12 + 1
-
-
-def _month_range(year: int, month: int) -> tuple[date, date]:
-    nxt_year, nxt_month = _shift_month(date(year, month, 1), 1)
-    return date(year, month, 1), date(nxt_year, nxt_month, 1) - timedelta(days=1)
-
-
 def _count_word(n: int) -> str:
-    return _NUMBERS[n] if n < len(_NUMBERS) else str(n)
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else str(n)
 
 
 def _parse_count(text: str) -> tuple[int, bool]:
@@ -142,7 +124,7 @@ def _parse_count(text: str) -> tuple[int, bool]:
         return 2, False
     if words[0] in ("a", "an"):
         return 1, False
-    return _NUMBERS.index(words[0]), False
+    return NUMBER_WORDS.index(words[0]), False
 
 
 def _units_ago(anchor: date, n: int, unit: str) -> tuple[date, date]:
@@ -155,7 +137,7 @@ def _units_ago(anchor: date, n: int, unit: str) -> tuple[date, date]:
         first = monday + timedelta(days=5 if unit == "weekend" else 0)
         return first, monday + timedelta(days=6)
     if unit == "month":
-        return _month_range(*_shift_month(anchor, -n))
+        return month_range(*shift_month(anchor, -n))
     return date(anchor.year - n, 1, 1), date(anchor.year - n, 12, 31)
 
 
@@ -207,7 +189,7 @@ def _relative_unit(m: re.Match[str], anchor: date) -> _Resolved:
     rel, unit = m.group("rel").lower(), m.group("unit").lower()
     step = {"last": -1, "this": 0, "next": 1}[rel]
     if unit == "month":
-        start, end = _month_range(*_shift_month(anchor, step))
+        start, end = month_range(*shift_month(anchor, step))
         if step < 0:
             return start, end, "month", f"the month before {day_phrase(anchor)}"
         return start, end, "month", _month_phrase(start.year, start.month)
@@ -268,17 +250,11 @@ def _weekday(m: re.Match[str], anchor: date) -> _Resolved:
     return day, day, "day", phrase
 
 
-def _season_range(season: str, year: int) -> tuple[date, date]:
-    first = _SEASON_START[season]
-    last_year, last_month = _shift_month(date(year, first, 1), 2)
-    return date(year, first, 1), _month_range(last_year, last_month)[1]
-
-
 def _season(m: re.Match[str], anchor: date) -> _Resolved:
     rel = " ".join(m.group("rel").lower().split())
     season = m.group("season").lower()
     years = range(anchor.year - 2, anchor.year + 2)
-    spans = [(*_season_range(season, y), y) for y in years]
+    spans = [(*season_range(season, y), y) for y in years]
     if rel in ("last", "this past"):
         start, end, year = max(s for s in spans if s[1] < anchor)
     elif rel == "next":
@@ -290,8 +266,11 @@ def _season(m: re.Match[str], anchor: date) -> _Resolved:
     return start, end, "season", f"{season} {year}"
 
 
-_COUNT = r"\d+|a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an?|" + "|".join(_NUMBERS)
+_COUNT = r"\d+|a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an?|" + "|".join(
+    NUMBER_WORDS
+)
 _WD = "|".join(WEEKDAYS)
+_SEASON = "|".join(SEASONS)
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]] = [
     (re.compile(p, re.IGNORECASE), handler)
     for p, handler in (
@@ -311,7 +290,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]]
         (r"\b(?:(?:on|over)\s+the|this\s+past|the\s+past)\s+weekend\b", _past_weekend),
         (rf"\b(?P<rel>last|this\s+past|past|this|next|on)\s+(?P<wd>{_WD})\b", _weekday),
         (
-            r"\b(?P<rel>last|this\s+past|this|next)\s+(?P<season>spring|summer|autumn|fall|winter)\b",
+            rf"\b(?P<rel>last|this\s+past|this|next)\s+(?P<season>{_SEASON})\b",
             _season,
         ),
     )
@@ -353,46 +332,3 @@ def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:
         return found[0]
     day = parse_anchor(anchor)
     return TimeResolution("", day, day, "day", day_phrase(day), anchor=day)
-
-
-_MONTH_NAMES = {name.lower(): i for i, name in enumerate(MONTHS, start=1)} | {
-    name[:3].lower(): i for i, name in enumerate(MONTHS, start=1)
-}
-_DAY_FIRST = re.compile(
-    r"^(?:\d{1,2}:\d{2}\s*[ap]\.?m\.?\s+on\s+)?(?P<d>\d{1,2})\s+(?P<m>[a-z]+)\.?,?\s+(?P<y>\d{4})$",
-    re.IGNORECASE,
-)
-_MONTH_FIRST = re.compile(
-    r"^(?:\d{1,2}:\d{2}\s*[ap]\.?m\.?\s+on\s+)?(?P<m>[a-z]+)\.?\s+(?P<d>\d{1,2}),?\s+(?P<y>\d{4})$",
-    re.IGNORECASE,
-)
-
-
-def parse_anchor(value: str | date | datetime) -> date:
-    """A session date from a date, a datetime, an ISO string or a LoCoMo session time.
-
-    LoCoMo strings look like "1:56 pm on 8 May, 2023"; "8 May 2023" and "May 8, 2023" (with or
-    without the time) are accepted too. Raises ``InputError`` for anything else.
-    """
-    if isinstance(value, datetime):
-        return value.date()
-    if isinstance(value, date):
-        return value
-    text = " ".join(str(value).split())
-    try:
-        return datetime.fromisoformat(text).date()
-    except ValueError:
-        pass
-    for pattern in (_DAY_FIRST, _MONTH_FIRST):
-        m = pattern.match(text)
-        month = _MONTH_NAMES.get(m.group("m").lower()) if m else None
-        if m and month:
-            try:
-                return date(int(m.group("y")), month, int(m.group("d")))
-            except ValueError:
-                break
-    raise InputError(
-        f"cannot read the anchor date {value!r}: give an ISO date such as 2023-05-08 or a "
-        "session time such as '1:56 pm on 8 May, 2023'",
-        field="anchor",
-    )

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.lexicon import parse_datetime
 from qemem.models import (
     ConversationInput,
     SessionInput,
     TurnInput,
     check_same_kind,
     fold_caption,
-    parse_datetime,
 )
 
 REQUIRED = ("conversation_id", "session_id", "timestamp", "speaker", "text")

@@ -10,13 +10,13 @@ from typing import Any
 
 from qemem.errors import InputError
 from qemem.ingest.generic import read_text
+from qemem.lexicon import parse_datetime
 from qemem.models import (
     ConversationInput,
     SessionInput,
     TurnInput,
     check_same_kind,
     fold_caption,
-    parse_datetime,
 )
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
