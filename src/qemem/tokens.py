@@ -10,10 +10,10 @@ import re
 import threading
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
+
+from qemem.lexicon import BM25_STOPWORDS
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
-_STOPWORDS = frozenset(STOPWORDS_EN)
 _local = threading.local()
 
 
@@ -29,5 +29,5 @@ def stemmer() -> Stemmer.Stemmer:
 def tokenize(text: str) -> list[str]:
     """Lowercase ``text``, split into word tokens of 2+ characters, drop English stopwords and
     Snowball-stem the rest. The same function serves documents and queries."""
-    words = [w for w in _TOKEN.findall(text.lower()) if w not in _STOPWORDS]
+    words = [w for w in _TOKEN.findall(text.lower()) if w not in BM25_STOPWORDS]
     return list(stemmer().stemWords(words))

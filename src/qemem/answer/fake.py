@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from qemem.lexicon import OFFLINE_MATCH_STOPWORDS
 from qemem.llm import LLMRequest, fake_instance, register_fake_responder
 from qemem.llm.fake import fake_text
 from qemem.prompts import render
@@ -26,19 +27,13 @@ _CARD = re.compile(r"^\[1\] (?P<claim>.+)$", re.MULTILINE)
 _QUOTE = re.compile(r'^\s+quote: "(?P<quote>.*)" \(', re.MULTILINE)
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_STOP = frozenset(
-    re.findall(
-        r"\w+",
-        "the and for with what when where which who whom whose why how does did do was were has "
-        "have had are is his her their them they she him from that this about into any all one "
-        "said says information needed question",
-    )
-)
 QUOTE_WORDS = 20
 
 
 def _terms(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOP}
+    return {
+        w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in OFFLINE_MATCH_STOPWORDS
+    }
 
 
 def _opening(text: str) -> str:

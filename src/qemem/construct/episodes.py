@@ -9,24 +9,17 @@ from datetime import datetime
 from qemem.construct.config import BuildConfig
 from qemem.construct.prompting import EpisodeOut, degradable, request, session_date, turn_lines
 from qemem.errors import LLMError
+from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Turn, format_datetime
-
-_STOPWORDS = (
-    "a an and are as at be but by for from had has have hey hi how i i'm im in is it it's "
-    "its just me my of oh on or our so that the their them then there they this to too was "
-    "we were what when where which who will with wow yeah yes you your really been did do "
-    "does going good great thanks thank about also can could would should"
-)
-_STOP = frozenset(_STOPWORDS.split())
 
 
 def salient_title(turns: Sequence[Turn], words: int = 5) -> str:
     """A title from the first turn's salient words (stopwords and short words dropped)."""
     for turn in turns:
         tokens = [w.strip(".,!?;:\"'()[]") for w in turn.text.split()]
-        picked = [w for w in tokens if len(w) > 2 and w.lower() not in _STOP][:words]
+        picked = [w for w in tokens if len(w) > 2 and w.lower() not in TITLE_STOPWORDS][:words]
         if picked:
             return f"{turn.speaker}: " + " ".join(picked)
     return f"{turns[0].speaker}: conversation" if turns else "Conversation"

@@ -18,14 +18,13 @@ from qemem.construct.prompting import (
     turn_lines,
 )
 from qemem.errors import LLMError
+from qemem.lexicon import NUMBER_WORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Episode, SemanticFact, Turn
 
 _NUMBER = re.compile(
-    r"\b(?:\d+(?:[.,]\d+)?|zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
-    r"twelve|once|twice)\b",
-    re.IGNORECASE,
+    rf"\b(?:\d+(?:[.,]\d+)?|{'|'.join(NUMBER_WORDS[:13])}|once|twice)\b", re.IGNORECASE
 )
 
 

@@ -22,12 +22,13 @@ from collections import Counter
 import Stemmer
 
 from qemem.errors import InputError
+from qemem.lexicon import LOCOMO_ARTICLES
 
 __all__ = ["bleu1", "f1_common", "f1_locomo", "normalise_gold"]
 
 _COMMON_PUNCT = str.maketrans({".": " ", ",": " ", "!": " ", "?": " "})
 _OFFICIAL_PUNCT = str.maketrans("", "", string.punctuation)
-_OFFICIAL_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_OFFICIAL_ARTICLES = re.compile(rf"\b({'|'.join(LOCOMO_ARTICLES)})\b")
 _ADVERSARIAL_MARKERS = ("no information available", "not mentioned")
 _LOCOMO_CATEGORIES = frozenset({1, 2, 3, 4, 5})
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from qemem.lexicon import WEEKDAYS
 from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
 from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
@@ -32,7 +33,7 @@ def clean_id(raw: str) -> str:
 
 def show_date(value: datetime) -> str:
     """A session date as prompts show it: ``Thursday, 14 March 2024, 19:15``."""
-    return f"{value:%A}, {format_datetime(value)}"
+    return f"{WEEKDAYS[value.weekday()]}, {format_datetime(value)}"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from qemem.lexicon import OFFLINE_PLAN_STOPWORDS
 from qemem.llm import LLMRequest, fake_instance, register_fake_responder
 from qemem.llm.fake import fake_text
 from qemem.retrieve.plan import PLAN_SYSTEM
@@ -24,15 +25,10 @@ _WH = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[A-Za-z0-9']+")
-_STOP = frozenset(
-    "a an the and or of to in on at for with by from about is are was were be been do does did "
-    "has have had what when where who which why how many much often long would could will "
-    "likely ever her his their its they them she he it i you we".split()
-)
 
 
 def _content_words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text) if w.lower() not in _STOP]
+    return [w for w in _WORD.findall(text) if w.lower() not in OFFLINE_PLAN_STOPWORDS]
 
 
 def fake_plan(request: LLMRequest) -> Any:
