@@ -138,21 +138,26 @@ def coverage(
     if isinstance(report, PoolCoverageReport) and report.baseline is not None:
         show_against_baseline(report, data)
     else:
-        curves = (
-            report.curves
-            if isinstance(report, PoolCoverageReport)
-            else {"turns/strict": report.coverage}
-        )
-        for name, curve in curves.items():
-            table = Table(
-                f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
-            )
-            for budget, share in curve.items():
-                table.add_row(str(budget), f"{share:.3f}")
-            console.print(table)
-            console.print(f"{name} AUC: {auc(curve):.4f}")
+        show_curves(report, data)
     console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
     console.print_json(data=result["run"])
+
+
+def show_curves(report: CoverageReport | PoolCoverageReport, data: Path) -> None:
+    """One table of coverage per budget for each curve of the report, with its AUC."""
+    curves = (
+        report.curves
+        if isinstance(report, PoolCoverageReport)
+        else {"turns/strict": report.coverage}
+    )
+    for name, curve in curves.items():
+        table = Table(
+            f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
+        )
+        for budget, share in curve.items():
+            table.add_row(str(budget), f"{share:.3f}")
+        console.print(table)
+        console.print(f"{name} AUC: {auc(curve):.4f}")
 
 
 def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:

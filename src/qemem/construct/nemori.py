@@ -35,7 +35,7 @@ from qemem.construct.origin import IMPORTED, Origin, record_origin
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime
-from qemem.models import Episode, SemanticFact, Turn, document
+from qemem.models import Conversation, Episode, SemanticFact, Turn, document
 from qemem.store.base import MemoryStore, Scope
 
 _EPISODE_ID = ("episode_id", "id", "uuid")
@@ -167,24 +167,50 @@ def import_nemori(
             f"{len(existing_facts)} facts: import NEMORI memory into a freshly ingested "
             "conversation (qemem delete, then ingest again)"
         )
-    turns = store.turns(scope)
     report = ImportReport(scope.conversation)
-    matcher = _Matcher(turns, conversation.speakers)
-    order = {t.id: n for n, t in enumerate(turns)}
-    dates = {s.index: s.date_time for s in conversation.sessions}
-    episodes: list[Episode] = []
-    ids: dict[str, str] = {}
+    reader = _EpisodeReader(conversation, store.turns(scope), scope, report)
     fact_records: list[tuple[str, dict[str, Any]]] = []
-    next_episode = next_number([], "E")
     for path, number, record in _records(folder, user):
         if path not in report.files:
             report.files.append(path)
         where = f"{Path(path).name}:{number}"
         messages = _first(record, _MESSAGES)
-        if not isinstance(messages, list):
-            if _first(record, _FACT_TEXT):
-                fact_records.append((where, record))
-            continue
+        if isinstance(messages, list):
+            reader.add(record, messages, where)
+        elif _first(record, _FACT_TEXT):
+            fact_records.append((where, record))
+    episodes = reader.episodes
+    facts = _facts(fact_records, reader.ids, {e.id: e for e in episodes}, scope, report)
+    if episodes or facts:
+        _write(store, scope, embedder, episodes, facts)
+    report.episodes, report.facts = len(episodes), len(facts)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+class _EpisodeReader:
+    """Turns NEMORI episode records into episodes on the stored turns, numbered in order."""
+
+    def __init__(
+        self,
+        conversation: Conversation,
+        turns: Sequence[Turn],
+        scope: Scope,
+        report: ImportReport,
+    ) -> None:
+        self.scope, self.report = scope, report
+        self.turns = turns
+        self.matcher = _Matcher(self.turns, conversation.speakers)
+        self.order = {t.id: n for n, t in enumerate(self.turns)}
+        self.dates = {s.index: s.date_time for s in conversation.sessions}
+        self.episodes: list[Episode] = []
+        self.ids: dict[str, str] = {}
+        """NEMORI episode id -> the imported episode's id."""
+        self.next_number = next_number([], "E")
+
+    def add(self, record: dict[str, Any], messages: list[Any], where: str) -> None:
+        """Import one episode record (skipped, and reported, when no message matches a turn)."""
+        report = self.report
         source_id = str(_first(record, _EPISODE_ID) or where)
         matched: list[str] = []
         for message in messages:
@@ -192,7 +218,7 @@ def import_nemori(
                 continue
             report.messages += 1
             speaker, text, day = _message_fields(message)
-            turn = matcher.match(speaker, text, day)
+            turn = self.matcher.match(speaker, text, day)
             if turn is None:
                 report.unmatched.append(f"episode {source_id}: {speaker}: {text[:80]!r}")
             else:
@@ -200,35 +226,41 @@ def import_nemori(
                 matched.append(turn.id)
         if not matched:
             report.skipped_episodes.append(f"{source_id} ({where}): no message matched a turn")
-            continue
-        turn_ids = tuple(sorted(dict.fromkeys(matched), key=order.__getitem__))
-        first = turns[order[turn_ids[0]]]
+            return
+        turn_ids = tuple(sorted(dict.fromkeys(matched), key=self.order.__getitem__))
+        first = self.turns[self.order[turn_ids[0]]]
         episode = Episode(
-            f"E{next_episode}",
-            scope.conversation,
+            f"E{self.next_number}",
+            self.scope.conversation,
             first.session,
             " ".join(str(_first(record, _TITLE) or "").split()) or f"Episode {source_id}",
             str(_first(record, _NARRATIVE) or "").strip(),
-            dates.get(first.session, first.timestamp),
+            self.dates.get(first.session, first.timestamp),
             turn_ids,
         )
-        next_episode += 1
-        ids[source_id] = episode.id
-        episodes.append(episode)
-    facts = _facts(fact_records, ids, {e.id: e for e in episodes}, scope, report)
-    if episodes or facts:
-        episode_vectors = embedder.embed([document(e) for e in episodes])
-        fact_vectors = embedder.embed([document(f) for f in facts])
-        with store.transaction():
-            if episodes:
-                store.add_episodes(scope, episodes, episode_vectors, embedder.id)
-            for episode in episodes:
-                record_origin(store, scope, episode.id, Origin(IMPORTED))
-            if facts:
-                store.put_facts(scope, facts, fact_vectors, embedder.id)
-    report.episodes, report.facts = len(episodes), len(facts)
-    report.seconds = time.perf_counter() - started
-    return report
+        self.next_number += 1
+        self.ids[source_id] = episode.id
+        self.episodes.append(episode)
+
+
+def _write(
+    store: MemoryStore,
+    scope: Scope,
+    embedder: Embedder,
+    episodes: Sequence[Episode],
+    facts: Sequence[SemanticFact],
+) -> None:
+    """Embed, then store the imported episodes (marked as imported) and facts in one
+    transaction."""
+    episode_vectors = embedder.embed([document(e) for e in episodes])
+    fact_vectors = embedder.embed([document(f) for f in facts])
+    with store.transaction():
+        if episodes:
+            store.add_episodes(scope, episodes, episode_vectors, embedder.id)
+        for episode in episodes:
+            record_origin(store, scope, episode.id, Origin(IMPORTED))
+        if facts:
+            store.put_facts(scope, facts, fact_vectors, embedder.id)
 
 
 def _facts(

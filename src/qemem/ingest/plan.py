@@ -6,7 +6,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from qemem.errors import InputError
-from qemem.models import Conversation, ConversationInput, Session, Turn, check_same_kind
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Session,
+    SessionInput,
+    Turn,
+    TurnInput,
+    check_same_kind,
+)
 
 MAX_MESSAGE_CHARS = 100_000
 """Longer messages are refused at ingest (split them); only the first
@@ -63,44 +71,19 @@ def plan_conversation(
     known_ids = {t.id for t in existing_turns}
     latest = max((s.date_time for s in stored.values()), default=None)
     first = existing.sessions[0].date_time if existing and existing.sessions else None
-    previous: tuple[str, datetime] | None = None
+    previous: SessionInput | None = None
     for session in conv.sessions:
         where = f"conversation {conv.id}, session {session.key}"
         first = first or session.date_time
         check_same_kind(session.date_time, first, file=file, record=where, field="date")
-        if previous is not None and session.date_time < previous[1]:
-            raise InputError(
-                f"session dates run backwards: {session.date_time.isoformat()} is before "
-                f"{previous[1].isoformat()} of the session before it ({previous[0]}); "
-                "order the sessions by date",
-                file=file,
-                record=where,
-                field="date",
-            )
-        previous = (session.key, session.date_time)
+        _check_order(session, previous, file, where)
+        previous = session
         if session.key in stored:
             index = stored[session.key].index
+            _check_stored_date(stored[session.key], session, file, where)
             old = by_session.get(index, [])
-            # isoformat, not ==: equal instants with different offsets are different dates
-            if stored[session.key].date_time.isoformat() != session.date_time.isoformat():
-                raise InputError(
-                    f"conflicts with the stored session date "
-                    f"{stored[session.key].date_time.isoformat()} (input: "
-                    f"{session.date_time.isoformat()}); stored sessions cannot change, so "
-                    "delete the conversation first to replace it",
-                    file=file,
-                    record=where,
-                    field="date",
-                )
-        elif latest is not None and session.date_time < latest:
-            raise InputError(
-                f"new session dated {session.date_time.isoformat()} is before the latest stored "
-                f"session ({latest.isoformat()}); sessions can only be appended in date order",
-                file=file,
-                record=where,
-                field="date",
-            )
         else:
+            _check_after_latest(session, latest, file, where)
             index = session.index if session.index not in used else max(used, default=0) + 1
             used.add(index)
             plan.sessions.append(Session(index, session.date_time, session.key))
@@ -108,25 +91,9 @@ def plan_conversation(
         for position, message in enumerate(session.turns):
             where = f"conversation {conv.id}, session {session.key}, message {position + 1}"
             if position < len(old):
-                if (old[position].speaker, old[position].text) != (message.speaker, message.text):
-                    raise InputError(
-                        "conflicts with the stored turn "
-                        f"{old[position].id} ({old[position].speaker}: "
-                        f"{old[position].text[:60]!r}); stored sessions can only grow, "
-                        "so delete the conversation first to replace it",
-                        file=file,
-                        record=where,
-                        field="text",
-                    )
+                _check_unchanged(old[position], message, file, where)
                 continue
-            if len(message.text) > MAX_MESSAGE_CHARS:
-                raise InputError(
-                    f"message has {len(message.text)} characters, more than the "
-                    f"{MAX_MESSAGE_CHARS} allowed: split it into several messages",
-                    file=file,
-                    record=where,
-                    field="text",
-                )
+            _check_length(message, file, where)
             check_same_kind(message.timestamp, first, file=file, record=where, field="timestamp")
             tid = message.id or f"D{index}:{position + 1}"
             if tid in known_ids:
@@ -143,3 +110,70 @@ def plan_conversation(
                 )
             )
     return plan
+
+
+def _check_order(
+    session: SessionInput, previous: SessionInput | None, file: str, where: str
+) -> None:
+    """Refuse a session dated before the session before it in the input."""
+    if previous is not None and session.date_time < previous.date_time:
+        raise InputError(
+            f"session dates run backwards: {session.date_time.isoformat()} is before "
+            f"{previous.date_time.isoformat()} of the session before it ({previous.key}); "
+            "order the sessions by date",
+            file=file,
+            record=where,
+            field="date",
+        )
+
+
+def _check_stored_date(stored: Session, session: SessionInput, file: str, where: str) -> None:
+    """Refuse a stored session whose date the input changes."""
+    # isoformat, not ==: equal instants with different offsets are different dates
+    if stored.date_time.isoformat() != session.date_time.isoformat():
+        raise InputError(
+            f"conflicts with the stored session date {stored.date_time.isoformat()} (input: "
+            f"{session.date_time.isoformat()}); stored sessions cannot change, so "
+            "delete the conversation first to replace it",
+            file=file,
+            record=where,
+            field="date",
+        )
+
+
+def _check_after_latest(
+    session: SessionInput, latest: datetime | None, file: str, where: str
+) -> None:
+    """Refuse a new session dated before the latest stored one."""
+    if latest is not None and session.date_time < latest:
+        raise InputError(
+            f"new session dated {session.date_time.isoformat()} is before the latest stored "
+            f"session ({latest.isoformat()}); sessions can only be appended in date order",
+            file=file,
+            record=where,
+            field="date",
+        )
+
+
+def _check_unchanged(old: Turn, message: TurnInput, file: str, where: str) -> None:
+    """Refuse an input message that differs from the stored turn at its place."""
+    if (old.speaker, old.text) != (message.speaker, message.text):
+        raise InputError(
+            f"conflicts with the stored turn {old.id} ({old.speaker}: {old.text[:60]!r}); "
+            "stored sessions can only grow, so delete the conversation first to replace it",
+            file=file,
+            record=where,
+            field="text",
+        )
+
+
+def _check_length(message: TurnInput, file: str, where: str) -> None:
+    """Refuse a message longer than ``MAX_MESSAGE_CHARS``."""
+    if len(message.text) > MAX_MESSAGE_CHARS:
+        raise InputError(
+            f"message has {len(message.text)} characters, more than the "
+            f"{MAX_MESSAGE_CHARS} allowed: split it into several messages",
+            file=file,
+            record=where,
+            field="text",
+        )
