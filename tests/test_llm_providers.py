@@ -104,7 +104,7 @@ def openai_at(
 @pytest.fixture
 def bedrock_at(
     replay: Callable[[str], ReplayServer], monkeypatch: pytest.MonkeyPatch
-) -> Callable[[str], tuple[BedrockProvider, ReplayServer]]:
+) -> Callable[..., tuple[BedrockProvider, ReplayServer]]:
     """A BedrockProvider that builds its own boto3 client, with dummy credentials and region,
     against the replay server of a fixture."""
     boto3 = sdk("boto3")
@@ -120,10 +120,10 @@ def bedrock_at(
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
 
-    def make(name: str) -> tuple[BedrockProvider, ReplayServer]:
+    def make(name: str, model: str = BEDROCK_MODEL) -> tuple[BedrockProvider, ReplayServer]:
         server = replay(name)
         monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.url)
-        return BedrockProvider(BEDROCK_MODEL), server
+        return BedrockProvider(model), server
 
     return make
 
@@ -282,7 +282,7 @@ def test_openai_compat_puts_schema_in_prompt_and_hides_url_credentials(
 
 
 def test_bedrock_converse_with_tool_config_and_usage(
-    bedrock_at: Callable[[str], tuple[BedrockProvider, ReplayServer]],
+    bedrock_at: Callable[..., tuple[BedrockProvider, ReplayServer]],
 ) -> None:
     provider, server = bedrock_at("bedrock_tool_use")
     result = LLMClient(provider).structured(_req(), Answer)
@@ -294,8 +294,21 @@ def test_bedrock_converse_with_tool_config_and_usage(
     assert result.response.cost_usd == pytest.approx((1000 * 1.1 + 100 * 5.5) / 1e6)
 
 
+def test_bedrock_states_the_schema_in_the_prompt_for_models_that_cannot_be_forced(
+    bedrock_at: Callable[..., tuple[BedrockProvider, ReplayServer]],
+) -> None:
+    provider, server = bedrock_at("bedrock_schema_in_prompt", "us.meta.llama3-3-70b-instruct-v1:0")
+    assert not provider.forces_tool
+    result = LLMClient(provider).structured(_req(), Answer)
+    server.verify()  # no toolConfig: the schema is in the system prompt
+    assert result.value == Answer(answer="y", sources=["D1:3"])
+    assert result.response.parsed == {"answer": "y", "sources": ["D1:3"]}
+    nova = BedrockProvider("us.amazon.nova-pro-v1:0", client=object())
+    assert nova.forces_tool and "toolConfig" in nova.payload(_req(schema=True))
+
+
 def test_bedrock_errors_are_mapped_and_throttling_retried(
-    bedrock_at: Callable[[str], tuple[BedrockProvider, ReplayServer]],
+    bedrock_at: Callable[..., tuple[BedrockProvider, ReplayServer]],
 ) -> None:
     provider, server = bedrock_at("bedrock_errors")
     waits: list[float] = []
