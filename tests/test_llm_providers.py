@@ -432,6 +432,8 @@ def test_the_guard_fails_any_call_to_a_real_provider(
     provider_guard: ProviderGuard,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    if module == "boto3":
+        monkeypatch.setattr(sdk(module), "DEFAULT_SESSION", None)
     sdk(module)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret")
