@@ -9,13 +9,14 @@ import shutil
 import tempfile
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+from provider_guard import ProviderGuard
 from qemem.embed import HashEmbedder
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
@@ -109,3 +110,32 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "memory.db")
     return str(request.getfixturevalue("pg_url"))
+
+
+# --- Provider guard (issue 19): no test reaches a real LLM provider -----------------------------
+# Every test runs with tests/provider_guard.py installed: a lookup of or connection to any host
+# but loopback, or the load of a real GGUF model, fails the test at once, and fails it at
+# teardown too if the code under test swallowed that failure.
+
+_FAILED_BEFORE_TEARDOWN = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item,
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Note on the item whether its setup or call failed (the guard's teardown reads it)."""
+    report: pytest.TestReport = yield
+    if report.when in ("setup", "call") and report.failed:
+        item.stash[_FAILED_BEFORE_TEARDOWN] = True
+    return report
+
+
+@pytest.fixture(autouse=True)
+def provider_guard(request: pytest.FixtureRequest) -> Iterator[ProviderGuard]:
+    """The installed guard; a test that provokes it on purpose clears ``blocked``."""
+    guard = ProviderGuard()
+    with pytest.MonkeyPatch.context() as patch:
+        guard.install(patch)
+        yield guard
+    guard.finish(request.node.stash.get(_FAILED_BEFORE_TEARDOWN, False))

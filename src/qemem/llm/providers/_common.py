@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email.utils
 import importlib
+import math
 import os
 import time
 from types import ModuleType
@@ -33,24 +34,33 @@ def env_key(var: str, provider: str) -> str:
     return value
 
 
+def _seconds(value: str, scale: float) -> float | None:
+    """``value`` / ``scale`` as a finite, non-negative number of seconds, or None."""
+    try:
+        seconds = float(value) / scale
+    except ValueError:
+        return None
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def parse_retry_after(headers: Any) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date)."""
+    """Seconds to wait from ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date); None
+    when neither header holds a usable value."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return float(ms) / 1000
-        except ValueError:
-            pass
+    seconds = _seconds(ms, 1000) if ms else None
     value = headers.get("retry-after")
-    if not value:
-        return None
+    if seconds is not None or not value:
+        return seconds
+    seconds = _seconds(value, 1)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def status_error(

@@ -2,7 +2,9 @@
 
 Credentials come from the standard AWS chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE,
 instance roles); the region from AWS_REGION or AWS_DEFAULT_REGION. With a schema, the request
-carries a ``toolConfig`` with one tool whose input schema is the schema, forced by ``toolChoice``.
+carries a ``toolConfig`` with one tool whose input schema is the schema, forced by ``toolChoice``
+for the models that Converse lets force a named tool (Anthropic Claude and Amazon Nova); for other
+models (Llama, Mistral...) the schema is stated in the system prompt, as for openai-compat.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from qemem.errors import ConfigError, LLMAuthError, LLMCallError
 from qemem.llm.providers._common import require
-from qemem.llm.types import LLMRequest, LLMResponse
+from qemem.llm.types import LLMRequest, LLMResponse, schema_instruction
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -26,6 +28,9 @@ _RETRYABLE_CODES = frozenset(
         "TooManyRequestsException",
     }
 )
+_NAMED_TOOL_FAMILIES = ("anthropic.", "amazon.nova")
+"""Model-id parts of the families whose Converse ``toolChoice`` may name a tool (API reference,
+ToolChoice: "Only supported by Anthropic Claude 3 and Amazon Nova models")."""
 _AUTH_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 )
@@ -60,6 +65,7 @@ class BedrockProvider:
             )
             client = boto3.client("bedrock-runtime", region_name=region, config=config)
         self._client = client
+        self.forces_tool = any(family in model for family in _NAMED_TOOL_FAMILIES)
 
     def __repr__(self) -> str:
         return f"BedrockProvider(model={self.model!r})"
@@ -76,9 +82,12 @@ class BedrockProvider:
                 "temperature": request.temperature,
             },
         }
-        if request.system:
-            kwargs["system"] = [{"text": request.system}]
-        if request.schema is not None:
+        system = request.system
+        if request.schema is not None and not self.forces_tool:
+            system += schema_instruction(request)
+        if system:
+            kwargs["system"] = [{"text": system}]
+        if request.schema is not None and self.forces_tool:
             tool = request.schema_name or "output"
             kwargs["toolConfig"] = {
                 "tools": [

@@ -12,11 +12,26 @@ import os
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from qemem.errors import ConfigError, LLMCallError
 from qemem.llm.providers._common import require
 from qemem.llm.types import LLMRequest, LLMResponse
+
+
+def load_model(llama_cpp: ModuleType, model_path: str) -> Any:
+    """Load the GGUF file at ``model_path`` with the ``llama_cpp`` module (the test guard
+    replaces this, so that no test loads a real model)."""
+    try:
+        return llama_cpp.Llama(
+            model_path=model_path,
+            n_ctx=int(os.environ.get("QEMEM_LLAMACPP_N_CTX", "8192")),
+            n_gpu_layers=int(os.environ.get("QEMEM_LLAMACPP_GPU_LAYERS", "-1")),
+            verbose=False,
+        )
+    except (ValueError, RuntimeError) as exc:
+        raise ConfigError(f"llama.cpp cannot load {model_path}: {exc}") from exc
 
 
 class LlamaCppProvider:
@@ -34,15 +49,7 @@ class LlamaCppProvider:
                     f"GGUF model file {model_path} does not exist; give its path as "
                     "llamacpp:/path/to/model.gguf"
                 )
-            try:
-                llama = llama_cpp.Llama(
-                    model_path=model_path,
-                    n_ctx=int(os.environ.get("QEMEM_LLAMACPP_N_CTX", "8192")),
-                    n_gpu_layers=int(os.environ.get("QEMEM_LLAMACPP_GPU_LAYERS", "-1")),
-                    verbose=False,
-                )
-            except (ValueError, RuntimeError) as exc:
-                raise ConfigError(f"llama.cpp cannot load {model_path}: {exc}") from exc
+            llama = load_model(llama_cpp, model_path)
         self._llama = llama
 
     def __repr__(self) -> str:
