@@ -258,3 +258,17 @@ def test_missing_keys_name_the_variable(monkeypatch) -> None:
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     with pytest.raises(ConfigError, match="AWS_REGION"):
         open_llm("bedrock:us.anthropic.claude-haiku-4-5-20251001-v1:0")
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["max_tokens", "length", "model_context_window_exceeded", "modelContextWindowExceeded"],
+)
+def test_output_cut_at_a_limit_is_never_cacheable(reason: str) -> None:
+    from qemem.llm.client import cacheable
+    from qemem.llm.types import LLMRequest, LLMResponse, Message
+
+    request = LLMRequest("s", [Message("user", "hi")], "answer")
+    response = LLMResponse("partial", None, 1, 1, 0.0, "m", None, "answer", extra={})
+    assert cacheable(request, response)
+    assert not cacheable(request, response.with_(extra={"stop_reason": reason}))

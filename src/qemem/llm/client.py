@@ -24,8 +24,11 @@ from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 T = TypeVar("T", bound=pydantic.BaseModel)
 
 MAX_RETRY_AFTER_S = 300.0
-TRUNCATED = frozenset({"max_tokens", "length"})
-"""Stop reasons of output cut at the token limit (Anthropic/Bedrock, OpenAI/llama.cpp)."""
+TRUNCATED = frozenset(
+    {"max_tokens", "length", "model_context_window_exceeded", "modelContextWindowExceeded"}
+)
+"""Stop reasons of output cut at the token limit or at the context window (Anthropic and
+Bedrock, OpenAI and llama.cpp): such output is never cached."""
 
 
 def cacheable(request: LLMRequest, response: LLMResponse) -> bool:
