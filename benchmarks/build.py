@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from qemem.embed.base import Embedder, open_embedder
+from qemem.embed import Embedder, open_embedder
 from qemem.eval.manifest import run_info
 from qemem.llm import FakeLLM, LLMClient, LLMRequest, LLMResponse
 from qemem.memory import Memory

@@ -17,8 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qemem.cli import app
-from qemem.embed import HashEmbedder
-from qemem.embed.base import open_embedder
+from qemem.embed import HashEmbedder, open_embedder
 from qemem.errors import ConfigError, InputError, LLMCallError, StoreError
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.ingest.locomo import locomo_questions

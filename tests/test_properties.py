@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qemem.answer.extract import extract_final_answer
-from qemem.embed import HashEmbedder
-from qemem.embed.base import open_embedder
+from qemem.embed import HashEmbedder, open_embedder
 from qemem.errors import QememError, StructuredOutputError
 from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times

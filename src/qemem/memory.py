@@ -24,7 +24,8 @@ from qemem.construct import (
     fact_episodes,
     import_nemori,
 )
-from qemem.embed.base import Embedder, open_embedder
+from qemem.embed.base import Embedder
+from qemem.embed.spec import open_embedder
 from qemem.errors import (
     ConflictError,
     EmbedderMismatchError,

