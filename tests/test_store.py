@@ -222,7 +222,7 @@ def test_versions_are_per_scope_and_never_reused(memory: Memory, sample_path: Pa
 
 
 def test_conversation_reads_follow_writes(memory: Memory) -> None:
-    """A conversation read (cached by version on SQLite) shows the sessions and speakers
+    """A conversation read (cached by version) shows the sessions and speakers
     written after it."""
     before = memory.conversation("demo-1")
     assert memory.conversation("demo-1") == before

@@ -18,8 +18,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn, document
-from qemem.tokens import tokenize
+from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 
 Ranked = list[tuple[str, float]]
 V = TypeVar("V")
@@ -198,28 +197,3 @@ def select_records(records: list[R], ids: Sequence[str] | None) -> list[R]:
         return list(records)
     by_id = {r.id: r for r in records}
     return [by_id[i] for i in ids if i in by_id]
-
-
-Row = tuple[object, ...]
-
-
-def session_row(pk: int, s: Session) -> Row:
-    """A ``sessions`` row: (conv, idx, key, date_time) — the same on both backends."""
-    return (pk, s.index, s.key or str(s.index), s.date_time.isoformat())
-
-
-def turn_row(pk: int, t: Turn) -> Row:
-    """A ``turns`` row: (conv, id, session, position, speaker, text, timestamp, BM25 tokens)."""
-    tokens = " ".join(tokenize(document(t)))
-    return (pk, t.id, t.session, t.position, t.speaker, t.text, t.timestamp.isoformat(), tokens)
-
-
-def episode_row(pk: int, e: Episode) -> Row:
-    """An ``episodes`` row: (conv, id, session, title, content, timestamp, BM25 tokens)."""
-    tokens = " ".join(tokenize(document(e)))
-    return (pk, e.id, e.session, e.title, e.content, e.timestamp.isoformat(), tokens)
-
-
-def fact_row(pk: int, f: SemanticFact) -> Row:
-    """A ``facts`` row: (conv, id, content, session, BM25 tokens)."""
-    return (pk, f.id, f.content, f.session, " ".join(tokenize(document(f))))

@@ -1,131 +1,53 @@
-"""Versioned schema migrations of the SQLite store (``PRAGMA user_version`` is the version)."""
+"""Versioned schema migrations of the SQLite store (``PRAGMA user_version`` is the version).
+
+A new file gets the current schema (:func:`qemem.store.ddl.create`) in one step; a file of an
+older version takes each numbered step after its own, in order.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 
 from qemem.errors import StoreError
+from qemem.store.ddl import API_KEYS, FACT_EPISODES_INDEX, create, fact_episodes
+from qemem.store.dialect import SQLITE
 
-MIGRATIONS: tuple[str, ...] = (
-    # 1: the three spaces, provenance links, vectors and per-scope state
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE conversations (
-        pk INTEGER PRIMARY KEY,
-        namespace TEXT NOT NULL,
-        id TEXT NOT NULL,
-        speakers TEXT NOT NULL,
-        UNIQUE (namespace, id)
-    );
-    CREATE TABLE sessions (
-        conv INTEGER NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
-        idx INTEGER NOT NULL,
-        key TEXT NOT NULL,
-        date_time TEXT NOT NULL,
-        PRIMARY KEY (conv, idx),
-        UNIQUE (conv, key)
-    );
-    CREATE TABLE turns (
-        conv INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        session INTEGER NOT NULL,
-        position INTEGER NOT NULL,
-        speaker TEXT NOT NULL,
-        text TEXT NOT NULL,
-        timestamp TEXT NOT NULL,
-        tokens TEXT NOT NULL,
-        PRIMARY KEY (conv, id),
-        UNIQUE (conv, session, position),
-        FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
-    );
-    CREATE TABLE episodes (
-        conv INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        session INTEGER NOT NULL,
-        title TEXT NOT NULL,
-        content TEXT NOT NULL,
-        timestamp TEXT NOT NULL,
-        tokens TEXT NOT NULL,
-        PRIMARY KEY (conv, id),
-        FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
-    );
-    CREATE TABLE episode_turns (
-        conv INTEGER NOT NULL,
-        episode TEXT NOT NULL,
-        turn TEXT NOT NULL,
-        ord INTEGER NOT NULL,
-        PRIMARY KEY (conv, episode, ord),
-        FOREIGN KEY (conv, episode) REFERENCES episodes(conv, id) ON DELETE CASCADE,
-        FOREIGN KEY (conv, turn) REFERENCES turns(conv, id) ON DELETE CASCADE
-    );
-    CREATE INDEX episode_turns_by_turn ON episode_turns (conv, turn);
-    CREATE TABLE facts (
-        conv INTEGER NOT NULL,
-        id TEXT NOT NULL,
-        content TEXT NOT NULL,
-        session INTEGER NOT NULL,
-        tokens TEXT NOT NULL,
-        PRIMARY KEY (conv, id),
-        FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
-    );
-    CREATE TABLE fact_episodes (
-        conv INTEGER NOT NULL,
-        fact TEXT NOT NULL,
-        episode TEXT NOT NULL,
-        PRIMARY KEY (conv, fact, episode),
-        FOREIGN KEY (conv, fact) REFERENCES facts(conv, id) ON DELETE CASCADE,
-        FOREIGN KEY (conv, episode) REFERENCES episodes(conv, id) ON DELETE CASCADE
-    );
-    CREATE INDEX fact_episodes_by_episode ON fact_episodes (conv, episode);
-    CREATE TABLE vectors (
-        conv INTEGER NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
-        space TEXT NOT NULL,
-        id TEXT NOT NULL,
-        vector BLOB NOT NULL,
-        PRIMARY KEY (conv, space, id)
-    );
-    CREATE TABLE state (
-        conv INTEGER NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
-        key TEXT NOT NULL,
-        value TEXT NOT NULL,
-        PRIMARY KEY (conv, key)
-    );
-    """,
-    # 2: API keys of the HTTP service (qemem.keys): a salted hash per key, never the key
-    """
-    CREATE TABLE api_keys (
-        id TEXT PRIMARY KEY,
-        namespace TEXT NOT NULL,
-        label TEXT NOT NULL,
-        read_only INTEGER NOT NULL,
-        salt TEXT NOT NULL,
-        hash TEXT NOT NULL,
-        created TEXT NOT NULL,
-        revoked TEXT
-    );
-    """,
-    # 2: per-scope versions (search indexes are cached per scope, by version), drawn from a
+UPGRADES: dict[int, str] = {
+    # 1 (the three spaces, provenance links, vectors and per-scope state) is part of create()
+    2: API_KEYS,
+    # 3: per-scope versions (search indexes are cached per scope, by version), drawn from a
     # store-wide counter so that a version is never reused, not even by a re-created scope
+    3: "ALTER TABLE conversations ADD COLUMN version INTEGER NOT NULL DEFAULT 0;"
+    + SQLITE.versions_ddl,
+    # 4: the schema of both backends: a fact's episodes keep their order in ``ord`` (it was
+    # the rowid order); the table is rebuilt so that it equals a new store's
+    4: fact_episodes(SQLITE, "fact_episodes_4")
+    + """
+    INSERT INTO fact_episodes_4 (conv, fact, episode, ord)
+        SELECT conv, fact, episode, (SELECT count(*) FROM fact_episodes o WHERE o.conv = l.conv
+            AND o.fact = l.fact AND o.rowid < l.rowid)
+        FROM fact_episodes l ORDER BY rowid;
+    DROP TABLE fact_episodes;
+    ALTER TABLE fact_episodes_4 RENAME TO fact_episodes;
     """
-    ALTER TABLE conversations ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
-    CREATE TABLE version_counter (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        value INTEGER NOT NULL
-    );
-    INSERT INTO version_counter (id, value) VALUES (1, 0);
-    """,
-)
+    + FACT_EPISODES_INDEX,
+}
+SCHEMA_VERSION = max(UPGRADES)
 
-SCHEMA_VERSION = len(MIGRATIONS)
+
+def _version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every migration newer than the database's version; return the final version.
+    """Bring the database to :data:`SCHEMA_VERSION`, one step per write transaction (so
+    processes opening one file at once apply each step once); return the version.
 
-    A database written by a newer qemem (a higher version than this code knows) is refused.
+    A database written by a newer qemem (a higher version than this code knows), or one that
+    holds tables of its own, is refused.
     """
     conn.execute("BEGIN")  # one snapshot: another process may be creating the store now
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    version = _version(conn)
     tables = int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0])
     conn.execute("COMMIT")
     if version == 0 and tables:
@@ -138,15 +60,18 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"this store has schema version {version}, newer than this qemem supports "
             f"({SCHEMA_VERSION}): upgrade qemem"
         )
-    for number in range(version, SCHEMA_VERSION):
+    while version < SCHEMA_VERSION:
+        target = SCHEMA_VERSION if version == 0 else version + 1
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executescript(
-                f"BEGIN IMMEDIATE; {MIGRATIONS[number]} PRAGMA user_version = {number + 1}; COMMIT;"
-            )
-        except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if int(conn.execute("PRAGMA user_version").fetchone()[0]) > number:
-                continue  # another process applied this migration meanwhile
+            if _version(conn) == version:  # else another process applied this step meanwhile
+                for statement in (create(SQLITE) if version == 0 else UPGRADES[target]).split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {target}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
             raise
+        version = _version(conn)
     return SCHEMA_VERSION

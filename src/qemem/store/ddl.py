@@ -1,0 +1,132 @@
+"""The tables of both SQL backends: one schema, rendered per dialect (column types and the
+source of scope versions are the only differences).
+
+A new store gets :func:`create` at once; a store of an older schema is brought to it by each
+backend's numbered migrations (:mod:`qemem.store.schema`, :mod:`qemem.store.postgres_schema`).
+"""
+
+from __future__ import annotations
+
+from qemem.store.dialect import Dialect
+
+_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE conversations (
+    pk {key},
+    namespace TEXT NOT NULL,
+    id TEXT NOT NULL,
+    speakers TEXT NOT NULL,
+    version {version},
+    UNIQUE (namespace, id)
+);
+CREATE TABLE sessions (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    date_time TEXT NOT NULL,
+    PRIMARY KEY (conv, idx),
+    UNIQUE (conv, key)
+);
+CREATE TABLE turns (
+    conv {ref} NOT NULL,
+    id TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    speaker TEXT NOT NULL,
+    text TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    tokens TEXT NOT NULL,
+    PRIMARY KEY (conv, id),
+    UNIQUE (conv, session, position),
+    FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
+);
+CREATE TABLE episodes (
+    conv {ref} NOT NULL,
+    id TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    content TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    tokens TEXT NOT NULL,
+    PRIMARY KEY (conv, id),
+    FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
+);
+CREATE TABLE episode_turns (
+    conv {ref} NOT NULL,
+    episode TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    PRIMARY KEY (conv, episode, ord),
+    FOREIGN KEY (conv, episode) REFERENCES episodes(conv, id) ON DELETE CASCADE,
+    FOREIGN KEY (conv, turn) REFERENCES turns(conv, id) ON DELETE CASCADE
+);
+CREATE INDEX episode_turns_by_turn ON episode_turns (conv, turn);
+CREATE TABLE facts (
+    conv {ref} NOT NULL,
+    id TEXT NOT NULL,
+    content TEXT NOT NULL,
+    session INTEGER NOT NULL,
+    tokens TEXT NOT NULL,
+    PRIMARY KEY (conv, id),
+    FOREIGN KEY (conv, session) REFERENCES sessions(conv, idx) ON DELETE CASCADE
+);
+{fact_episodes}
+CREATE TABLE vectors (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    space TEXT NOT NULL,
+    id TEXT NOT NULL,
+    vector {vector} NOT NULL,
+    PRIMARY KEY (conv, space, id)
+);
+CREATE TABLE state (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (conv, key)
+);
+"""
+
+_FACT_EPISODES = """
+CREATE TABLE {name} (
+    conv {ref} NOT NULL,
+    fact TEXT NOT NULL,
+    episode TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    PRIMARY KEY (conv, fact, episode),
+    FOREIGN KEY (conv, fact) REFERENCES facts(conv, id) ON DELETE CASCADE,
+    FOREIGN KEY (conv, episode) REFERENCES episodes(conv, id) ON DELETE CASCADE
+);
+"""
+FACT_EPISODES_INDEX = "CREATE INDEX fact_episodes_by_episode ON fact_episodes (conv, episode);"
+
+API_KEYS = """
+CREATE TABLE api_keys (
+    id TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    label TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    salt TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    created TEXT NOT NULL,
+    revoked TEXT
+);
+"""
+"""API keys of the HTTP service (:mod:`qemem.keys`): a salted hash per key, never the key."""
+
+
+def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
+    """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
+    created as ``name``."""
+    return _FACT_EPISODES.format(name=name, ref=dialect.ref_type)
+
+
+def create(dialect: Dialect) -> str:
+    """The whole current schema of ``dialect``, for a new store."""
+    tables = _TABLES.format(
+        key=dialect.key_type,
+        ref=dialect.ref_type,
+        vector=dialect.vector_type,
+        version=dialect.version_column,
+        fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
+    )
+    return dialect.versions_ddl + tables + API_KEYS

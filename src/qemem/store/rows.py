@@ -1,0 +1,51 @@
+"""The rows of the record tables, as both SQL backends write them: column names and one row
+builder per table (BM25 tokens are stored space-separated, times as ISO 8601 text)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from qemem.models import Episode, SemanticFact, Session, Space, Turn, document
+from qemem.tokens import tokenize
+
+Row = tuple[object, ...]
+
+TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
+"""The table of each space's records."""
+
+SESSION_COLUMNS = ("conv", "idx", "key", "date_time")
+TURN_COLUMNS = ("conv", "id", "session", "position", "speaker", "text", "timestamp", "tokens")
+EPISODE_COLUMNS = ("conv", "id", "session", "title", "content", "timestamp", "tokens")
+FACT_COLUMNS = ("conv", "id", "content", "session", "tokens")
+LINK_COLUMNS = {
+    "episode_turns": ("conv", "episode", "turn", "ord"),
+    "fact_episodes": ("conv", "fact", "episode", "ord"),
+}
+"""The provenance links: an episode's turns and a fact's episodes, ``ord`` in their order."""
+
+
+def session_row(pk: int, s: Session) -> Row:
+    """A ``sessions`` row (``SESSION_COLUMNS``); a session without a key is keyed by index."""
+    return (pk, s.index, s.key or str(s.index), s.date_time.isoformat())
+
+
+def turn_row(pk: int, t: Turn) -> Row:
+    """A ``turns`` row (``TURN_COLUMNS``)."""
+    tokens = " ".join(tokenize(document(t)))
+    return (pk, t.id, t.session, t.position, t.speaker, t.text, t.timestamp.isoformat(), tokens)
+
+
+def episode_row(pk: int, e: Episode) -> Row:
+    """An ``episodes`` row (``EPISODE_COLUMNS``)."""
+    tokens = " ".join(tokenize(document(e)))
+    return (pk, e.id, e.session, e.title, e.content, e.timestamp.isoformat(), tokens)
+
+
+def fact_row(pk: int, f: SemanticFact) -> Row:
+    """A ``facts`` row (``FACT_COLUMNS``)."""
+    return (pk, f.id, f.content, f.session, " ".join(tokenize(document(f))))
+
+
+def link_rows(pk: int, owner: str, targets: Iterable[str]) -> list[Row]:
+    """The link rows (either link table) of ``owner`` to ``targets``, in their order."""
+    return [(pk, owner, target, n) for n, target in enumerate(targets)]

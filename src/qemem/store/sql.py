@@ -1,0 +1,413 @@
+"""The SQL store both backends share: every query, loader and check, written once with ``?``
+placeholders over the schema of :mod:`qemem.store.ddl`.
+
+A backend subclass provides its :class:`~qemem.store.dialect.Dialect` and its connection
+handling (``transaction``, ``close`` and four small hooks). Records and index rows are cached
+per (scope, space) by the scope's version, so a write to one conversation, from this process
+or another, reloads only that conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar, cast
+
+import numpy as np
+
+from qemem.errors import EmbedderMismatchError, InputError, NotFoundError
+from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
+from qemem.store.base import (
+    IndexRows,
+    Scope,
+    VersionedCache,
+    ordering,
+    record_order,
+    select_records,
+)
+from qemem.store.dialect import Conflict, Dialect
+from qemem.store.rows import (
+    EPISODE_COLUMNS,
+    FACT_COLUMNS,
+    LINK_COLUMNS,
+    SESSION_COLUMNS,
+    TABLES,
+    TURN_COLUMNS,
+    episode_row,
+    fact_row,
+    link_rows,
+    session_row,
+    turn_row,
+)
+
+T = TypeVar("T")
+_ORPHANS = (
+    "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
+    "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)"
+)
+
+
+class SQLStore(ABC):
+    """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
+
+    dialect: ClassVar[Dialect]
+    path: str
+    """Where the store is, for messages (a file path, or a URL without its password)."""
+
+    def __init__(self) -> None:
+        self._cache: VersionedCache[Any] = VersionedCache(size=256)
+
+    # ------------------------------------------------------------------ backend hooks
+    @abstractmethod
+    def transaction(self) -> AbstractContextManager[None]:
+        """All writes inside are committed together or not at all (nesting joins the outer)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def _in_transaction(self) -> bool:
+        """Whether the calling thread is inside this store's write transaction."""
+
+    @abstractmethod
+    def _query(
+        self, sql: str, params: Sequence[object] = (), *, binary: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """The rows of one statement (``binary``: vectors in the driver's binary format)."""
+
+    @abstractmethod
+    def _exec(self, sql: str, params: Sequence[object] = ()) -> int:
+        """Run one statement (inside a transaction); the number of rows it changed."""
+
+    @abstractmethod
+    def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
+        """Run one statement per row (inside a transaction)."""
+
+    # ------------------------------------------------------------------ scopes and versions
+    def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str:
+        return self.dialect.insert(table, columns, conflict)
+
+    def _racing(self) -> Conflict:
+        """How sessions and turns are inserted: see ``Dialect.serialised_writes``."""
+        return "fail" if self.dialect.serialised_writes else "ignore"
+
+    def _row(self, scope: Scope) -> tuple[int, int]:
+        """(pk, version) of the scope's conversation; NotFoundError when absent."""
+        rows = self._query(
+            "SELECT pk, version FROM conversations WHERE namespace = ? AND id = ?",
+            (scope.namespace, scope.conversation),
+        )
+        if not rows:
+            raise NotFoundError(
+                f"no conversation {scope!s} in store {self.path}: ingest it first "
+                f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
+                "(qemem conversations)"
+            )
+        return int(rows[0][0]), int(rows[0][1])
+
+    def _pk(self, scope: Scope) -> int:
+        return self._row(scope)[0]
+
+    def _locked_pk(self, scope: Scope) -> int:
+        """The scope's pk, holding its write lock for the transaction (writers of one
+        conversation take turns)."""
+        if self.dialect.lock is not None:
+            self._exec(self.dialect.lock, (f"{scope.namespace}/{scope.conversation}",))
+        return self._pk(scope)
+
+    def _bump(self, pk: int) -> None:
+        """Give the conversation a new version (inside a transaction)."""
+        for statement in self.dialect.bump:
+            self._exec(statement, (pk,) if "?" in statement else ())
+
+    def _writing(self, scope: Scope) -> int:
+        """The scope's pk, locked and given a new version: the start of every record write."""
+        pk = self._locked_pk(scope)
+        self._bump(pk)
+        return pk
+
+    def version(self, scope: Scope) -> int | None:
+        version = self._row(scope)[1]
+        return None if self._in_transaction() else version
+
+    def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T:
+        """``load(pk)``'s value for the scope, cached by the scope's version."""
+        pk, version = self._row(scope)
+        if self._in_transaction():
+            return load(pk)
+        return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
+
+    # ------------------------------------------------------------------ conversations
+    def conversations(self, namespace: str | None = None) -> list[Conversation]:
+        sql = "SELECT namespace, id FROM conversations"
+        params: tuple[str, ...] = ()
+        if namespace is not None:
+            sql += " WHERE namespace = ?"
+            params = (namespace,)
+        rows = self._query(sql + " ORDER BY namespace, id", params)
+        return [self.get_conversation(Scope(cid, ns)) for ns, cid in rows]
+
+    def get_conversation(self, scope: Scope) -> Conversation:
+        return self._load(scope, "conversation", lambda pk: self._load_conversation(pk, scope))
+
+    def _load_conversation(self, pk: int, scope: Scope) -> Conversation:
+        speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
+        sessions = tuple(
+            Session(int(idx), datetime.fromisoformat(dt), key)
+            for idx, dt, key in self._query(
+                "SELECT idx, date_time, key FROM sessions WHERE conv = ? ORDER BY idx", (pk,)
+            )
+        )
+        return Conversation(
+            scope.conversation, tuple(json.loads(speakers)), sessions, scope.namespace
+        )
+
+    def put_conversation(self, scope: Scope, speakers: Sequence[str]) -> None:
+        with self.transaction():
+            created = self._exec(
+                self._insert("conversations", ("namespace", "id", "speakers"), "ignore"),
+                (scope.namespace, scope.conversation, json.dumps(list(speakers))),
+            )
+            pk = self._locked_pk(scope)
+            known = json.loads(
+                self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
+            )
+            merged = known + [s for s in speakers if s not in known]
+            if merged != known:
+                self._exec(
+                    "UPDATE conversations SET speakers = ? WHERE pk = ?", (json.dumps(merged), pk)
+                )
+            if created or merged != known:
+                self._bump(pk)
+
+    def add_sessions(self, scope: Scope, sessions: Sequence[Session]) -> None:
+        with self.transaction():
+            pk = self._writing(scope)
+            self._write(
+                self._insert("sessions", SESSION_COLUMNS, self._racing()),
+                [session_row(pk, s) for s in sessions],
+            )
+
+    def delete_conversation(self, scope: Scope) -> bool:
+        with self.transaction():
+            return (
+                self._exec(
+                    "DELETE FROM conversations WHERE namespace = ? AND id = ?",
+                    (scope.namespace, scope.conversation),
+                )
+                > 0
+            )
+
+    # ------------------------------------------------------------------ embedder bookkeeping
+    def embedder(self) -> tuple[str, int] | None:
+        rows = self._query("SELECT value FROM meta WHERE key = 'embedder'")
+        if not rows:
+            return None
+        info = json.loads(rows[0][0])
+        return str(info["id"]), int(info["dim"])
+
+    def _check_vectors(self, count: int, vectors: np.ndarray, embedder: str) -> None:
+        """Refuse vectors that are not one row per record, or not of the store's embedder
+        (the first vectors written name it)."""
+        if vectors.ndim != 2 or vectors.shape[0] != count:
+            raise InputError(f"expected {count} vectors, got an array of shape {vectors.shape}")
+        dim = int(vectors.shape[1])
+        self._exec(
+            self._insert("meta", ("key", "value"), "ignore"),
+            ("embedder", json.dumps({"id": embedder, "dim": dim})),
+        )
+        known = self.embedder()
+        if known != (embedder, dim):
+            name, size = known or (None, 0)
+            raise EmbedderMismatchError(
+                f"store {self.path} holds vectors of embedder {name!r} ({size}-d); "
+                f"refusing to mix in {embedder!r} ({dim}-d). Open it with the same embedder "
+                "(QEMEM_EMBEDDER) or ingest into a new store"
+            )
+
+    def _put_vectors(self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray) -> None:
+        columns = ("conv", "space", "id", "vector")
+        self._write(
+            self._insert("vectors", columns, ("conv", "space", "id")),
+            [(pk, space, rid, self.dialect.encode(v)) for rid, v in zip(ids, vectors, strict=True)],
+        )
+
+    @contextmanager
+    def _records(
+        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray, embedder: str
+    ) -> Iterator[int]:
+        """A write of records ``ids`` of ``space`` (the block writes their rows, given the
+        scope's pk) with their vectors, in one transaction."""
+        with self.transaction():
+            pk = self._writing(scope)
+            self._check_vectors(len(ids), vectors, embedder)
+            yield pk
+            self._put_vectors(pk, space, ids, vectors)
+
+    # ------------------------------------------------------------------ records
+    def add_turns(
+        self, scope: Scope, turns: Sequence[Turn], vectors: np.ndarray, embedder: str
+    ) -> None:
+        with self._records(scope, "turn", [t.id for t in turns], vectors, embedder) as pk:
+            self._write(
+                self._insert("turns", TURN_COLUMNS, self._racing()),
+                [turn_row(pk, t) for t in turns],
+            )
+
+    def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
+        return select_records(
+            self._load(scope, "turns", lambda pk: self._load_turns(pk, scope)), ids
+        )
+
+    def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
+        rows = self._query(
+            "SELECT id, session, position, speaker, text, timestamp FROM turns WHERE conv = ? "
+            "ORDER BY session, position",
+            (pk,),
+        )
+        return [
+            Turn(rid, scope.conversation, session, pos, speaker, text, datetime.fromisoformat(ts))
+            for rid, session, pos, speaker, text, ts in rows
+        ]
+
+    def add_episodes(
+        self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str
+    ) -> None:
+        ids = [e.id for e in episodes]
+        with self._records(scope, "episode", ids, vectors, embedder) as pk:
+            self._write(
+                self._insert("episodes", EPISODE_COLUMNS), [episode_row(pk, e) for e in episodes]
+            )
+            self._write(
+                self._insert("episode_turns", LINK_COLUMNS["episode_turns"]),
+                [row for e in episodes for row in link_rows(pk, e.id, e.turn_ids)],
+            )
+
+    def episodes(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Episode]:
+        return select_records(
+            self._load(scope, "episodes", lambda pk: self._load_episodes(pk, scope)), ids
+        )
+
+    def _links(self, table: str, pk: int) -> dict[str, tuple[str, ...]]:
+        """Each owner's link targets in ``table``, in their order."""
+        owner, target = LINK_COLUMNS[table][1:3]
+        links: dict[str, list[str]] = {}
+        for key, value in self._query(
+            f"SELECT {owner}, {target} FROM {table} WHERE conv = ? ORDER BY {owner}, ord", (pk,)
+        ):
+            links.setdefault(key, []).append(value)
+        return {key: tuple(values) for key, values in links.items()}
+
+    def _load_episodes(self, pk: int, scope: Scope) -> list[Episode]:
+        links = self._links("episode_turns", pk)
+        rows = sorted(
+            self._query(
+                "SELECT id, session, title, content, timestamp FROM episodes WHERE conv = ?", (pk,)
+            ),
+            key=lambda row: record_order(row[0], row[1]),
+        )
+        return [
+            Episode(
+                rid,
+                scope.conversation,
+                session,
+                title,
+                content,
+                datetime.fromisoformat(ts),
+                links.get(rid, ()),
+            )
+            for rid, session, title, content, ts in rows
+        ]
+
+    def put_facts(
+        self, scope: Scope, facts: Sequence[SemanticFact], vectors: np.ndarray, embedder: str
+    ) -> None:
+        with self._records(scope, "fact", [f.id for f in facts], vectors, embedder) as pk:
+            latest = {f.id: f for f in facts}  # a fact given twice: the last one holds
+            self._write(
+                "DELETE FROM fact_episodes WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
+            )
+            self._write(
+                self._insert("facts", FACT_COLUMNS, ("conv", "id")),
+                [fact_row(pk, f) for f in facts],
+            )
+            self._write(
+                self._insert("fact_episodes", LINK_COLUMNS["fact_episodes"]),
+                [
+                    row
+                    for f in latest.values()
+                    for row in link_rows(pk, f.id, dict.fromkeys(f.episode_ids))
+                ],
+            )
+
+    def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
+        with self.transaction():
+            pk = self._writing(scope)
+            self._write("DELETE FROM episodes WHERE conv = ? AND id = ?", [(pk, i) for i in ids])
+            self._write(
+                "DELETE FROM vectors WHERE conv = ? AND space = 'episode' AND id = ?",
+                [(pk, i) for i in ids],
+            )
+            self._exec(
+                f"DELETE FROM vectors WHERE conv = ? AND space = 'fact' AND id IN ({_ORPHANS})",
+                (pk, pk),
+            )
+            self._exec(f"DELETE FROM facts WHERE conv = ? AND id IN ({_ORPHANS})", (pk, pk))
+
+    def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
+        return select_records(
+            self._load(scope, "facts", lambda pk: self._load_facts(pk, scope)), ids
+        )
+
+    def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
+        links = self._links("fact_episodes", pk)
+        rows = sorted(
+            self._query("SELECT id, content, session FROM facts WHERE conv = ?", (pk,)),
+            key=lambda row: record_order(row[0]),
+        )
+        return [
+            SemanticFact(rid, scope.conversation, content, session, links.get(rid, ()))
+            for rid, content, session in rows
+        ]
+
+    # ------------------------------------------------------------------ index rows
+    def index_rows(self, scope: Scope, space: Space) -> IndexRows:
+        return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
+
+    def _load_rows(self, pk: int, space: Space) -> IndexRows:
+        position = "r.position" if space == "turn" else "0"
+        rows = self._query(
+            f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
+            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?",
+            (space, pk),
+            binary=True,
+        )
+        rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
+        if rows:
+            matrix = np.vstack([self.dialect.decode(row[2]) for row in rows])
+        else:
+            known = self.embedder()
+            matrix = np.zeros((0, known[1] if known else 0), dtype=np.float32)
+        ids, tokens = [r[0] for r in rows], [r[1].split() for r in rows]
+        return IndexRows(ids, tokens, matrix.astype(np.float32, copy=False))
+
+    def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
+        rows = self.index_rows(scope, space)
+        return list(rows.ids), rows.matrix
+
+    # ------------------------------------------------------------------ state
+    def get_state(self, scope: Scope, key: str) -> str | None:
+        rows = self._query(
+            "SELECT value FROM state WHERE conv = ? AND key = ?", (self._pk(scope), key)
+        )
+        return str(rows[0][0]) if rows else None
+
+    def set_state(self, scope: Scope, key: str, value: str) -> None:
+        with self.transaction():
+            self._exec(
+                self._insert("state", ("conv", "key", "value"), ("conv", "key")),
+                (self._pk(scope), key, value),
+            )
