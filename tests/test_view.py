@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from qemem.answer import Answer
+from qemem.answer.wire import answer_to_json
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
@@ -71,9 +72,9 @@ def test_answer_carries_its_source_records(answer: Answer) -> None:
     turns = answer.sources.turns
     assert {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"} <= set(turns)  # cited turn, two each side
     assert {item.id for item in answer.pool.turns} <= set(turns)
-    assert set(answer.trace.visible_turn_ids) <= set(turns)
+    assert set(answer.evidence.shown.turns) <= set(turns)
     assert answer.sources.sessions[1].startswith("2024-03-14T19:15")
-    data = answer.to_dict()["sources"]
+    data = answer_to_json(answer)["sources"]
     assert data["turns"]["D1:3"]["speaker"] == "Priya" and data["speakers"] == ["Priya", "Tomas"]
 
 

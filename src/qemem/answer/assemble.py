@@ -14,17 +14,18 @@ from dataclasses import dataclass
 
 from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex, format_memories
-from qemem.models import Episode, Pool, SemanticFact, Turn
+from qemem.evidence.refine import Shown
+from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
 from qemem.prompts import as_data
 
 
 @dataclass(frozen=True)
 class Assembly:
-    """The evidence text of the answer prompt, the turn ids it shows, and the cited turn ids
-    (card sources resolved to turns: episodes and facts expand to their original turns)."""
+    """The evidence text of the answer prompt, what it shows (``shown``), and the cited turn
+    ids (card sources resolved to turns: episodes and facts expand to their original turns)."""
 
     text: str
-    visible_turn_ids: list[str]
+    shown: Shown
     citations: list[str]
 
 
@@ -54,7 +55,9 @@ def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
     episodes, facts, turns = pool_records(pool)
     body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
     text = f"Retrieved memories:\n{body}"
-    return Assembly(text, [t.id for t in index.in_order(turns)], [])
+    ids = [t.id for t in index.in_order(turns)]
+    refs = [item.ref for item in (*pool.episodes, *pool.facts)]
+    return Assembly(text, Shown(ids, [], ids, refs), [])
 
 
 def assemble(
@@ -112,8 +115,11 @@ def assemble(
     if background:
         sections.append(f"Other retrieved memories (background):\n{background}")
     visible = index.in_order([*context, *rest_turns])
+    shown_refs = [Ref("episode", e.id) for e in rest_episodes]
+    shown_refs += [Ref("fact", f.id) for f in rest_facts]
+    rest = [t.id for t in index.in_order(rest_turns)]
     return Assembly(
         "\n\n".join(sections),
-        [t.id for t in visible],
+        Shown([t.id for t in visible], [t.id for t in context], rest, shown_refs),
         [t.id for t in index.in_order(citations)],
     )

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.answer import Answer
-from qemem.models import Pool, PoolItem, Reason
+from qemem.evidence.refine import Evidence
+from qemem.models import Pool, PoolItem, Reason, Ref
 
 #: pool reasons kept per candidate in run records (the rest are counted), to keep them small
 RUN_REASONS = 3
@@ -31,25 +32,25 @@ def reason_label(reason: Reason) -> str:
     return f"{reason.kind}{via}"
 
 
-def round_queries(answer: Answer) -> list[list[str]]:
+def round_queries(evidence: Evidence) -> list[list[str]]:
     """The queries each round retrieved with, as the pool numbers them (``q0`` first): the
     plan's query set for the initial pool, the follow-up queries for refinement rounds."""
     out = []
-    for trace in answer.trace.rounds:
-        raw = answer.trace.plan.query_set if trace.queries is None else trace.queries
+    for trace in evidence.rounds:
+        raw = evidence.plan.query_set if trace.queries is None else trace.queries
         texts = [" ".join(q.split()) for q in raw]
         out.append([q for q in dict.fromkeys(texts) if q])
     return out
 
 
-def _pool_items(pool: Pool, rounds: dict[str, int], max_reasons: int | None) -> list[list[Any]]:
+def _pool_items(pool: Pool, rounds: dict[Ref, int], max_reasons: int | None) -> list[list[Any]]:
     def item(entry: PoolItem) -> list[Any]:
         labels = [reason_label(r) for r in entry.reasons]
         kept = labels if max_reasons is None else labels[:max_reasons]
         return [
             entry.space,
             entry.id,
-            rounds.get(f"{entry.space}:{entry.id}", 0),
+            rounds.get(entry.ref, 0),
             round(entry.score, 4),
             "; ".join(kept),
             len(labels) - len(kept),
@@ -64,20 +65,21 @@ def evidence_record(
     """The answer's evidence as the viewer reads it (see the module doc). ``max_reasons`` caps
     the reasons kept per pool candidate (None: all); ``sources=False`` leaves the source
     records out (a run keeps them once per conversation: ``view.report.write_run_sources``)."""
-    trace = answer.trace
-    first_round: dict[str, int] = {}
-    for r in trace.rounds:
-        for pid in r.pool_ids:
-            first_round.setdefault(pid, r.round)
+    trace, evidence = answer.trace, answer.evidence
+    first_round: dict[Ref, int] = {}
+    for r in evidence.rounds:
+        for ref in r.refs():
+            first_round.setdefault(ref, r.round)
     total = trace.totals.get("total", {}) if trace.totals else {}
-    queries = round_queries(answer)
+    queries = round_queries(evidence)
+    plan = evidence.plan
     record = {
         "question": answer.question,
         "answer": answer.text,
         "reasoning": answer.reasoning,
         "mode": answer.mode,
-        "termination": trace.termination,
-        "degradations": list(trace.degradations),
+        "termination": evidence.termination,
+        "degradations": list(evidence.degradations),
         "cost": {
             "calls": int(total.get("calls", 0)),
             "input_tokens": int(total.get("input_tokens", 0)),
@@ -86,13 +88,13 @@ def evidence_record(
             "seconds": round(trace.seconds, 3),
         },
         "plan": {
-            "need": trace.plan.need,
-            "answer_type": trace.plan.answer_type,
-            "aggregate": trace.plan.aggregate,
-            "temporal": trace.plan.temporal,
-            "queries": list(trace.plan.queries),
-            "source": trace.plan.source,
-            "note": trace.plan.note,
+            "need": plan.need,
+            "answer_type": plan.answer_type,
+            "aggregate": plan.aggregate,
+            "temporal": plan.temporal,
+            "queries": list(plan.queries),
+            "source": plan.source,
+            "note": plan.note,
         },
         "rounds": [
             {
@@ -101,12 +103,12 @@ def evidence_record(
                 "feedback": r.feedback.to_dict() if r.feedback else None,
                 "degraded": r.degraded,
             }
-            for n, r in enumerate(trace.rounds)
+            for n, r in enumerate(evidence.rounds)
         ],
-        "cards": [card.to_dict() for card in answer.cards],
+        "cards": [card.to_dict() for card in evidence.cards],
         "citations": list(answer.citations),
-        "visible": list(trace.visible_turn_ids),
-        "pool": _pool_items(answer.pool, first_round, max_reasons),
+        "visible": list(evidence.shown.turns),
+        "pool": _pool_items(evidence.pool, first_round, max_reasons),
     }
     if sources:
         record["sources"] = answer.sources.to_dict()

@@ -1,0 +1,68 @@
+"""The one JSON form of an ``Answer`` (and of a ``Pool``): what the CLI prints with ``--json``,
+what the HTTP service returns, what ``RemoteMemory`` reads back, and (compact) what a run
+keeps per question.
+
+The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
+twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
+parse. ``compact`` leaves out what a run stores once per conversation or does not need per
+question: the source records (``sources``), the merged pool's record texts (each candidate
+keeps its ref, score and reasons, at most ``max_reasons`` of them) and the pool times.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from qemem.answer.ask import Answer
+from qemem.models import Pool
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def answer_to_json(
+    answer: Answer, *, compact: bool = False, max_reasons: int | None = None
+) -> dict[str, Any]:
+    """The answer as JSON-ready data (see the module doc for ``compact``)."""
+    data: dict[str, Any] = _adapter(Answer).dump_python(answer, mode="json")
+    if not compact:
+        return data
+    del data["sources"], data["pool_times"]
+    pool = data["evidence"]["pool"]
+    for space in ("episodes", "facts", "turns"):
+        pool[space] = [_compact_item(item, max_reasons) for item in pool[space]]
+    for round_ in data["evidence"]["rounds"]:
+        for entry in round_["pool"]:
+            entry["reasons"] = _capped(entry["reasons"], max_reasons)
+    return data
+
+
+def _capped(reasons: list[Any], limit: int | None) -> list[Any]:
+    return reasons if limit is None else reasons[:limit]
+
+
+def _compact_item(item: dict[str, Any], max_reasons: int | None) -> dict[str, Any]:
+    """A pool candidate without its record's text: its ref, position, score and reasons."""
+    return {
+        "ref": {"space": item["space"], "id": item["record"]["id"]},
+        "position": item["position"],
+        "score": item["score"],
+        "reasons": _capped(item["reasons"], max_reasons),
+    }
+
+
+def answer_from_json(data: Any) -> Answer:
+    """An ``Answer`` from its (full) JSON form, as :func:`answer_to_json` wrote it."""
+    answer: Answer = _adapter(Answer).validate_python(data)
+    return answer
+
+
+def pool_to_json(pool: Pool) -> dict[str, Any]:
+    """A pool as JSON-ready data (the same form as an answer's ``evidence.pool``)."""
+    data: dict[str, Any] = _adapter(Pool).dump_python(pool, mode="json")
+    return data
