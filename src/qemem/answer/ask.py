@@ -112,9 +112,10 @@ class Answer:
 
     def to_html(self) -> str:
         """A self-contained HTML page of the answer and its evidence (see :mod:`qemem.view`)."""
+        from qemem.answer.wire import answer_to_json
         from qemem.view import answer_html
 
-        return answer_html(self)
+        return answer_html(answer_to_json(self))
 
 
 def _pool_times(index: SourceIndex, pool: Pool) -> dict[str, list[TimeResolution]]:

@@ -60,17 +60,10 @@ def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
     return Assembly(text, Shown(ids, [], ids, refs), [])
 
 
-def assemble(
-    index: SourceIndex,
-    cards: Sequence[ViewCard],
-    pool: Pool,
-    *,
-    neighbours: int = 2,
-    episode_turns: int = 12,
-) -> Assembly:
-    """Cards, cited sources in context, and the rest of ``pool`` as background."""
-    if not cards:
-        return assemble_pool(index, pool)
+def _cited(
+    index: SourceIndex, cards: Sequence[ViewCard]
+) -> tuple[list[Turn], dict[str, Episode], dict[str, SemanticFact], list[Turn]]:
+    """The records the cards cite, by space, and the turns behind them all (citations)."""
     cited_turns: list[Turn] = []
     cited_episodes: dict[str, Episode] = {}
     cited_facts: dict[str, SemanticFact] = {}
@@ -88,6 +81,21 @@ def assemble(
                 cited_episodes[record.id] = record
             else:
                 cited_facts[record.id] = record
+    return cited_turns, cited_episodes, cited_facts, citations
+
+
+def assemble(
+    index: SourceIndex,
+    cards: Sequence[ViewCard],
+    pool: Pool,
+    *,
+    neighbours: int = 2,
+    episode_turns: int = 12,
+) -> Assembly:
+    """Cards, cited sources in context, and the rest of ``pool`` as background."""
+    if not cards:
+        return assemble_pool(index, pool)
+    cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
     context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
     for episode in cited_episodes.values():
         context.extend(index.episode_turns(episode, episode_turns))

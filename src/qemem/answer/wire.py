@@ -5,8 +5,8 @@ keeps per question.
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
 parse. ``compact`` leaves out what a run stores once per conversation or does not need per
-question: the source records (``sources``), the merged pool's record texts (each candidate
-keeps its ref, score and reasons, at most ``max_reasons`` of them) and the pool times.
+question: the source records (``sources``), the pool times, and the merged pool's records
+(its candidates keep only their refs, in pool order: each round's entries carry the rest).
 """
 
 from __future__ import annotations
@@ -28,32 +28,21 @@ def _adapter(kind: Any) -> TypeAdapter[Any]:
 def answer_to_json(
     answer: Answer, *, compact: bool = False, max_reasons: int | None = None
 ) -> dict[str, Any]:
-    """The answer as JSON-ready data (see the module doc for ``compact``)."""
+    """The answer as JSON-ready data (see the module doc for ``compact``; ``max_reasons``
+    caps the reasons a compact round entry keeps, counting the rest in ``more_reasons``)."""
     data: dict[str, Any] = _adapter(Answer).dump_python(answer, mode="json")
     if not compact:
         return data
     del data["sources"], data["pool_times"]
     pool = data["evidence"]["pool"]
     for space in ("episodes", "facts", "turns"):
-        pool[space] = [_compact_item(item, max_reasons) for item in pool[space]]
+        pool[space] = [{"ref": {"space": i["space"], "id": i["record"]["id"]}} for i in pool[space]]
     for round_ in data["evidence"]["rounds"]:
         for entry in round_["pool"]:
-            entry["reasons"] = _capped(entry["reasons"], max_reasons)
+            kept = entry["reasons"][:max_reasons] if max_reasons is not None else entry["reasons"]
+            entry["more_reasons"] = len(entry["reasons"]) - len(kept)
+            entry["reasons"] = kept
     return data
-
-
-def _capped(reasons: list[Any], limit: int | None) -> list[Any]:
-    return reasons if limit is None else reasons[:limit]
-
-
-def _compact_item(item: dict[str, Any], max_reasons: int | None) -> dict[str, Any]:
-    """A pool candidate without its record's text: its ref, position, score and reasons."""
-    return {
-        "ref": {"space": item["space"], "id": item["record"]["id"]},
-        "position": item["position"],
-        "score": item["score"],
-        "reasons": _capped(item["reasons"], max_reasons),
-    }
 
 
 def answer_from_json(data: Any) -> Answer:

@@ -21,6 +21,7 @@ from typing import Any
 
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import MODES, Mode
+from qemem.answer.wire import answer_to_json
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
 from qemem.eval.grounding import card_records
@@ -28,19 +29,24 @@ from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.metrics import bleu1, f1_common, f1_locomo
 from qemem.eval.report import load_records, record_key, write_report
+from qemem.evidence.refine import Evidence
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
 from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
-from qemem.view.record import RUN_REASONS, evidence_record
+from qemem.view.record import RUN_REASONS
 from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
+#: the results.jsonl record format: 2 keeps the answer's compact JSON under ``answer``; format
+#: 1 (records without ``format``, written before the evidence record) kept the viewer's record
+#: under ``evidence_view``, which ``eval report`` and the run page still read
+RECORD_FORMAT = 2
 #: manifest entries that must match for a rerun to continue the records of an output folder
 FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs")
 
@@ -163,6 +169,27 @@ def refinement_info(answer: Answer) -> dict[str, Any]:
     }
 
 
+def _evidence_spread(evidence: Sequence[str], turns: Mapping[str, Turn]) -> dict[str, Any]:
+    """The sessions of the evidence turns, the days they span, and the ids the store lacks."""
+    known = [turns[e] for e in evidence if e in turns]
+    dates = [t.timestamp.date() for t in known]
+    return {
+        "evidence_sessions": sorted({t.session for t in known}),
+        "evidence_span_days": (max(dates) - min(dates)).days if dates else None,
+        "evidence_unknown": [e for e in evidence if e not in turns],
+    }
+
+
+def _initial_rank(
+    record: Evidence, evidence: Sequence[str], aliases: Mapping[str, object]
+) -> int | None:
+    """The strict budget position at which the round-0 pool covers the evidence."""
+    if not evidence:
+        return None
+    groups = exposure_groups(record.rounds[0].pool)
+    return budget_positions(groups, evidence, aliases)[0]
+
+
 def make_record(
     question: LocomoQuestion,
     answer: Answer,
@@ -178,17 +205,11 @@ def make_record(
     what the answer prompt showed (``Evidence.shown``; the "cited" visibility counts the turns
     of its cited-sources section, not every turn behind a cited episode or fact)."""
     evidence = list(question.evidence)
-    known = [turns[e] for e in evidence if e in turns]
-    dates = [t.timestamp.date() for t in known]
     record = answer.evidence
     initial = record.turn_ids([0])
     refined = record.turn_ids(range(len(record.rounds)))
     visible = list(record.shown.turns)
     cited = list(record.shown.cited_context)
-    rank = None
-    if evidence:
-        groups = exposure_groups(record.rounds[0].pool)
-        rank = budget_positions(groups, evidence, aliases)[0]
     gold, prediction = question.answer, answer.text
     answers, cards = answer.mode != "retrieval", answer.mode in ("full", "no-refine")
     return {
@@ -216,19 +237,18 @@ def make_record(
         "cards": card_records(answer.cards) if cards else None,
         "initial_pool_turn_ids": initial,
         "refined_pool_turn_ids": refined,
-        "evidence_sessions": sorted({t.session for t in known}),
-        "evidence_span_days": (max(dates) - min(dates)).days if dates else None,
-        "evidence_unknown": [e for e in evidence if e not in turns],
+        **_evidence_spread(evidence, turns),
         "visibility": {
             "initial": evidence_visible(initial, evidence, aliases),
             "refined": evidence_visible(refined, evidence, aliases),
             "final": evidence_visible(visible, evidence, aliases),
             "cited": evidence_visible(cited, evidence, aliases) if cards else None,
             "cited_share": evidence_share(cited, evidence, aliases) if cards else None,
-            "initial_pool_rank": rank,
+            "initial_pool_rank": _initial_rank(record, evidence, aliases),
         },
         "degradations": list(record.degradations),
-        "evidence_view": evidence_record(answer, max_reasons=RUN_REASONS, sources=False),
+        "format": RECORD_FORMAT,
+        "answer": answer_to_json(answer, compact=True, max_reasons=RUN_REASONS),
     }
 
 

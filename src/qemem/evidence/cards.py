@@ -74,13 +74,6 @@ class Feedback:
     missing: str = ""
     follow_up_queries: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sufficient": self.sufficient,
-            "missing": self.missing,
-            "follow_up_queries": list(self.follow_up_queries),
-        }
-
 
 @dataclass
 class ViewCard:
@@ -110,25 +103,6 @@ class ViewCard:
     time_agrees: bool | None = None
     round: int = 0
     refs: list[Ref] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "claim": self.claim,
-            "sources": list(self.sources),
-            "quote": self.quote,
-            "time": self.time,
-            "relation": self.relation,
-            "verified": self.verified,
-            "score": self.score,
-            "matched_source": self.matched_source,
-            "grounded_in": self.grounded_in,
-            "unresolved_sources": list(self.unresolved_sources),
-            "resolved_time": self.resolved_time.to_dict() if self.resolved_time else None,
-            "time_agrees": self.time_agrees,
-            "round": self.round,
-            "refs": [{"space": r.space, "id": r.id} for r in self.refs],
-        }
 
 
 @dataclass
