@@ -6,7 +6,8 @@ The form is pydantic's serialisation of the dataclasses themselves, so it has no
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
 parse. ``compact`` leaves out what a run stores once per conversation or does not need per
 question: the source records (``sources``), the pool times, and the merged pool's records
-(its candidates keep only their refs, in pool order: each round's entries carry the rest).
+(it keeps only its candidates' refs, in pool order: each round's entries carry the rest, their
+reasons without empty fields).
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ def answer_to_json(
     del data["sources"], data["pool_times"]
     pool = data["evidence"]["pool"]
     for space in ("episodes", "facts", "turns"):
-        pool[space] = [{"ref": {"space": i["space"], "id": i["record"]["id"]}} for i in pool[space]]
+        pool[space] = [{"space": i["space"], "id": i["record"]["id"]} for i in pool[space]]
     for round_ in data["evidence"]["rounds"]:
         for entry in round_["pool"]:
-            kept = entry["reasons"][:max_reasons] if max_reasons is not None else entry["reasons"]
-            entry["more_reasons"] = len(entry["reasons"]) - len(kept)
-            entry["reasons"] = kept
+            reasons = entry["reasons"]
+            kept = reasons[:max_reasons] if max_reasons is not None else reasons
+            entry["more_reasons"] = len(reasons) - len(kept)
+            entry["reasons"] = [{k: v for k, v in r.items() if v is not None} for r in kept]
     return data
 
 

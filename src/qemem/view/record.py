@@ -49,7 +49,8 @@ def round_queries(evidence: Data) -> list[list[str]]:
 
 
 def _pool_items(evidence: Data, max_reasons: int | None) -> list[list[Any]]:
-    """The merged pool's candidates in pool order, each with the round it came in."""
+    """The merged pool's candidates in pool order (a compact pool lists only refs), each with
+    the round it came in."""
     entries: dict[tuple[str, str], tuple[int, Data]] = {}
     for r in evidence["rounds"]:
         for entry in r["pool"]:
@@ -58,7 +59,7 @@ def _pool_items(evidence: Data, max_reasons: int | None) -> list[list[Any]]:
     pool = evidence["pool"]
     out = []
     for item in (*pool["episodes"], *pool["facts"], *pool["turns"]):
-        ref = item.get("ref") or {"space": item["space"], "id": item["record"]["id"]}
+        ref = {"space": item["space"], "id": item["record"]["id"]} if "record" in item else item
         number, entry = entries[(ref["space"], ref["id"])]
         labels = [reason_label(r) for r in entry["reasons"]]
         kept = labels if max_reasons is None else labels[:max_reasons]
