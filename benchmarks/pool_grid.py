@@ -108,7 +108,7 @@ def main() -> None:
                 aggregate=plan.aggregate,
                 config=config,
             )
-            groups = exposure_groups(pool)
+            groups = exposure_groups(pool.entries())
             exposed += sum(len(g) for g in groups)
             by_turns.append(budget_positions(groups, q.evidence, aliases)[0])
             by_tokens.append(budget_positions(groups, q.evidence, aliases, tokens)[0])

@@ -24,12 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from qemem.answer import AskConfig
+from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import MODES
 from qemem.eval.coverage import alias_keys
-from qemem.eval.locomo import evidence_visible, initial_pool
+from qemem.eval.locomo import evidence_visible
 from qemem.eval.manifest import run_info
-from qemem.evidence.cards import pool_records
 from qemem.evidence.context import SourceIndex, format_memories
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
 from qemem.llm import FakeLLM, LLMClient
@@ -37,6 +36,7 @@ from qemem.llm.ledger import stage_group
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
+from qemem.models import Episode, SemanticFact, Turn
 from qemem.retrieve.pool import RetrievalConfig
 
 
@@ -52,6 +52,19 @@ def _config(args: argparse.Namespace) -> AskConfig:
         if value is not None:
             config = replace(config, **{name: value})
     return config
+
+
+def first_round_records(
+    answer: Answer,
+) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
+    """The records of the round-0 candidates (the evidence record's first round), by space."""
+    records = {item.ref: item.record for item in answer.pool.items()}
+    first = [records[ref] for ref in answer.evidence.rounds[0].refs()]
+    return (
+        [r for r in first if isinstance(r, Episode)],
+        [r for r in first if isinstance(r, SemanticFact)],
+        [r for r in first if isinstance(r, Turn)],
+    )
 
 
 def main() -> None:
@@ -107,14 +120,14 @@ def main() -> None:
                 for group, tokens in per_stage.items():
                     stages.setdefault(group, []).append(tokens)
                 totals.append(sum(per_stage.values()))
-                episodes, facts, turns = pool_records(initial_pool(answer))
+                episodes, facts, turns = first_round_records(answer)
                 spaces["episode"].append(estimate_tokens(format_memories(index, episodes, [], [])))
                 spaces["fact"].append(estimate_tokens(format_memories(index, [], facts, [])))
                 spaces["turn"].append(estimate_tokens(format_memories(index, [], [], turns)))
                 aliases = alias_keys(index.turns)
-                shown = [t.id for t in turns] + [t for e in episodes for t in e.turn_ids]
+                shown = answer.evidence.turn_ids([0])
                 pool_seen.append(bool(evidence_visible(shown, q.evidence, aliases)))
-                final = answer.trace.visible_turn_ids
+                final = answer.evidence.shown.turns
                 final_seen.append(bool(evidence_visible(final, q.evidence, aliases)))
             embedder = memory.embedder.id
     n = len(questions)

@@ -21,7 +21,7 @@ from pathlib import Path
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.eval.manifest import run_info
 from qemem.eval.report import load_records, summarise
-from qemem.view.report import SOURCES_FILE, VIEW_KEY, report_html
+from qemem.view.report import SOURCES_FILE, report_html, view_record
 
 
 def main() -> None:
@@ -60,8 +60,9 @@ def main() -> None:
     html = report_html(records, summarise(records, {"mode": "full"}), sources=sources)
     path = args.out / "report-synthetic.html"
     path.write_text(html, "utf-8")
-    view = [len(json.dumps(r[VIEW_KEY], separators=(",", ":"))) for r in base]
-    pools = [len(r[VIEW_KEY]["pool"]) for r in base]
+    views = [view_record(r) or {"pool": []} for r in base]
+    view = [len(json.dumps(v, separators=(",", ":"))) for v in views]
+    pools = [len(v["pool"]) for v in views]
     details = sum(
         len(m) for m in re.findall(r'<script type="application/json" id="d-.*?</script>', html)
     )

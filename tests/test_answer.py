@@ -211,7 +211,11 @@ def test_assembly_with_cards(index: SourceIndex) -> None:
     assert "[D2:6]" in background and "[D4:2]" in background and "[D1:2]" not in background
     expected = [f"D1:{n}" for n in range(1, 6)] + ["D2:6", "D4:2"]
     expected += [f"D5:{n}" for n in range(1, 13)]
-    assert assembly.visible_turn_ids == expected
+    assert assembly.shown.turns == expected
+    # what the prompt showed, by section: the cited context, then the background
+    context = [f"D1:{n}" for n in range(1, 6)] + [f"D5:{n}" for n in range(1, 13)]
+    assert assembly.shown.cited_context == context
+    assert assembly.shown.background == ["D2:6", "D4:2"] and assembly.shown.background_refs == []
     # citations: D1:3 itself and every turn of the cited episode
     assert assembly.citations == ["D1:3", *(f"D5:{n}" for n in range(1, 14))]
 
@@ -220,7 +224,8 @@ def test_assembly_without_cards_is_the_pool(index: SourceIndex) -> None:
     pool = Pool("demo-1", ["q"], turns=turn_items(index, "D4:4", "D1:11"))
     for assembly in (assemble(index, [], pool), assemble_pool(index, pool)):
         assert assembly.text.startswith("Retrieved memories:")
-        assert assembly.visible_turn_ids == ["D1:11", "D4:4"]
+        assert assembly.shown.turns == assembly.shown.background == ["D1:11", "D4:4"]
+        assert assembly.shown.cited_context == []
         assert assembly.citations == []
         assert "Evidence cards" not in assembly.text
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from qemem.answer import AskConfig, ask
+from qemem.answer.wire import answer_from_json, answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, LLMError
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
@@ -72,12 +73,15 @@ def test_retrieval_mode_makes_no_call(store: SQLiteStore) -> None:
     answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION, mode="retrieval")
     assert fake.calls == []
     assert answer.text == "" and answer.cards == [] and answer.trace.calls == []
-    assert answer.trace.termination == "no_llm"
-    assert answer.trace.plan.source == "rules"
-    assert "D1:3" in answer.trace.visible_turn_ids
-    assert set(answer.trace.rounds[0].pool_ids) == answer.pool.ids()
+    assert answer.evidence.termination == "no_llm"
+    assert answer.evidence.plan.source == "rules"
+    assert "D1:3" in answer.evidence.shown.turns
+    assert answer.evidence.rounds[0].refs() == answer.pool.refs()
     assert [t.phrase for t in answer.pool_times["D1:3"]] == ["the Saturday before 14 March 2024"]
-    json.dumps(answer.to_dict())
+    data = answer_to_json(answer)
+    json.dumps(data)
+    assert data["evidence"]["rounds"][0]["pool"][0]["ref"] == {"space": "turn", "id": "D1:1"}
+    assert answer_from_json(json.loads(json.dumps(data))) == answer
 
 
 def test_retrieval_mode_without_llm(store: SQLiteStore) -> None:
@@ -103,8 +107,8 @@ def test_direct_mode(store: SQLiteStore) -> None:
     answer = run(store, script, "direct")
     assert script.stages == ["plan", "answer"]
     assert answer.text == "9 March 2024" and answer.cards == []
-    assert answer.trace.plan.source == "llm" and answer.trace.termination is None
-    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
+    assert answer.evidence.plan.source == "llm" and answer.evidence.termination is None
+    assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
     assert "[D1:3] Priya:" in script.requests[1].messages[0].content
 
 
@@ -115,14 +119,14 @@ def test_no_refine_mode(store: SQLiteStore) -> None:
     )
     answer = run(store, script, "no-refine")
     assert script.stages == ["plan", "construct", "answer"]
-    assert answer.trace.termination == "round_budget"
+    assert answer.evidence.termination == "round_budget"
     assert answer.text == "the Saturday before 14 March 2024"
     [card] = answer.cards
     assert card.verified and card.resolved_time is not None
     assert card.resolved_time.phrase == "the Saturday before 14 March 2024"
     assert card.time_agrees is True
     assert answer.citations == ["D1:3"]
-    assert {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"} <= set(answer.trace.visible_turn_ids)
+    assert {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"} <= set(answer.evidence.shown.turns)
     assert "Evidence cards built for this question" in script.requests[2].messages[0].content
 
 
@@ -139,16 +143,17 @@ def test_full_mode_refines_until_sufficient(store: SQLiteStore) -> None:
     )
     answer = run(store, script, "full", config=SMALL)
     assert script.stages == ["plan", "construct", "construct", "answer"]
-    assert answer.trace.termination == "sufficient"
-    first, second = answer.trace.rounds
+    assert answer.evidence.termination == "sufficient"
+    first, second = answer.evidence.rounds
     assert first.queries is None and second.queries == ["Miso kitten"]
-    assert not set(first.pool_ids) & set(second.pool_ids)
-    assert set(answer.pool.ids()) == set(first.pool_ids) | set(second.pool_ids)
+    assert not set(first.refs()) & set(second.refs())
+    assert set(answer.pool.refs()) == set(first.refs()) | set(second.refs())
     assert [(c.round, c.verified) for c in answer.cards] == [(0, True), (1, False)]
     assert answer.citations == ["D1:3", "D4:4"]
-    data = answer.to_dict()
-    json.dumps(data)
-    assert [r["feedback"]["sufficient"] for r in data["trace"]["rounds"]] == [False, True]
+    data = answer_to_json(answer)
+    assert answer_from_json(json.loads(json.dumps(data))) == answer
+    assert [r["feedback"]["sufficient"] for r in data["evidence"]["rounds"]] == [False, True]
+    assert [len(r["calls"]) for r in data["evidence"]["rounds"]] == [1, 1]
     assert data["trace"]["totals"]["by_group"]["construct"]["calls"] == 2
     assert [c["stage"] for c in data["trace"]["calls"]] == script.stages
 
@@ -159,7 +164,7 @@ def test_full_mode_round_budget(store: SQLiteStore) -> None:
         answer=["FINAL ANSWER: 9 March 2024"],
     )
     answer = run(store, script, "full", config=SMALL)
-    assert answer.trace.termination == "round_budget"
+    assert answer.evidence.termination == "round_budget"
     assert script.stages.count("construct") == 3  # the first round and two refinements
 
 
@@ -171,7 +176,7 @@ def test_full_mode_no_new_candidates(store: SQLiteStore) -> None:
     # every turn is in the initial pool, so retrieving again finds nothing new
     everything = AskConfig(retrieval=RetrievalConfig(budget_turns=100, depth=None))
     answer = run(store, script, "full", config=everything)
-    assert answer.trace.termination == "no_new_candidates"
+    assert answer.evidence.termination == "no_new_candidates"
     assert script.stages == ["plan", "construct", "answer"]
 
 
@@ -179,12 +184,12 @@ def test_malformed_constructor_output_degrades(store: SQLiteStore) -> None:
     script = Script(construct=["not json at all"], answer=["FINAL ANSWER: 9 March 2024"])
     answer = run(store, script, "full")
     assert script.stages == ["plan", "construct", "construct.repair", "answer"]
-    assert answer.trace.termination == "degraded: construct output invalid"
-    assert answer.trace.degradations == ["construct output invalid"]
+    assert answer.evidence.termination == "degraded: construct output invalid"
+    assert answer.evidence.degradations == ["construct output invalid"]
     assert answer.cards == [] and answer.text == "9 March 2024"
     # answered from the pool
     assert script.requests[-1].messages[0].content.startswith("Retrieved memories:")
-    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
+    assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
 
 
 def test_abstention_retry_through_ask(store: SQLiteStore) -> None:
@@ -202,14 +207,14 @@ def test_planner_failure_is_flagged(store: SQLiteStore) -> None:
         plan=["no plan"], construct=[{"cards": [], "sufficient": True}], answer=["FINAL ANSWER: x"]
     )
     answer = run(store, script, "no-refine")
-    assert answer.trace.plan.source == "rules"
-    assert answer.trace.degradations[0].startswith("plan fell back to rules")
+    assert answer.evidence.plan.source == "rules"
+    assert answer.evidence.degradations[0].startswith("plan fell back to rules")
 
 
 def test_offline_fake_llm_answers_meaningfully(store: SQLiteStore) -> None:
     # no handler: the construct and answer stages use the responders qemem.answer registers
     answer = ask(store, SCOPE, EMBEDDER, LLMClient(FakeLLM()), QUESTION)
-    assert answer.trace.termination == "sufficient"
+    assert answer.evidence.termination == "sufficient"
     pottery = [c for c in answer.cards if c.matched_source == "D1:3"]
     assert pottery and pottery[0].verified
     assert pottery[0].resolved_time is not None
@@ -230,6 +235,6 @@ def test_matched_mode_answers_from_as_many_plain_search_turns(store: SQLiteStore
     assert {i.id for i in answer.pool.turns} == {r.record.id for r in plain}
     ranked = sorted(answer.pool.turns, key=lambda i: i.position or 0)
     assert [i.id for i in ranked] == [r.record.id for r in plain]  # exposure order = rank
-    assert answer.trace.visible_turn_ids == [i.id for i in answer.pool.turns]
-    assert set(answer.trace.rounds[0].pool_ids) == answer.pool.ids()
+    assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
+    assert answer.evidence.rounds[0].refs() == answer.pool.refs()
     assert answer.pool.queries == [QUESTION]

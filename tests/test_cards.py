@@ -7,6 +7,7 @@ from importlib import resources
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 
 from qemem.embed import HashEmbedder
 from qemem.evidence import (
@@ -68,6 +69,12 @@ def small_pool(index: SourceIndex, turn_ids: list[str]) -> Pool:
         facts=[PoolItem("fact", FACT)],
         turns=[PoolItem("turn", loc.record) for loc in turns if loc is not None],
     )
+
+
+def card_json(view: ViewCard) -> dict[str, Any]:
+    """A card's JSON form, as the answer's serialiser writes it."""
+    data: dict[str, Any] = TypeAdapter(ViewCard).dump_python(view, mode="json")
+    return data
 
 
 def card(quote: str, sources: list[str], claim: str = "a claim", time: str = "") -> CardOut:
@@ -196,7 +203,7 @@ def test_card_with_no_known_source(index: SourceIndex) -> None:
 def test_episode_and_fact_sources(index: SourceIndex) -> None:
     ep = verify_card(card("handed in her notice at Northgate", ["E1", "D1:3"]), index)
     assert ep.verified and ep.matched_source == "E1"
-    assert ep.grounded_in == "episode" and ep.to_dict()["grounded_in"] == "episode"
+    assert ep.grounded_in == "episode" and card_json(ep)["grounded_in"] == "episode"
     fact = verify_card(card("a data analyst at Brightfield Solar", ["S1"]), index)
     assert fact.verified and fact.matched_source == "S1"
     assert fact.grounded_in == "fact"

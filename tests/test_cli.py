@@ -96,8 +96,8 @@ def test_build_ask_and_pool_with_the_fake_llm(
         ).splitlines()[-1]
     )
     assert answer["mode"] == "full" and answer["text"]
-    assert answer["cards"] and "D1:3" in answer["citations"]
-    assert answer["trace"]["plan"]["source"] == "llm"
+    assert answer["evidence"]["cards"] and "D1:3" in answer["citations"]
+    assert answer["evidence"]["plan"]["source"] == "llm"
     shown = invoke(
         "ask", "What books has Priya read?", "--store", store, "-c", "demo-1", "--mode", "retrieval"
     )

@@ -68,7 +68,8 @@ def test_exposure_groups_follow_positions_and_deduplicate() -> None:
             _item("t5", None, [Reason("context", via="t4"), Reason("context", via="t1")]),
         ],
     )
-    assert exposure_groups(pool) == [["t3", "t4", "t5"], ["t1", "t2"]]  # S1's t3 already shown
+    # S1's t3 already shown
+    assert exposure_groups(pool.entries()) == [["t3", "t4", "t5"], ["t1", "t2"]]
 
 
 def test_pool_coverage_end_to_end() -> None:

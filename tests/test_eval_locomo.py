@@ -20,17 +20,15 @@ from qemem.eval.locomo import (
     _answer_all,
     evidence_share,
     evidence_visible,
-    initial_pool,
     refinement_info,
-    round_turn_ids,
     run_locomo,
     stage_costs,
 )
 from qemem.evidence.cards import Feedback
-from qemem.evidence.refine import RoundTrace
+from qemem.evidence.refine import Evidence, RoundTrace, Shown
 from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import FakeLLM
-from qemem.models import Episode, Pool, PoolItem, Turn
+from qemem.models import Episode, Pool, PoolItem, Ref, Turn
 from qemem.retrieve.plan import rule_plan
 
 runner = CliRunner()
@@ -103,10 +101,6 @@ def refined_answer() -> Answer:
         episodes=[item("episode", episode)],
         turns=[item("turn", turn("D1:5")), item("turn", turn("D2:1"))],
     )
-    rounds = [
-        RoundTrace(0, None, ["episode:E1", "turn:D1:5"], feedback=Feedback(False, "when?")),
-        RoundTrace(1, ["when"], ["turn:D2:1"], feedback=Feedback(True)),
-    ]
     calls = [
         call("plan", 100, 10, 0.001),
         call("construct", 1000, 100, 0.01),
@@ -115,16 +109,21 @@ def refined_answer() -> Answer:
         call("construct.repair", 450, 40, 0.005),
         call("answer", 900, 20, 0.009),
     ]
-    trace = Trace(rule_plan("q"), rounds, "sufficient", ["D1:5", "D2:1"], calls)
-    return Answer("q", "a", "a", "full", [], ["D2:1"], pool, trace)
+    first = [pool.episodes[0].entry(), pool.turns[0].entry()]
+    rounds = [
+        RoundTrace(0, None, first, feedback=Feedback(False, "when?"), calls=calls[1:3]),
+        RoundTrace(1, ["when"], [pool.turns[1].entry()], feedback=Feedback(True), calls=calls[3:5]),
+    ]
+    shown = Shown(["D1:5", "D2:1"], [], ["D1:5", "D2:1"])
+    evidence = Evidence(rule_plan("q"), rounds, [], pool, "sufficient", shown=shown)
+    return Answer("q", "a", "a", "full", ["D2:1"], evidence, Trace(calls))
 
 
-def test_round_turn_ids_and_initial_pool() -> None:
-    answer = refined_answer()
-    assert round_turn_ids(answer, [0]) == ["D1:1", "D1:2", "D1:5"]
-    assert round_turn_ids(answer, [0, 1]) == ["D1:1", "D1:2", "D1:5", "D2:1"]
-    first = initial_pool(answer)
-    assert [i.id for i in first.episodes] == ["E1"] and [i.id for i in first.turns] == ["D1:5"]
+def test_round_turn_ids_from_the_record() -> None:
+    evidence = refined_answer().evidence
+    assert evidence.turn_ids([0]) == ["D1:1", "D1:2", "D1:5"]
+    assert evidence.turn_ids([0, 1]) == ["D1:1", "D1:2", "D1:5", "D2:1"]
+    assert evidence.rounds[0].refs() == [Ref("episode", "E1"), Ref("turn", "D1:5")]
 
 
 def test_refinement_info_counts_calls_after_the_first_construction() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from qemem.errors import InputError
 from qemem.eval.report import (
     load_records,
+    rebuild_report,
     render_markdown,
     span_bucket,
     summarise,
@@ -248,3 +250,18 @@ def test_header_names_a_self_judging_answerer_and_parse_failures() -> None:
     assert "could not be parsed (scored WRONG): 2." in own
     separate = render_markdown(summarise(RECORDS, MANIFEST), [])
     assert "grading its own answers" not in separate
+
+
+def test_a_run_folder_of_record_format_1_still_rebuilds(tmp_path: Path) -> None:
+    """tests/fixtures/runs/main-v1: results.jsonl and manifest.json written by main before the
+    evidence record (``evidence_view`` records, no ``format``), with the summary it wrote."""
+    fixture = Path(__file__).parent / "fixtures" / "runs" / "main-v1"
+    for name in ("results.jsonl", "manifest.json"):
+        shutil.copy(fixture / name, tmp_path / name)
+    summary = rebuild_report(tmp_path)
+    assert summary == json.loads((fixture / "summary.json").read_text("utf-8"))
+    assert (tmp_path / "summary.json").read_text("utf-8") == (fixture / "summary.json").read_text(
+        "utf-8"
+    )
+    html = (tmp_path / "report.html").read_text("utf-8")
+    assert html.count('class="expand"') == 3 and 'id="d-2"' in html

@@ -8,7 +8,7 @@ import pytest
 from qemem.embed.base import HashEmbedder
 from qemem.errors import InputError
 from qemem.memory import Memory
-from qemem.models import Episode, Plan, Reason, SemanticFact, Turn
+from qemem.models import Episode, Plan, Reason, Ref, SemanticFact, Turn
 from qemem.retrieve.pool import (
     Exposure,
     Fused,
@@ -225,9 +225,9 @@ def test_pool_turns_only_with_reasons_and_exclusion(memory: Memory) -> None:
             else:
                 assert reason.kind == "context" and reason.via in {h.id for h in hits}
     assert "D1:5" in ids  # the mug, found by BM25 on "lopsided mug"
-    excluded = {"turn:D1:5", "turn:D4:12", "turn:D1:4"}
+    excluded = {Ref("turn", "D1:5"), Ref("turn", "D4:12"), Ref("turn", "D1:4")}
     again = build_pool(memory.store, scope, memory.embedder, plan, config=config, exclude=excluded)
-    assert not again.ids() & excluded
+    assert not set(again.refs()) & excluded
     assert len([i for i in again.turns if i.reasons and i.reasons[0].kind == "ranked"]) == 3
 
 
@@ -261,7 +261,12 @@ def test_pool_provenance_over_episodes_and_facts() -> None:
     )
     assert all(r.kind == "ranked" for e in off.episodes for r in e.reasons)
     excluded = build_pool(
-        mem.store, scope, mem.embedder, plan, config=raise_, exclude={"episode:E2", "fact:S1"}
+        mem.store,
+        scope,
+        mem.embedder,
+        plan,
+        config=raise_,
+        exclude={Ref("episode", "E2"), Ref("fact", "S1")},
     )
     assert "E2" not in {e.id for e in excluded.episodes}
     assert "S1" not in {f.id for f in excluded.facts}

@@ -12,7 +12,7 @@ from qemem.embed import HashEmbedder
 from qemem.evidence import SourceIndex, build_evidence, merge_pools
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.models import Plan, Pool, PoolItem
+from qemem.models import Plan, Pool, PoolItem, Ref
 from qemem.store import Scope, SQLiteStore
 
 PLAN = Plan(
@@ -64,11 +64,15 @@ class Retriever:
 
     def __init__(self, *pools: Pool) -> None:
         self.pools = list(pools)
-        self.calls: list[tuple[list[str], set[str]]] = []
+        self.calls: list[tuple[list[str], set[Ref]]] = []
 
-    def __call__(self, queries: Sequence[str], exclude: Collection[str]) -> Pool:
+    def __call__(self, queries: Sequence[str], exclude: Collection[Ref]) -> Pool:
         self.calls.append((list(queries), set(exclude)))
         return self.pools.pop(0)
+
+
+def T(tid: str) -> Ref:
+    return Ref("turn", tid)
 
 
 MUG = card("D1:5", "I ended up with a lopsided little mug")
@@ -87,7 +91,7 @@ def test_sufficient_first_round(index: SourceIndex) -> None:
     assert retriever.calls == []
     assert [c.matched_source for c in evidence.cards] == ["D1:5"]
     assert evidence.cards[0].verified
-    assert len(evidence.rounds) == 1 and evidence.rounds[0].pool_ids == ["turn:D1:5"]
+    assert len(evidence.rounds) == 1 and evidence.rounds[0].refs() == [T("D1:5")]
 
 
 def test_refinement_excludes_examined_and_merges(index: SourceIndex) -> None:
@@ -100,13 +104,13 @@ def test_refinement_excludes_examined_and_merges(index: SourceIndex) -> None:
         LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:4", "D1:5"), retriever
     )
     assert evidence.termination == "sufficient"
-    assert retriever.calls == [(["bowl", "vase"], {"turn:D1:4", "turn:D1:5"})]
+    assert retriever.calls == [(["bowl", "vase"], {T("D1:4"), T("D1:5")})]
     # the second round sees only the new candidate and a summary of the cards so far
     assert "[D3:9]" in constructor.prompts[1] and "[D1:5]" not in constructor.prompts[1]
     assert "1. Priya made something (D1:5). (sources: D1:5)" in constructor.prompts[1]
     # merged: the existing card kept, the repeated one dropped
     assert [(c.matched_source, c.round) for c in evidence.cards] == [("D1:5", 0), ("D3:9", 1)]
-    assert [r.pool_ids for r in evidence.rounds] == [["turn:D1:4", "turn:D1:5"], ["turn:D3:9"]]
+    assert [r.refs() for r in evidence.rounds] == [[T("D1:4"), T("D1:5")], [T("D3:9")]]
     assert evidence.rounds[1].queries == ["bowl", "vase"]
     assert [i.id for i in evidence.pool.turns] == ["D1:4", "D1:5", "D3:9"]
 
@@ -150,7 +154,7 @@ def test_round_budget(index: SourceIndex) -> None:
     )
     assert evidence.termination == "round_budget"
     assert len(constructor.prompts) == 3
-    assert retriever.calls[1][1] == {"turn:D1:5", "turn:D3:9"}
+    assert retriever.calls[1][1] == {T("D1:5"), T("D3:9")}
     assert [c.matched_source for c in evidence.cards] == ["D1:5", "D3:9", "D4:12"]
     assert all(c.verified for c in evidence.cards)
 

@@ -32,7 +32,11 @@ def test_remote_matches_embedded_memory(sample_path: Path) -> None:
         assert conv.sessions == local_conv.sessions and conv.speakers == local_conv.speakers
         assert conv.namespace == "alice" == remote.conversation("demo-1").namespace
         assert remote.search("demo-1", "pottery class", k=5) == expected
-        assert remote.retrieve("demo-1", "When did Priya go to pottery?").turns
+        pool = remote.retrieve("demo-1", "When did Priya go to pottery?")
+        assert pool.turns
+        first = pool.turns[0].ref
+        again = remote.retrieve("demo-1", "When did Priya go to pottery?", exclude=[first])
+        assert first not in again.refs()
         answer = remote.ask("demo-1", "What pottery pieces has Priya made?")
         assert isinstance(answer, Answer) and answer.text and answer.cards
         [built] = remote.build("demo-1")

@@ -77,7 +77,7 @@ def test_search_pool_and_ask_in_retrieval_mode() -> None:
             json={"question": "What is the cat called?", "mode": "retrieval"},
             headers=h,
         ).json()
-        assert answer["mode"] == "retrieval" and answer["pool"]["turns"]
+        assert answer["mode"] == "retrieval" and answer["evidence"]["pool"]["turns"]
         r = s.client.post("/v1/conversations/c1/ask", json={"question": "Who?"}, headers=h)
         assert r.status_code == 503 and "LLM" in r.json()["detail"]
         assert s.client.post("/v1/conversations/c1/build", headers=h).status_code == 503
@@ -92,7 +92,7 @@ def test_ask_full_and_background_build_job() -> None:
         answer = s.client.post(
             "/v1/conversations/c1/ask", json={"question": "What is the cat called?"}, headers=h
         ).json()
-        assert answer["text"] and answer["cards"] and answer["citations"]
+        assert answer["text"] and answer["evidence"]["cards"] and answer["citations"]
         started = s.client.post("/v1/conversations/c1/build", headers=h)
         assert started.status_code == 202 and started.json()["conversation"] == "c1"
         job = _wait(s, started.json()["id"])

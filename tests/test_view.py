@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from qemem.answer import Answer
+from qemem.answer.wire import answer_to_json
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
@@ -20,7 +22,7 @@ from qemem.memory import Memory
 from qemem.store import SQLiteStore
 from qemem.view import evidence_record, report_html, write_report_html
 from qemem.view.record import reason_label
-from qemem.view.report import VIEW_KEY, correctness, diagnosis
+from qemem.view.report import correctness, diagnosis, view_record
 
 QUESTION = "When did Priya go to her first pottery class?"
 PLAN = {
@@ -71,14 +73,14 @@ def test_answer_carries_its_source_records(answer: Answer) -> None:
     turns = answer.sources.turns
     assert {"D1:1", "D1:2", "D1:3", "D1:4", "D1:5"} <= set(turns)  # cited turn, two each side
     assert {item.id for item in answer.pool.turns} <= set(turns)
-    assert set(answer.trace.visible_turn_ids) <= set(turns)
+    assert set(answer.evidence.shown.turns) <= set(turns)
     assert answer.sources.sessions[1].startswith("2024-03-14T19:15")
-    data = answer.to_dict()["sources"]
+    data = answer_to_json(answer)["sources"]
     assert data["turns"]["D1:3"]["speaker"] == "Priya" and data["speakers"] == ["Priya", "Tomas"]
 
 
 def test_evidence_record_is_compact_json(answer: Answer) -> None:
-    record = evidence_record(answer)
+    record = evidence_record(answer_to_json(answer))
     json.dumps(record)
     assert record["question"] == QUESTION and record["answer"] == "the Saturday before 14 March"
     assert record["cards"][0]["matched_source"] == "D1:3" and record["cards"][0]["verified"]
@@ -92,18 +94,23 @@ def test_evidence_record_is_compact_json(answer: Answer) -> None:
     assert space in ("episode", "fact", "turn") and rnd == 0 and isinstance(score, float)
     ranked = [p for p in record["pool"] if p[4].startswith("q")]
     assert ranked and re.fullmatch(r"q\d+ (dense|bm25) #\d+.*", ranked[0][4])
-    capped = evidence_record(answer, max_reasons=1)
+    capped = evidence_record(answer_to_json(answer), max_reasons=1)
     assert all(p[4].count(";") == 0 for p in capped["pool"])
     assert any(p[5] > 0 for p in capped["pool"])
-    assert "sources" not in evidence_record(answer, sources=False)
+    # a run's compact answer: capped the same way, no sources
+    compact = evidence_record(answer_to_json(answer, compact=True, max_reasons=1))
+    assert compact["pool"] == capped["pool"] and "sources" not in compact
 
 
 def test_reason_labels() -> None:
     from qemem.models import Reason
 
-    assert reason_label(Reason("ranked", query=2, method="dense", rank=3)) == "q2 dense #3"
-    assert reason_label(Reason("context", via="D3:12")) == "context of D3:12"
-    assert reason_label(Reason("provenance", via="S4")) == "provenance via S4"
+    def label(reason: Reason) -> str:
+        return reason_label(TypeAdapter(Reason).dump_python(reason, mode="json"))
+
+    assert label(Reason("ranked", query=2, method="dense", rank=3)) == "q2 dense #3"
+    assert label(Reason("context", via="D3:12")) == "context of D3:12"
+    assert label(Reason("provenance", via="S4")) == "provenance via S4"
 
 
 def test_answer_page_escapes_conversation_text(tmp_path: Path) -> None:
@@ -141,8 +148,9 @@ def test_eval_run_writes_report_html(tmp_path: Path, sample_path: Path) -> None:
     )
     run_locomo(config)
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    view = records[0][VIEW_KEY]
-    assert "sources" not in view and all(len(p) == 6 for p in view["pool"])
+    assert records[0]["format"] == 2 and "sources" not in records[0]["answer"]
+    view = view_record(records[0])
+    assert view is not None and all(len(p) == 6 for p in view["pool"])
     sources = json.loads((out / "sources.json").read_text())
     assert len(sources["demo-1"]["turns"]) == 65 and sources["demo-1"]["sessions"]["5"]
     html = (out / "report.html").read_text()
@@ -152,7 +160,7 @@ def test_eval_run_writes_report_html(tmp_path: Path, sample_path: Path) -> None:
     assert write_report_html(out) == out / "report.html" and (out / "report.html").exists()
 
 
-def test_report_of_records_without_evidence_view() -> None:
+def test_report_of_records_without_an_answer() -> None:
     record = {
         "conversation": "c",
         "index": 0,

@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 
+from qemem.answer.wire import answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
-from qemem.view import evidence_record, report_html
+from qemem.view import report_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
@@ -229,7 +230,7 @@ def test_hostile_text_never_executes(browser: Browser, tmp_path: Path) -> None:
         "llm": {},
         "refinement": {"rounds": 0, "termination": HOSTILE},
         "visibility": {"refined": True, "cited": True},
-        "evidence_view": evidence_record(answer),
+        "answer": answer_to_json(answer),
     }
     report_path = tmp_path / "report.html"
     report_path.write_text(report_html([record], {"mode": HOSTILE}), "utf-8")

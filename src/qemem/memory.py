@@ -53,6 +53,7 @@ from qemem.models import (
     Hit,
     Plan,
     Pool,
+    Ref,
     SemanticFact,
     Space,
     Turn,
@@ -527,12 +528,12 @@ class Memory:
         question: str,
         *,
         plan: Plan | None = None,
-        exclude: Collection[str] = (),
+        exclude: Collection[Ref] = (),
         config: RetrievalConfig | None = None,
     ) -> Pool:
         """The initial evidence pool: multi-granular hybrid retrieval over episodes, facts and
         turns for the plan's queries (default: the rule plan of the question, no LLM call).
-        ``exclude`` holds ``"<space>:<id>"`` strings never to return."""
+        ``exclude`` holds the refs of records never to return."""
         check_query(question)
         self._check_embedder()
         plan = plan or rule_plan(question)

@@ -164,6 +164,16 @@ class ConversationInput:
     namespace: str = "default"
 
 
+@dataclass(frozen=True, order=True)
+class Ref:
+    """The identity of a record in the memory: its space and its id (``turn``, ``D3:12``).
+
+    JSON writes it as an object (``{"space": "turn", "id": "D3:12"}``), never as a string."""
+
+    space: Space
+    id: str
+
+
 @dataclass(frozen=True)
 class Hit:
     """One search result: a record id in a space, its fused score and per-method ranks."""
@@ -257,6 +267,31 @@ class PoolItem:
     def id(self) -> str:
         return self.record.id
 
+    @property
+    def ref(self) -> Ref:
+        return Ref(self.space, self.record.id)
+
+    def entry(self) -> PoolEntry:
+        """The item as the evidence record keeps it: no record, the turn ids it exposes (a
+        turn itself, an episode its turns, a fact none)."""
+        record = self.record
+        exposes = [record.id] if isinstance(record, Turn) else []
+        if isinstance(record, Episode):
+            exposes = list(record.turn_ids)
+        return PoolEntry(self.ref, self.position, self.score, list(self.reasons), exposes)
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    """One pool candidate in the evidence record: its ref, exposure position (None for a turn
+    that is only context), fused score, why it was pooled, and the turn ids it exposes."""
+
+    ref: Ref
+    position: int | None
+    score: float
+    reasons: list[Reason]
+    exposes: list[str]
+
 
 @dataclass
 class Pool:
@@ -272,9 +307,14 @@ class Pool:
     def items(self) -> list[PoolItem]:
         return [*self.episodes, *self.facts, *self.turns]
 
-    def ids(self) -> set[str]:
-        """Every id in the pool, prefixed by space (``turn:D3:12``) to keep spaces apart."""
-        return {f"{item.space}:{item.id}" for item in self.items()}
+    def refs(self) -> list[Ref]:
+        """Every candidate's ref in pool order (episodes, facts, turns)."""
+        return [item.ref for item in self.items()]
+
+    def entries(self) -> list[PoolEntry]:
+        """The candidates as record entries in pool order (episodes, facts, turns in
+        conversation order); each entry's ``position`` gives the exposure order."""
+        return [item.entry() for item in self.items()]
 
     def is_empty(self) -> bool:
         return not (self.episodes or self.facts or self.turns)

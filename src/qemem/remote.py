@@ -12,7 +12,7 @@ The methods return the same types as ``Memory`` and raise the same ``QememError`
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
+from qemem.answer.wire import answer_from_json
 from qemem.construct import BuildReport
 from qemem.errors import (
     AuthError,
@@ -34,7 +35,7 @@ from qemem.errors import (
 from qemem.ingest.plan import IngestReport
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory import Appended, Progress, SearchResult
-from qemem.models import Conversation, ConversationInput, Pool, Session, Space
+from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
 
 T = TypeVar("T")
 
@@ -196,16 +197,17 @@ class RemoteMemory:
         out = self._call("POST", f"/v1/conversations/{conversation}/search", body)
         return _load(list[SearchResult], out["results"])
 
-    def retrieve(self, conversation: str, question: str) -> Pool:
+    def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
         """As ``Memory.retrieve`` with the rule plan: the multi-granular evidence pool."""
-        body = {"query": question, "pool": True}
+        refs = [{"space": r.space, "id": r.id} for r in exclude]
+        body = {"query": question, "pool": True, "exclude": refs}
         out = self._call("POST", f"/v1/conversations/{conversation}/search", body)
         return _load(Pool, out["pool"])
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``Memory.ask`` (the server's LLM and settings)."""
         body = {"question": question, "mode": mode}
-        return _load(Answer, self._call("POST", f"/v1/conversations/{conversation}/ask", body))
+        return answer_from_json(self._call("POST", f"/v1/conversations/{conversation}/ask", body))
 
 
 def _conversation(data: Mapping[str, Any]) -> Conversation:

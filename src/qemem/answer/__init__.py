@@ -4,7 +4,7 @@ Importing this package registers the fake LLM's offline ``construct`` and ``answ
 """
 
 from qemem.answer import fake as _fake  # noqa: F401  (registers the fake responders)
-from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Trace, ask, pool_to_dict
+from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Trace, ask
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention
 from qemem.answer.respond import Reply, answer_question
@@ -24,5 +24,4 @@ __all__ = [
     "assemble_pool",
     "extract_final_answer",
     "is_abstention",
-    "pool_to_dict",
 ]

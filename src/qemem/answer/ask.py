@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -25,10 +26,17 @@ from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
-from qemem.evidence.refine import RoundTrace, build_evidence, pool_ids
+from qemem.evidence.refine import (
+    Evidence,
+    Retriever,
+    RoundTrace,
+    Shown,
+    build_evidence,
+    call_records,
+)
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
-from qemem.models import Plan, Pool, Turn, document
+from qemem.models import Plan, Pool, Ref, Turn
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
 from qemem.store.base import MemoryStore, Scope
@@ -60,41 +68,13 @@ class AskConfig:
 
 @dataclass
 class Trace:
-    """How an answer came about (see ``Answer``)."""
+    """What answering cost: the LLM calls, their totals, the duration, and whether the answer
+    call was retried after an abstention (the evidence record is ``Answer.evidence``)."""
 
-    plan: Plan
-    rounds: list[RoundTrace]
-    termination: str | None
-    visible_turn_ids: list[str] = field(default_factory=list)
     calls: list[dict[str, Any]] = field(default_factory=list)
     totals: dict[str, Any] = field(default_factory=dict)
-    degradations: list[str] = field(default_factory=list)
     abstention_retry: bool = False
     seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        plan = self.plan
-        return {
-            "plan": {
-                "question": plan.question,
-                "need": plan.need,
-                "answer_type": plan.answer_type,
-                "aggregate": plan.aggregate,
-                "temporal": plan.temporal,
-                "queries": list(plan.queries),
-                "source": plan.source,
-                "note": plan.note,
-                "query_set": plan.query_set,
-            },
-            "rounds": [r.to_dict() for r in self.rounds],
-            "termination": self.termination,
-            "visible_turn_ids": list(self.visible_turn_ids),
-            "calls": list(self.calls),
-            "totals": self.totals,
-            "degradations": list(self.degradations),
-            "abstention_retry": self.abstention_retry,
-            "seconds": self.seconds,
-        }
 
 
 @dataclass
@@ -102,69 +82,40 @@ class Answer:
     """An answer with its evidence.
 
     ``text`` is the short final answer (empty in retrieval mode), ``reasoning`` the answerer's
-    full text, ``cards`` the verified/marked evidence cards, ``citations`` the turn ids the cards
-    cite (episode and fact sources expanded to their turns), ``pool`` the final candidate pool
-    (all rounds merged), ``pool_times`` the resolved relative times of the pool's turns
-    (against their session dates), ``trace`` how it came about, and ``sources`` the records
-    the pool, cards and answer context show (what the evidence viewer displays).
+    full text, ``citations`` the turn ids the cards cite (episode and fact sources expanded to
+    their turns), ``evidence`` the record of how the evidence came about (plan, rounds, cards,
+    merged pool, termination, degradations, and what the answer prompt showed), ``pool_times``
+    the resolved relative times of the pool's turns (against their session dates), ``trace``
+    the LLM calls and time, and ``sources`` the records the pool, cards and answer context
+    show (what the evidence viewer displays).
     """
 
     question: str
     text: str
     reasoning: str
     mode: Mode
-    cards: list[ViewCard]
     citations: list[str]
-    pool: Pool
-    trace: Trace
+    evidence: Evidence
+    trace: Trace = field(default_factory=Trace)
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "question": self.question,
-            "text": self.text,
-            "reasoning": self.reasoning,
-            "mode": self.mode,
-            "cards": [c.to_dict() for c in self.cards],
-            "citations": list(self.citations),
-            "pool": pool_to_dict(self.pool),
-            "pool_times": {k: [t.to_dict() for t in v] for k, v in self.pool_times.items()},
-            "trace": self.trace.to_dict(),
-            "sources": self.sources.to_dict(),
-        }
+    @property
+    def cards(self) -> list[ViewCard]:
+        """The verified (or marked unverified) cards of all rounds."""
+        return self.evidence.cards
+
+    @property
+    def pool(self) -> Pool:
+        """The final candidate pool (all rounds merged)."""
+        return self.evidence.pool
 
     def to_html(self) -> str:
         """A self-contained HTML page of the answer and its evidence (see :mod:`qemem.view`)."""
+        from qemem.answer.wire import answer_to_json
         from qemem.view import answer_html
 
-        return answer_html(self)
-
-
-def pool_to_dict(pool: Pool) -> dict[str, Any]:
-    """JSON-ready form of a pool: per space, each candidate's id, score, text and reasons."""
-
-    def items(space_items: list[Any]) -> list[dict[str, Any]]:
-        return [
-            {
-                "id": item.id,
-                "score": item.score,
-                "text": document(item.record),
-                "reasons": [
-                    {k: v for k, v in vars(r).items() if v is not None} for r in item.reasons
-                ],
-            }
-            for item in space_items
-        ]
-
-    return {
-        "conversation": pool.conversation,
-        "queries": list(pool.queries),
-        "episodes": items(pool.episodes),
-        "facts": items(pool.facts),
-        "turns": items(pool.turns),
-    }
+        return answer_html(answer_to_json(self))
 
 
 def _pool_times(index: SourceIndex, pool: Pool) -> dict[str, list[TimeResolution]]:
@@ -213,40 +164,30 @@ def ask(
         if plan.source == "rules":
             degradations.append(f"plan fell back to rules: {plan.note or 'no reason given'}")
     pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
-    answer = Answer(question, "", "", mode, [], [], pool, Trace(plan, [], None))
-    answer.trace.rounds = [RoundTrace(0, None, pool_ids(pool))]
-    if llm is None or mode == "retrieval":
-        answer.trace.termination = "no_llm"
-        answer.trace.visible_turn_ids = [item.id for item in pool.turns]
-        return _finish(answer, index, ledger, degradations, started, config)
     if mode == "matched":
         pool = matched_pool(store, scope, embedder, question, len(pool.turns))
-        answer.pool, answer.trace.rounds = pool, [RoundTrace(0, None, pool_ids(pool))]
+    evidence = Evidence(plan, [RoundTrace(0, None, pool.entries())], [], pool, None)
+    answer = Answer(question, "", "", mode, [], evidence)
+    if llm is None or mode == "retrieval":
+        evidence.termination = "no_llm"
+        ids = [item.id for item in pool.turns]
+        evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
+        return _finish(answer, index, ledger, degradations, started, config)
     if mode in ("direct", "matched"):
         assembly = assemble_pool(index, pool)
     else:
-        evidence = build_evidence(
+        answer.evidence = evidence = build_evidence(
             llm,
             index,
             plan,
             pool,
-            lambda queries, exclude: build_pool(
-                store,
-                scope,
-                embedder,
-                plan,
-                config=config.retrieval,
-                exclude=exclude,
-                queries=queries,
-            ),
+            _retriever(store, scope, embedder, plan, config.retrieval),
             refine_rounds=config.refine_rounds if mode == "full" else 0,
             max_tokens=config.construct_max_tokens,
             threshold=config.quote_threshold,
             ledger=ledger,
         )
         degradations.extend(evidence.degradations)
-        answer.cards, answer.pool = evidence.cards, evidence.pool
-        answer.trace.rounds, answer.trace.termination = evidence.rounds, evidence.termination
         assembly = assemble(
             index,
             evidence.cards,
@@ -264,10 +205,27 @@ def ask(
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations
-    answer.trace.visible_turn_ids = assembly.visible_turn_ids
+    evidence.shown = assembly.shown
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
     return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _retriever(
+    store: MemoryStore,
+    scope: Scope,
+    embedder: Embedder,
+    plan: Plan,
+    config: RetrievalConfig | None,
+) -> Retriever:
+    """The refinement rounds' retrieval: the pool for follow-up queries, less ``exclude``."""
+
+    def retrieve(queries: Sequence[str], exclude: Collection[Ref]) -> Pool:
+        return build_pool(
+            store, scope, embedder, plan, config=config, exclude=exclude, queries=queries
+        )
+
+    return retrieve
 
 
 def _finish(
@@ -285,23 +243,11 @@ def _finish(
         index,
         answer.pool,
         answer.cards,
-        answer.trace.visible_turn_ids,
-        neighbours=config.neighbours,
+        answer.evidence.shown.turns,
         episode_turns=config.episode_turns,
     )
-    answer.trace.degradations = degradations
-    answer.trace.calls = [
-        {
-            "stage": r.stage,
-            "model": r.model,
-            "input_tokens": r.input_tokens,
-            "output_tokens": r.output_tokens,
-            "latency_s": r.latency_s,
-            "cost_usd": r.cost_usd,
-            "cached": r.cached,
-        }
-        for r in ledger.responses
-    ]
+    answer.evidence.degradations = degradations
+    answer.trace.calls = call_records(ledger.responses)
     answer.trace.totals = ledger.to_dict()
     answer.trace.seconds = time.perf_counter() - started
     return answer

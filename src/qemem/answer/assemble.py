@@ -14,17 +14,18 @@ from dataclasses import dataclass
 
 from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex, format_memories
-from qemem.models import Episode, Pool, SemanticFact, Turn
+from qemem.evidence.refine import Shown
+from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
 from qemem.prompts import as_data
 
 
 @dataclass(frozen=True)
 class Assembly:
-    """The evidence text of the answer prompt, the turn ids it shows, and the cited turn ids
-    (card sources resolved to turns: episodes and facts expand to their original turns)."""
+    """The evidence text of the answer prompt, what it shows (``shown``), and the cited turn
+    ids (card sources resolved to turns: episodes and facts expand to their original turns)."""
 
     text: str
-    visible_turn_ids: list[str]
+    shown: Shown
     citations: list[str]
 
 
@@ -54,20 +55,15 @@ def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
     episodes, facts, turns = pool_records(pool)
     body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
     text = f"Retrieved memories:\n{body}"
-    return Assembly(text, [t.id for t in index.in_order(turns)], [])
+    ids = [t.id for t in index.in_order(turns)]
+    refs = [item.ref for item in (*pool.episodes, *pool.facts)]
+    return Assembly(text, Shown(ids, [], ids, refs), [])
 
 
-def assemble(
-    index: SourceIndex,
-    cards: Sequence[ViewCard],
-    pool: Pool,
-    *,
-    neighbours: int = 2,
-    episode_turns: int = 12,
-) -> Assembly:
-    """Cards, cited sources in context, and the rest of ``pool`` as background."""
-    if not cards:
-        return assemble_pool(index, pool)
+def _cited(
+    index: SourceIndex, cards: Sequence[ViewCard]
+) -> tuple[list[Turn], dict[str, Episode], dict[str, SemanticFact], list[Turn]]:
+    """The records the cards cite, by space, and the turns behind them all (citations)."""
     cited_turns: list[Turn] = []
     cited_episodes: dict[str, Episode] = {}
     cited_facts: dict[str, SemanticFact] = {}
@@ -85,6 +81,21 @@ def assemble(
                 cited_episodes[record.id] = record
             else:
                 cited_facts[record.id] = record
+    return cited_turns, cited_episodes, cited_facts, citations
+
+
+def assemble(
+    index: SourceIndex,
+    cards: Sequence[ViewCard],
+    pool: Pool,
+    *,
+    neighbours: int = 2,
+    episode_turns: int = 12,
+) -> Assembly:
+    """Cards, cited sources in context, and the rest of ``pool`` as background."""
+    if not cards:
+        return assemble_pool(index, pool)
+    cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
     context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
     for episode in cited_episodes.values():
         context.extend(index.episode_turns(episode, episode_turns))
@@ -112,8 +123,11 @@ def assemble(
     if background:
         sections.append(f"Other retrieved memories (background):\n{background}")
     visible = index.in_order([*context, *rest_turns])
+    shown_refs = [Ref("episode", e.id) for e in rest_episodes]
+    shown_refs += [Ref("fact", f.id) for f in rest_facts]
+    rest = [t.id for t in index.in_order(rest_turns)]
     return Assembly(
         "\n\n".join(sections),
-        [t.id for t in visible],
+        Shown([t.id for t in visible], [t.id for t in context], rest, shown_refs),
         [t.id for t in index.in_order(citations)],
     )

@@ -67,27 +67,25 @@ def collect_sources(
     index: SourceIndex,
     pool: Pool,
     cards: Sequence[ViewCard],
-    visible_turn_ids: Iterable[str],
+    shown: Iterable[str],
     *,
-    neighbours: int = 2,
     episode_turns: int = 12,
 ) -> Sources:
-    """The records the answer's pool, cards and answer context show (see the module doc)."""
+    """The records the answer's pool, cards and answer context show (see the module doc):
+    ``shown`` are the turn ids the answer context showed (``Evidence.shown.turns``, which
+    holds the cited turns' neighbours), the cards name their records by ``refs``."""
     pooled_episodes, pooled_facts, turns = pool_records(pool)
     episodes = {e.id: e for e in pooled_episodes}
     facts = {f.id: f for f in pooled_facts}
-    for card in cards:
-        for source in card.sources:
-            located = index.get(source)
-            if located is None:
-                continue
-            record = located.record
-            if isinstance(record, Turn):
-                turns.extend(index.neighbours(record, neighbours))
-            elif isinstance(record, Episode):
-                episodes[record.id] = record
-            else:
-                facts[record.id] = record
+    for ref in (ref for card in cards for ref in card.refs):
+        located = index.get(ref.id)
+        record = located.record if located is not None else None
+        if isinstance(record, Turn):
+            turns.append(record)
+        elif isinstance(record, Episode):
+            episodes[record.id] = record
+        elif isinstance(record, SemanticFact):
+            facts[record.id] = record
     for fact in list(facts.values()):
         for eid in fact.episode_ids:
             found = index.get(eid)
@@ -95,7 +93,7 @@ def collect_sources(
                 episodes.setdefault(eid, found.record)
     for episode in episodes.values():
         turns.extend(index.episode_turns(episode, episode_turns))
-    for tid in visible_turn_ids:
+    for tid in shown:
         found = index.get(tid)
         if found is not None and isinstance(found.record, Turn):
             turns.append(found.record)

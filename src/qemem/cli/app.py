@@ -13,7 +13,8 @@ from typing import Annotated, Any, cast
 import typer
 from rich.table import Table
 
-from qemem.answer.ask import Mode, pool_to_dict
+from qemem.answer.ask import Mode
+from qemem.answer.wire import pool_to_json
 from qemem.cli.common import (
     ConversationOpt,
     EmbedderOpt,
@@ -212,7 +213,7 @@ def search(
                 )
             if as_json:
                 print_json(
-                    {"plan": vars(the_plan) if the_plan else None, "pool": pool_to_dict(found)}
+                    {"plan": vars(the_plan) if the_plan else None, "pool": pool_to_json(found)}
                 )
             else:
                 show_pool(found, the_plan)

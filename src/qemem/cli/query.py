@@ -13,6 +13,7 @@ from rich.table import Table
 
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
+from qemem.answer.wire import answer_to_json
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
@@ -192,7 +193,7 @@ def show_answer(answer: Answer) -> None:
         console.print(table)
     totals = answer.trace.totals.get("total", {}) if answer.trace.totals else {}
     console.print(
-        f"[dim]mode {answer.mode}; termination {answer.trace.termination}; "
+        f"[dim]mode {answer.mode}; termination {answer.evidence.termination}; "
         f"{totals.get('calls', 0)} LLM calls; {answer.trace.seconds:.2f} s[/]"
     )
 
@@ -225,7 +226,7 @@ def ask(
     if html is not None:
         html.write_text(answer.to_html(), "utf-8")
     if as_json:
-        print_json(answer.to_dict())
+        print_json(answer_to_json(answer))
     else:
         show_answer(answer)
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.memory import Memory, Progress
-from qemem.models import Pool, Turn
+from qemem.models import PoolEntry, Turn
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, turn_tokens
 
@@ -147,24 +147,26 @@ def evaluate_coverage(
 # ---------------------------------------------------------------------------- pool coverage
 
 
-def exposure_groups(pool: Pool) -> list[list[str]]:
-    """The turns the pool exposes, candidate by candidate in its exposure order (each item's
-    ``position``): a turn hit with its context, an episode or fact with the turns it exposes
-    (reasons ``context``/``provenance`` via it); each group lists only turns no earlier
+def exposure_groups(entries: Sequence[PoolEntry]) -> list[list[str]]:
+    """The turns a pool exposes, candidate by candidate in its exposure order (each entry's
+    ``position``; the entries of ``Pool.entries()`` or of a round of the evidence record, turns
+    in conversation order): a turn hit with its context, an episode or fact with the turns it
+    exposes (reasons ``context``/``provenance`` via it); each group lists only turns no earlier
     candidate exposed, in conversation order; empty groups dropped."""
     holders: dict[str, list[str]] = {}
-    for item in pool.turns:
-        for reason in item.reasons:
-            holder = item.id if reason.kind == "ranked" else reason.via
-            if holder is not None and item.id not in holders.setdefault(holder, []):
-                holders[holder].append(item.id)
+    for entry in (e for e in entries if e.ref.space == "turn"):
+        tid = entry.ref.id
+        for reason in entry.reasons:
+            holder = tid if reason.kind == "ranked" else reason.via
+            if holder is not None and tid not in holders.setdefault(holder, []):
+                holders[holder].append(tid)
     candidates = sorted(
-        (i for i in pool.items() if i.position is not None), key=lambda i: i.position or 0
+        (e for e in entries if e.position is not None), key=lambda e: e.position or 0
     )
     seen: set[str] = set()
     groups: list[list[str]] = []
-    for item in candidates:
-        new = [t for t in holders.get(item.id, []) if t not in seen]
+    for entry in candidates:
+        new = [t for t in holders.get(entry.ref.id, []) if t not in seen]
         seen.update(new)
         if new:
             groups.append(new)
@@ -317,7 +319,7 @@ def evaluate_pool_coverage(
             plan = plan_question(llm, question.question, info.speakers, info.span, ledger=ledger)
         for c, cfg in enumerate(configs):
             pool = memory.retrieve(conv, question.question, plan=plan, config=cfg)
-            groups = exposure_groups(pool)
+            groups = exposure_groups(pool.entries())
             exposed_total[c] += sum(len(g) for g in groups)
             for unit, cost in (("turns", None), ("tokens", tokens)):
                 strict, inclusive = budget_positions(groups, question.evidence, aliases, cost)

@@ -7,9 +7,9 @@ the deterministic time, their agreement and its expression kind, the round). Ove
 speaker's original words, ``grounded_in == "turn"``), and the share of card time fields that
 agree with the deterministic rules, overall and by expression kind (``TIME_KINDS``).
 
-``cited_context_ids`` gives the turns the answer context shows for the cards' citations, the
-like-with-like basis of the "cited" visibility: a cited turn with up to ``neighbours`` turns on
-each side in its session, a cited episode's first ``episode_turns`` turns, nothing for a fact.
+The "cited" visibility counts the turns of the answer prompt's cited-sources section as the
+assembler wrote them (``Evidence.shown.cited_context``): a cited turn with up to 2 turns on each
+side in its session, a cited episode's first 12 turn ids that name a turn, nothing for a fact.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import Any
 
 from qemem.evidence.agreement import TIME_KINDS, time_kind
 from qemem.evidence.cards import ViewCard
-from qemem.models import Episode, Turn
 
 Record = Mapping[str, Any]
 
@@ -63,39 +62,6 @@ def card_records(cards: Iterable[ViewCard]) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def cited_context_ids(
-    cards: Iterable[ViewCard],
-    turns: Mapping[str, Turn],
-    episodes: Mapping[str, Episode],
-    *,
-    neighbours: int = 2,
-    episode_turns: int = 12,
-) -> list[str]:
-    """Turn ids the answer context shows for the cards' citations (see the module docstring),
-    in conversation order."""
-    by_session: dict[int, list[Turn]] = {}
-    for turn in turns.values():
-        by_session.setdefault(turn.session, []).append(turn)
-    order = {t.id: n for n, t in enumerate(sorted(turns.values(), key=_turn_order))}
-    for session in by_session.values():
-        session.sort(key=_turn_order)
-    shown: set[str] = set()
-    for card in cards:
-        for source in card.sources:
-            if source in turns:
-                session = by_session[turns[source].session]
-                at = next(n for n, t in enumerate(session) if t.id == source)
-                shown.update(t.id for t in session[max(0, at - neighbours) : at + neighbours + 1])
-            elif source in episodes:
-                known = [t for t in episodes[source].turn_ids if t in turns]
-                shown.update(known[:episode_turns])
-    return sorted(shown, key=lambda t: order[t])
-
-
-def _turn_order(turn: Turn) -> tuple[int, int]:
-    return turn.session, turn.position
 
 
 def _share(part: int, whole: int) -> float | None:

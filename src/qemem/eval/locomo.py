@@ -21,26 +21,32 @@ from typing import Any
 
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import MODES, Mode
+from qemem.answer.wire import answer_to_json
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
-from qemem.eval.grounding import card_records, cited_context_ids
+from qemem.eval.grounding import card_records
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.metrics import bleu1, f1_common, f1_locomo
 from qemem.eval.report import load_records, record_key, write_report
+from qemem.evidence.refine import Evidence
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm, stage_group
 from qemem.memory import Memory
-from qemem.models import Episode, Pool, Turn
+from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
-from qemem.view.record import RUN_REASONS, evidence_record
+from qemem.view.record import RUN_REASONS
 from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
+#: the results.jsonl record format: 2 keeps the answer's compact JSON under ``answer``; format
+#: 1 (records without ``format``, written before the evidence record) kept the viewer's record
+#: under ``evidence_view``, which ``eval report`` and the run page still read
+RECORD_FORMAT = 2
 #: manifest entries that must match for a rerun to continue the records of an output folder
 FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs")
 
@@ -124,37 +130,6 @@ def evidence_visible(
     return evidence_rank(ids, evidence, aliases) is not None
 
 
-def round_turn_ids(answer: Answer, rounds: Iterable[int]) -> list[str]:
-    """Turn ids the pool candidates of the given rounds expose: turn candidates, and the
-    turns of episode candidates (facts show no turns), first-seen order."""
-    episodes = {item.id: item.record for item in answer.pool.episodes}
-    wanted = {r.round for r in answer.trace.rounds} & set(rounds)
-    out: list[str] = []
-    for trace in answer.trace.rounds:
-        if trace.round not in wanted:
-            continue
-        for pid in trace.pool_ids:
-            space, _, rid = pid.partition(":")
-            if space == "turn":
-                out.append(rid)
-            elif space == "episode" and rid in episodes:
-                out.extend(getattr(episodes[rid], "turn_ids", ()))
-    return list(dict.fromkeys(out))
-
-
-def initial_pool(answer: Answer) -> Pool:
-    """The round-0 pool, recovered from the final (merged) pool."""
-    ids = set(answer.trace.rounds[0].pool_ids) if answer.trace.rounds else set()
-    pool = answer.pool
-
-    def keep(items: list[Any]) -> list[Any]:
-        return [i for i in items if f"{i.space}:{i.id}" in ids]
-
-    return Pool(
-        pool.conversation, pool.queries, keep(pool.episodes), keep(pool.facts), keep(pool.turns)
-    )
-
-
 def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Calls, tokens and nominal cost per stage group (cost None when a call had no price)."""
     out: dict[str, dict[str, Any]] = {}
@@ -175,23 +150,44 @@ def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
 
 def refinement_info(answer: Answer) -> dict[str, Any]:
     """Whether round 0 asked for refinement (full mode), rounds run, and the refinement calls:
-    the construct-stage calls from the second constructor call on (repairs included)."""
-    rounds = answer.trace.rounds
-    first = rounds[0].feedback if rounds else None
+    the constructor calls of the rounds after the first (repairs included), as the evidence
+    record keeps them per round."""
+    evidence = answer.evidence
+    first = evidence.rounds[0].feedback if evidence.rounds else None
     triggered = answer.mode == "full" and first is not None and not first.sufficient
-    construct = [c for c in answer.trace.calls if stage_group(str(c["stage"])) == "construct"]
-    starts = [n for n, c in enumerate(construct) if c["stage"] == "construct"]
-    extra = construct[starts[1] :] if len(starts) > 1 else []
+    extra = [c for r in evidence.rounds[1:] for c in r.calls]
     cost = stage_costs(extra).get("construct", {})
+    rounds = len(evidence.rounds) - 1 if answer.mode in ("full", "no-refine") else 0
     return {
         "triggered": triggered,
-        "rounds": max(0, len(rounds) - 1) if answer.mode in ("full", "no-refine") else 0,
-        "termination": answer.trace.termination,
+        "rounds": max(0, rounds),
+        "termination": evidence.termination,
         "extra_calls": len(extra),
         "extra_input_tokens": int(cost.get("input_tokens", 0)),
         "extra_output_tokens": int(cost.get("output_tokens", 0)),
         "extra_cost_usd": cost.get("cost_usd", 0.0),
     }
+
+
+def _evidence_spread(evidence: Sequence[str], turns: Mapping[str, Turn]) -> dict[str, Any]:
+    """The sessions of the evidence turns, the days they span, and the ids the store lacks."""
+    known = [turns[e] for e in evidence if e in turns]
+    dates = [t.timestamp.date() for t in known]
+    return {
+        "evidence_sessions": sorted({t.session for t in known}),
+        "evidence_span_days": (max(dates) - min(dates)).days if dates else None,
+        "evidence_unknown": [e for e in evidence if e not in turns],
+    }
+
+
+def _initial_rank(
+    record: Evidence, evidence: Sequence[str], aliases: Mapping[str, object]
+) -> int | None:
+    """The strict budget position at which the round-0 pool covers the evidence."""
+    if not evidence:
+        return None
+    groups = exposure_groups(record.rounds[0].pool)
+    return budget_positions(groups, evidence, aliases)[0]
 
 
 def make_record(
@@ -204,20 +200,16 @@ def make_record(
     latency: Mapping[str, float],
 ) -> dict[str, Any]:
     """The results.jsonl record of one answered (and judged) question; scores are None in
-    retrieval mode (no answer), cards and card citations None in modes without cards. The
-    "cited" visibility counts the turns the answer context shows for the citations
-    (``cited_context_ids``), not every turn behind a cited episode or fact."""
+    retrieval mode (no answer), cards and card citations None in modes without cards. Every
+    turn set is read from the evidence record: the turns each round's candidates expose, and
+    what the answer prompt showed (``Evidence.shown``; the "cited" visibility counts the turns
+    of its cited-sources section, not every turn behind a cited episode or fact)."""
     evidence = list(question.evidence)
-    known = [turns[e] for e in evidence if e in turns]
-    dates = [t.timestamp.date() for t in known]
-    initial = round_turn_ids(answer, [0])
-    refined = round_turn_ids(answer, range(len(answer.trace.rounds)))
-    visible = list(answer.trace.visible_turn_ids)
-    episodes = {i.id: i.record for i in answer.pool.episodes if isinstance(i.record, Episode)}
-    cited = cited_context_ids(answer.cards, turns, episodes)
-    rank = None
-    if evidence:
-        rank = budget_positions(exposure_groups(initial_pool(answer)), evidence, aliases)[0]
+    record = answer.evidence
+    initial = record.turn_ids([0])
+    refined = record.turn_ids(range(len(record.rounds)))
+    visible = list(record.shown.turns)
+    cited = list(record.shown.cited_context)
     gold, prediction = question.answer, answer.text
     answers, cards = answer.mode != "retrieval", answer.mode in ("full", "no-refine")
     return {
@@ -245,19 +237,18 @@ def make_record(
         "cards": card_records(answer.cards) if cards else None,
         "initial_pool_turn_ids": initial,
         "refined_pool_turn_ids": refined,
-        "evidence_sessions": sorted({t.session for t in known}),
-        "evidence_span_days": (max(dates) - min(dates)).days if dates else None,
-        "evidence_unknown": [e for e in evidence if e not in turns],
+        **_evidence_spread(evidence, turns),
         "visibility": {
             "initial": evidence_visible(initial, evidence, aliases),
             "refined": evidence_visible(refined, evidence, aliases),
             "final": evidence_visible(visible, evidence, aliases),
             "cited": evidence_visible(cited, evidence, aliases) if cards else None,
             "cited_share": evidence_share(cited, evidence, aliases) if cards else None,
-            "initial_pool_rank": rank,
+            "initial_pool_rank": _initial_rank(record, evidence, aliases),
         },
-        "degradations": list(answer.trace.degradations),
-        "evidence_view": evidence_record(answer, max_reasons=RUN_REASONS, sources=False),
+        "degradations": list(record.degradations),
+        "format": RECORD_FORMAT,
+        "answer": answer_to_json(answer, compact=True, max_reasons=RUN_REASONS),
     }
 
 

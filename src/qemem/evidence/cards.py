@@ -24,7 +24,7 @@ from qemem.evidence.context import Located, SourceIndex, clean_id, format_memori
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match
 from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
-from qemem.models import Episode, Plan, Pool, SemanticFact, Space, Turn, document
+from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, document
 from qemem.prompts import render
 
 MAX_FOLLOW_UPS = 3
@@ -74,23 +74,18 @@ class Feedback:
     missing: str = ""
     follow_up_queries: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sufficient": self.sufficient,
-            "missing": self.missing,
-            "follow_up_queries": list(self.follow_up_queries),
-        }
-
 
 @dataclass
 class ViewCard:
     """A verified (or marked unverified) evidence card.
 
-    ``matched_source`` is the cited source the quote matched best (None when no cited id
-    resolved) and ``grounded_in`` its space: "turn" when the quote was checked against a
-    speaker's original words, "episode" or "fact" when against model-written memory text (so
-    a verified card is never mistaken for one verified against original words);
-    ``resolved_time`` the deterministic time, ``time`` the model's, and ``time_agrees`` their
+    ``sources`` are the cited ids as the answerer is shown them (decoration stripped, repeats
+    dropped), ``refs`` the records the resolvable ones name; ``matched_source`` is the cited
+    source the quote matched best (None when no cited id resolved) and ``grounded_in`` its
+    space: "turn" when the quote was checked against a speaker's original words, "episode" or
+    "fact" when against model-written memory text (so a verified card is never mistaken for
+    one verified against original words); ``resolved_time`` the deterministic time, ``time``
+    the model's, and ``time_agrees`` their
     agreement (None when the model gave no time or nothing resolved).
     """
 
@@ -107,24 +102,7 @@ class ViewCard:
     resolved_time: TimeResolution | None = None
     time_agrees: bool | None = None
     round: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {
-            "claim": self.claim,
-            "sources": list(self.sources),
-            "quote": self.quote,
-            "time": self.time,
-            "relation": self.relation,
-            "verified": self.verified,
-            "score": self.score,
-            "matched_source": self.matched_source,
-            "grounded_in": self.grounded_in,
-            "unresolved_sources": list(self.unresolved_sources),
-            "resolved_time": self.resolved_time.to_dict() if self.resolved_time else None,
-            "time_agrees": self.time_agrees,
-            "round": self.round,
-        }
+    refs: list[Ref] = field(default_factory=list)
 
 
 @dataclass
@@ -274,6 +252,7 @@ def verify_card(
         resolved_time=resolved,
         time_agrees=agrees,
         round=round,
+        refs=[Ref(loc.space, loc.record.id) for loc in known.values()],
     )
 
 

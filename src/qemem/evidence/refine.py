@@ -15,7 +15,7 @@ is kept). The loop stops with one of these reasons:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,49 +28,84 @@ from qemem.evidence.cards import (
 )
 from qemem.evidence.context import SourceIndex
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
-from qemem.llm import Ledger, LLMClient
-from qemem.models import Plan, Pool, PoolItem, Turn
+from qemem.llm import Ledger, LLMClient, LLMResponse
+from qemem.models import Plan, Pool, PoolEntry, PoolItem, Ref, Turn
 
-Retriever = Callable[[Sequence[str], Collection[str]], Pool]
-"""``retrieve(queries, exclude)``: a pool for ``queries`` without the ``space:id`` in exclude."""
+Retriever = Callable[[Sequence[str], Collection[Ref]], Pool]
+"""``retrieve(queries, exclude)``: a pool for ``queries`` without the records in exclude."""
+
+
+def call_records(responses: Iterable[LLMResponse]) -> list[dict[str, Any]]:
+    """LLM calls as the record keeps them: stage, model, tokens, latency, cost, cached."""
+    return [
+        {
+            "stage": r.stage,
+            "model": r.model,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "latency_s": r.latency_s,
+            "cost_usd": r.cost_usd,
+            "cached": r.cached,
+        }
+        for r in responses
+    ]
 
 
 @dataclass
 class RoundTrace:
-    """What one round did: its queries (None for the initial pool), candidates, cards, verdict."""
+    """What one round did: its queries (None for the initial pool), its pool candidates in
+    exposure order, its cards, the constructor's verdict and the constructor's LLM calls
+    (repairs included)."""
 
     round: int
     queries: list[str] | None
-    pool_ids: list[str]
+    pool: list[PoolEntry]
     cards: list[ViewCard] = field(default_factory=list)
     feedback: Feedback | None = None
     degraded: str | None = None
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "round": self.round,
-            "queries": self.queries,
-            "pool_ids": list(self.pool_ids),
-            "cards": [c.to_dict() for c in self.cards],
-            "feedback": self.feedback.to_dict() if self.feedback else None,
-            "degraded": self.degraded,
-        }
+    def refs(self) -> list[Ref]:
+        """The refs of the round's candidates, in exposure order."""
+        return [entry.ref for entry in self.pool]
+
+    def turn_ids(self) -> list[str]:
+        """The turn ids the round's candidates expose, first-seen order."""
+        return list(dict.fromkeys(t for entry in self.pool for t in entry.exposes))
+
+
+@dataclass
+class Shown:
+    """Exactly what the answer prompt shows, as the assembler wrote it: every turn id in
+    conversation order (``turns``), the turns of the cited-sources section
+    (``cited_context``), the turns of the background section (``background``) and the
+    episodes and facts shown there (``background_refs``)."""
+
+    turns: list[str] = field(default_factory=list)
+    cited_context: list[str] = field(default_factory=list)
+    background: list[str] = field(default_factory=list)
+    background_refs: list[Ref] = field(default_factory=list)
 
 
 @dataclass
 class Evidence:
-    """The cards of all rounds, the merged pool, the rounds and why the loop stopped."""
+    """The record of how an answer's evidence came about: the plan, every round, the cards
+    of all rounds, the merged pool, why the loop stopped, the degradations, and what the
+    answer prompt showed (``shown``, filled in by assembly)."""
 
+    plan: Plan
+    rounds: list[RoundTrace]
     cards: list[ViewCard]
     pool: Pool
-    rounds: list[RoundTrace]
-    termination: str
+    termination: str | None
     degradations: list[str] = field(default_factory=list)
+    shown: Shown = field(default_factory=Shown)
 
-
-def pool_ids(pool: Pool) -> list[str]:
-    """The pool's ``space:id`` strings in pool order (episodes, facts, turns)."""
-    return [f"{item.space}:{item.id}" for item in pool.items()]
+    def turn_ids(self, rounds: Iterable[int]) -> list[str]:
+        """The turn ids the candidates of the given rounds expose, first-seen order."""
+        wanted = set(rounds)
+        chosen = (r for r in self.rounds if r.round in wanted)
+        return list(dict.fromkeys(t for r in chosen for t in r.turn_ids()))
 
 
 def merge_pools(index: SourceIndex, first: Pool, second: Pool) -> Pool:
@@ -107,11 +142,15 @@ def build_evidence(
     """Cards for ``plan`` from ``pool``, refined up to ``refine_rounds`` extra rounds."""
     cards: list[ViewCard] = []
     rounds: list[RoundTrace] = []
-    examined: set[str] = set()
+    examined: set[Ref] = set()
     merged = pool
+
+    def done(termination: str, degradations: Sequence[str] = ()) -> Evidence:
+        return Evidence(plan, rounds, cards, merged, termination, list(degradations))
+
     current, queries = pool, None
     for number in range(refine_rounds + 1):
-        examined.update(current.ids())
+        examined.update(current.refs())
         made = construct(
             llm,
             index,
@@ -122,34 +161,35 @@ def build_evidence(
             max_tokens=max_tokens,
             ledger=ledger,
         )
-        trace = RoundTrace(number, queries, pool_ids(current), degraded=made.degraded)
+        trace = RoundTrace(number, queries, current.entries(), degraded=made.degraded)
+        trace.calls = call_records(made.responses)
         rounds.append(trace)
         if made.degraded:
             where = f" in round {number}" if number else ""
             reason = f"{made.degraded}{where}"
-            return Evidence(cards, merged, rounds, f"degraded: {reason}", [reason])
+            return done(f"degraded: {reason}", [reason])
         trace.feedback = made.feedback
         trace.cards = [verify_card(c, index, round=number, threshold=threshold) for c in made.cards]
         cards = merge_cards(cards, trace.cards)
         if made.feedback.sufficient:
-            return Evidence(cards, merged, rounds, "sufficient")
+            return done("sufficient")
         if number == refine_rounds:
             break
         missing = [made.feedback.missing] if made.feedback.missing else []
         queries = made.feedback.follow_up_queries or missing
         current = retrieve(queries, frozenset(examined)) if queries else Pool(pool.conversation, [])
-        if not current.ids() - examined:
-            return Evidence(cards, merged, rounds, "no_new_candidates")
+        if not set(current.refs()) - examined:
+            return done("no_new_candidates")
         current = _without(current, examined)
         merged = merge_pools(index, merged, current)
-    return Evidence(cards, merged, rounds, "round_budget")
+    return done("round_budget")
 
 
-def _without(pool: Pool, examined: Collection[str]) -> Pool:
+def _without(pool: Pool, examined: Collection[Ref]) -> Pool:
     """``pool`` less the candidates already examined (in case the retriever returned some)."""
 
     def keep(items: list[PoolItem]) -> list[PoolItem]:
-        return [i for i in items if f"{i.space}:{i.id}" not in examined]
+        return [i for i in items if i.ref not in examined]
 
     return Pool(
         pool.conversation, pool.queries, keep(pool.episodes), keep(pool.facts), keep(pool.turns)

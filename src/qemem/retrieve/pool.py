@@ -24,6 +24,7 @@ from qemem.models import (
     Pool,
     PoolItem,
     Reason,
+    Ref,
     SemanticFact,
     Space,
     Turn,
@@ -274,7 +275,7 @@ def pool_from_fusion(
     *,
     aggregate: bool,
     config: RetrievalConfig,
-    exclude: Collection[str] = (),
+    exclude: Collection[Ref] = (),
 ) -> Pool:
     """The pool from per-space fusions (pure: no store, no embedder).
 
@@ -293,7 +294,7 @@ def pool_from_fusion(
     turn_rank = {
         rid: rank
         for rank, rid in enumerate(
-            (r for r in fused["turn"] if r in index and f"turn:{r}" not in excluded), start=1
+            (r for r in fused["turn"] if r in index and Ref("turn", r) not in excluded), start=1
         )
     }
     raised = provenance_adjust(
@@ -304,7 +305,7 @@ def pool_from_fusion(
     )
 
     def top(space: Space, ranking: Mapping[str, Fused], known: Collection[str]) -> list[str]:
-        ids = [r for r in ranking if r in known and f"{space}:{r}" not in excluded]
+        ids = [r for r in ranking if r in known and Ref(space, r) not in excluded]
         return ids[: budgets[space]]
 
     chosen: dict[Space, list[str]] = {
@@ -338,7 +339,7 @@ def pool_from_fusion(
             )
         )
     for key, ids in exposes.items():
-        exposes[key] = [t for t in ids if f"turn:{t}" not in excluded]
+        exposes[key] = [t for t in ids if Ref("turn", t) not in excluded]
     order = exposure_order(
         interleave(chosen, weights),
         exposes,
@@ -396,12 +397,12 @@ def build_pool(
     plan: Plan,
     *,
     config: RetrievalConfig | None = None,
-    exclude: Collection[str] = (),
+    exclude: Collection[Ref] = (),
     queries: Sequence[str] | None = None,
 ) -> Pool:
     """The candidate pool for ``queries`` (default: the plan's query set): per-space fusion
-    (:func:`fused_spaces`), then :func:`pool_from_fusion`. Ids in ``exclude``, given as
-    ``"<space>:<id>"`` (see :meth:`Pool.ids`), are never returned."""
+    (:func:`fused_spaces`), then :func:`pool_from_fusion`. The records in ``exclude`` are never
+    returned."""
     config = config or RetrievalConfig()
     texts = [" ".join(q.split()) for q in (plan.query_set if queries is None else queries)]
     texts = [q for q in dict.fromkeys(texts) if q]

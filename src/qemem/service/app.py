@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from qemem import __version__
 from qemem.answer import Answer
+from qemem.answer.wire import answer_to_json
 from qemem.embed.base import Embedder
 from qemem.errors import (
     AuthError,
@@ -246,18 +248,25 @@ def create_app(
         if body.pool:
             if len(queries) != 1:
                 raise InputError("the pool takes one query (the question)", field="query")
-            return SearchOut(pool=memory.retrieve(conversation, queries[0]))
+            pool = memory.retrieve(conversation, queries[0], exclude=body.exclude)
+            return SearchOut(pool=pool)
         return SearchOut(results=memory.search(conversation, queries, k=body.k, space=body.space))
 
-    @app.post("/v1/conversations/{conversation}/ask", tags=["query"], responses=_errors(404, 503))
-    def ask(conversation: str, body: AskIn, key: Reader) -> Answer:
+    @app.post(
+        "/v1/conversations/{conversation}/ask",
+        tags=["query"],
+        responses=_errors(404, 503),
+        response_model=Answer,
+    )
+    def ask(conversation: str, body: AskIn, key: Reader) -> JSONResponse:
         """Answer a question with its evidence: text, verified cards, turn citations, the pool
         and the trace. Every mode but ``retrieval`` needs the server's LLM (503 without)."""
         if not body.question.strip():
             raise InputError("the question is empty", field="question")
         memory = tenants.memory(key.namespace)
         _conversation(memory, conversation)  # 404 before 503
-        return memory.ask(conversation, body.question, mode=body.mode)
+        answer = memory.ask(conversation, body.question, mode=body.mode)
+        return JSONResponse(answer_to_json(answer))
 
     @app.post(
         "/v1/conversations/{conversation}/build",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 from qemem.answer.ask import Mode
 from qemem.construct import BuildReport
 from qemem.memory import SearchResult
-from qemem.models import Pool, Session, Space
+from qemem.models import Pool, Ref, Session, Space
 
 
 class Problem(BaseModel):
@@ -72,6 +72,9 @@ class SearchIn(BaseModel):
     k: int | None = Field(default=10, ge=1, le=1000, description="results; null ranks all")
     pool: bool = Field(default=False, description="return the evidence pool of all spaces")
     space: Space = Field(default="turn", description="space searched when pool is false")
+    exclude: list[Ref] = Field(
+        default_factory=list, description="with pool: records never to return"
+    )
 
 
 class SearchOut(BaseModel):

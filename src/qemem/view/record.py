@@ -1,113 +1,111 @@
-"""The evidence record: one answer's evidence in the JSON shape the viewer reads.
+"""The viewer's record: one answer's evidence in the JSON shape the page script reads.
 
-``evidence_record`` turns an :class:`~qemem.answer.Answer` into a compact, JSON-ready dict: the
-question and answer, the cost line, the plan, each round (the queries it ran, its sufficiency
-feedback), the cards, the pool, the citations, the answer context and the source records
-(``Answer.sources``). Each pool candidate is a list ``[space, id, round it came in, score, why
-it was pooled, reasons left out]``, compact because a run stores one record per question. The
-evaluation harness stores it in each results.jsonl record under ``evidence_view``; the answer
-page and the run report render it with the same script.
+``evidence_record`` reads an answer's JSON form (:func:`qemem.answer.wire.answer_to_json`,
+full or compact, as a run keeps it in results.jsonl under ``answer``) and returns a compact,
+JSON-ready dict: the question and answer, the cost line, the plan, each round (the queries it
+ran, its sufficiency feedback), the cards, the pool, the citations, the answer context and the
+source records when the answer carries them. Each pool candidate is a list ``[space, id, round
+it came in, score, why it was pooled, reasons left out]``, read from the rounds of the evidence
+record; the answer page and the run report render it with the same script.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from qemem.answer import Answer
-from qemem.models import Pool, PoolItem, Reason
+from pydantic import TypeAdapter
+
+from qemem.models import Plan
+
+Data = Mapping[str, Any]
 
 #: pool reasons kept per candidate in run records (the rest are counted), to keep them small
 RUN_REASONS = 3
+PLAN_KEYS = ("need", "answer_type", "aggregate", "temporal", "queries", "source", "note")
 
 
-def reason_label(reason: Reason) -> str:
-    """A short label for why a candidate was pooled: ``q2 dense #3`` (query 2 of its round,
-    dense list, rank 3), ``provenance via S4``, ``context of D3:12``."""
-    if reason.kind == "ranked":
-        return f"q{reason.query} {reason.method} #{reason.rank}"
-    if reason.kind == "context":
-        return f"context of {reason.via}"
-    via = f" via {reason.via}" if reason.via else ""
-    return f"{reason.kind}{via}"
+def reason_label(reason: Data) -> str:
+    """A short label for why a candidate was pooled (a reason's JSON form): ``q2 dense #3``
+    (query 2 of its round, dense list, rank 3), ``provenance via S4``, ``context of D3:12``."""
+    if reason["kind"] == "ranked":
+        return f"q{reason['query']} {reason['method']} #{reason['rank']}"
+    if reason["kind"] == "context":
+        return f"context of {reason['via']}"
+    via = f" via {reason['via']}" if reason.get("via") else ""
+    return f"{reason['kind']}{via}"
 
 
-def round_queries(answer: Answer) -> list[list[str]]:
+def round_queries(evidence: Data) -> list[list[str]]:
     """The queries each round retrieved with, as the pool numbers them (``q0`` first): the
     plan's query set for the initial pool, the follow-up queries for refinement rounds."""
+    plan: Plan = TypeAdapter(Plan).validate_python(evidence["plan"])
     out = []
-    for trace in answer.trace.rounds:
-        raw = answer.trace.plan.query_set if trace.queries is None else trace.queries
+    for trace in evidence["rounds"]:
+        raw = plan.query_set if trace["queries"] is None else trace["queries"]
         texts = [" ".join(q.split()) for q in raw]
         out.append([q for q in dict.fromkeys(texts) if q])
     return out
 
 
-def _pool_items(pool: Pool, rounds: dict[str, int], max_reasons: int | None) -> list[list[Any]]:
-    def item(entry: PoolItem) -> list[Any]:
-        labels = [reason_label(r) for r in entry.reasons]
+def _pool_items(evidence: Data, max_reasons: int | None) -> list[list[Any]]:
+    """The merged pool's candidates in pool order (a compact pool lists only refs), each with
+    the round it came in."""
+    entries: dict[tuple[str, str], tuple[int, Data]] = {}
+    for r in evidence["rounds"]:
+        for entry in r["pool"]:
+            ref = entry["ref"]
+            entries.setdefault((ref["space"], ref["id"]), (r["round"], entry))
+    pool = evidence["pool"]
+    out = []
+    for item in (*pool["episodes"], *pool["facts"], *pool["turns"]):
+        ref = {"space": item["space"], "id": item["record"]["id"]} if "record" in item else item
+        number, entry = entries[(ref["space"], ref["id"])]
+        labels = [reason_label(r) for r in entry["reasons"]]
         kept = labels if max_reasons is None else labels[:max_reasons]
-        return [
-            entry.space,
-            entry.id,
-            rounds.get(f"{entry.space}:{entry.id}", 0),
-            round(entry.score, 4),
-            "; ".join(kept),
-            len(labels) - len(kept),
-        ]
-
-    return [item(entry) for entry in pool.items()]
+        more = len(labels) - len(kept) + int(entry.get("more_reasons", 0))
+        out.append(
+            [ref["space"], ref["id"], number, round(entry["score"], 4), "; ".join(kept), more]
+        )
+    return out
 
 
-def evidence_record(
-    answer: Answer, *, max_reasons: int | None = None, sources: bool = True
-) -> dict[str, Any]:
-    """The answer's evidence as the viewer reads it (see the module doc). ``max_reasons`` caps
-    the reasons kept per pool candidate (None: all); ``sources=False`` leaves the source
-    records out (a run keeps them once per conversation: ``view.report.write_run_sources``)."""
-    trace = answer.trace
-    first_round: dict[str, int] = {}
-    for r in trace.rounds:
-        for pid in r.pool_ids:
-            first_round.setdefault(pid, r.round)
-    total = trace.totals.get("total", {}) if trace.totals else {}
-    queries = round_queries(answer)
+def evidence_record(answer: Data, *, max_reasons: int | None = None) -> dict[str, Any]:
+    """The viewer's record of an answer's JSON form (see the module doc). ``max_reasons``
+    caps the reasons kept per pool candidate (None: all)."""
+    evidence, trace = answer["evidence"], answer["trace"]
+    total = trace["totals"].get("total", {}) if trace["totals"] else {}
+    queries = round_queries(evidence)
+    plan = evidence["plan"]
     record = {
-        "question": answer.question,
-        "answer": answer.text,
-        "reasoning": answer.reasoning,
-        "mode": answer.mode,
-        "termination": trace.termination,
-        "degradations": list(trace.degradations),
+        "question": answer["question"],
+        "answer": answer["text"],
+        "reasoning": answer["reasoning"],
+        "mode": answer["mode"],
+        "termination": evidence["termination"],
+        "degradations": list(evidence["degradations"]),
         "cost": {
             "calls": int(total.get("calls", 0)),
             "input_tokens": int(total.get("input_tokens", 0)),
             "output_tokens": int(total.get("output_tokens", 0)),
             "usd": total.get("cost_nominal_usd"),
-            "seconds": round(trace.seconds, 3),
+            "seconds": round(trace["seconds"], 3),
         },
-        "plan": {
-            "need": trace.plan.need,
-            "answer_type": trace.plan.answer_type,
-            "aggregate": trace.plan.aggregate,
-            "temporal": trace.plan.temporal,
-            "queries": list(trace.plan.queries),
-            "source": trace.plan.source,
-            "note": trace.plan.note,
-        },
+        "plan": {k: plan[k] for k in PLAN_KEYS},
         "rounds": [
             {
-                "round": r.round,
+                "round": r["round"],
                 "queries": queries[n],
-                "feedback": r.feedback.to_dict() if r.feedback else None,
-                "degraded": r.degraded,
+                "feedback": r["feedback"],
+                "degraded": r["degraded"],
             }
-            for n, r in enumerate(trace.rounds)
+            for n, r in enumerate(evidence["rounds"])
         ],
-        "cards": [card.to_dict() for card in answer.cards],
-        "citations": list(answer.citations),
-        "visible": list(trace.visible_turn_ids),
-        "pool": _pool_items(answer.pool, first_round, max_reasons),
+        "cards": list(evidence["cards"]),
+        "citations": list(answer["citations"]),
+        "visible": list(evidence["shown"]["turns"]),
+        "pool": _pool_items(evidence, max_reasons),
     }
-    if sources:
-        record["sources"] = answer.sources.to_dict()
+    if "sources" in answer:
+        record["sources"] = answer["sources"]
     return record

@@ -9,8 +9,7 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from qemem.answer import Answer
-from qemem.view.record import evidence_record
+from qemem.view.record import Data, evidence_record
 
 
 @cache
@@ -41,12 +40,13 @@ def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)
 
 
-def answer_html(answer: Answer) -> str:
-    """The answer page: question, answer, cost, cards, cited turns, plan, rounds and pool
-    (pool turns with their relative times resolved against their session dates)."""
+def answer_html(answer: Data) -> str:
+    """The answer page of an answer's (full) JSON form: question, answer, cost, cards, cited
+    turns, plan, rounds and pool (pool turns with their relative times resolved against their
+    session dates)."""
     evidence = evidence_record(answer)
     evidence["pool_times"] = {
-        tid: [f"{t.expression} → {t.phrase}" for t in times]
-        for tid, times in answer.pool_times.items()
+        tid: [f"{t['expression']} → {t['phrase']}" for t in times]
+        for tid, times in answer["pool_times"].items()
     }
-    return render("answer.html.j2", title=answer.question, evidence=evidence)
+    return render("answer.html.j2", title=answer["question"], evidence=evidence)

@@ -19,13 +19,16 @@ from typing import Any
 from qemem.answer.sources import Sources
 from qemem.eval.report import load_records, record_key, summarise
 from qemem.memory import Memory
+from qemem.view.record import evidence_record
 from qemem.view.render import render
 
 Record = Mapping[str, Any]
 #: the run folder's source records: every turn, episode and fact of each conversation asked
 SOURCES_FILE = "sources.json"
-#: the results.jsonl key holding a question's evidence record (``qemem.view.evidence_record``)
-VIEW_KEY = "evidence_view"
+#: the results.jsonl key holding a question's answer (compact ``answer_to_json``; format 2)
+ANSWER_KEY = "answer"
+#: where a format-1 record (today's main before the evidence record) kept the viewer's record
+LEGACY_VIEW_KEY = "evidence_view"
 PLOTS = ("accuracy_by_category.png", "coverage_curve.png", "cost_split.png")
 #: where a wrongly answered question lost its evidence (the table's third filter)
 DIAGNOSES = {
@@ -67,6 +70,15 @@ def method_cost(record: Record) -> tuple[int, float | None]:
     return sum(int(t.get("calls", 0)) for t in stages), usd
 
 
+def view_record(record: Record) -> dict[str, Any] | None:
+    """The viewer's record of a results.jsonl record: built from its answer (format 2), or
+    the one a format-1 record stored itself; None when it has neither."""
+    if ANSWER_KEY in record:
+        return evidence_record(record[ANSWER_KEY])
+    legacy = record.get(LEGACY_VIEW_KEY)
+    return dict(legacy) if legacy is not None else None
+
+
 def row(number: int, record: Record) -> dict[str, Any]:
     """The table row of a record (what the template shows, sorts and filters on)."""
     seen = record.get("visibility", {})
@@ -89,14 +101,15 @@ def row(number: int, record: Record) -> dict[str, Any]:
         "calls": calls,
         "usd": usd,
         "diagnosis": diagnosis(record),
-        "expandable": VIEW_KEY in record,
+        "expandable": ANSWER_KEY in record or LEGACY_VIEW_KEY in record,
     }
 
 
-def detail(record: Record) -> dict[str, Any]:
-    """What an expanded row renders: the evidence record less its sources (kept once per
-    conversation), with the conversation, gold answer, annotated evidence and judge labels."""
-    evidence = {k: v for k, v in record[VIEW_KEY].items() if k != "sources"}
+def detail(record: Record, view: Mapping[str, Any]) -> dict[str, Any]:
+    """What an expanded row renders: the viewer's record ``view`` less its sources (kept once
+    per conversation), with the conversation, gold answer, annotated evidence and judge
+    labels."""
+    evidence = {k: v for k, v in view.items() if k != "sources"}
     return {
         "conversation": record["conversation"],
         "gold": record.get("gold", ""),
@@ -125,11 +138,14 @@ def write_run_sources(out_dir: Path, memory: Memory, conversations: Sequence[str
     path.write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")), "utf-8")
 
 
-def conversation_sources(records: Sequence[Record]) -> dict[str, dict[str, Any]]:
-    """Per conversation, the union of the source records the records carry themselves."""
+def conversation_sources(
+    records: Sequence[Record], views: Mapping[int, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Per conversation, the union of the source records the viewer's records (``views``, by
+    record number) carry themselves."""
     out: dict[str, dict[str, Any]] = {}
-    for record in records:
-        sources = record.get(VIEW_KEY, {}).get("sources")
+    for n, record in enumerate(records):
+        sources = views.get(n, {}).get("sources")
         if not sources:
             continue
         merged = out.setdefault(
@@ -167,16 +183,17 @@ def report_html(
     source records by conversation (a run's sources.json); for a conversation it lacks, the
     sources the records carry themselves are used."""
     records = sorted(records, key=record_key)
+    views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
-    for cid, own in conversation_sources(records).items():
+    for cid, own in conversation_sources(records, views).items():
         conversations.setdefault(cid, own)
     return render(
         "report.html.j2",
         title=f"qemem LoCoMo run: {summary.get('mode', '')}",
         summary=summary,
         rows=[row(n, r) for n, r in enumerate(records)],
-        details={n: detail(r) for n, r in enumerate(records) if VIEW_KEY in r},
+        details={n: detail(records[n], view) for n, view in views.items()},
         conversations=conversations,
         categories=sorted({(int(r["category"]), r.get("category_name", "")) for r in records}),
         diagnoses=DIAGNOSES,

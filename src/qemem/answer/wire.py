@@ -1,0 +1,59 @@
+"""The one JSON form of an ``Answer`` (and of a ``Pool``): what the CLI prints with ``--json``,
+what the HTTP service returns, what ``RemoteMemory`` reads back, and (compact) what a run
+keeps per question.
+
+The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
+twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
+parse. ``compact`` leaves out what a run stores once per conversation or does not need per
+question: the source records (``sources``), the pool times, and the merged pool's records
+(it keeps only its candidates' refs, in pool order: each round's entries carry the rest, their
+reasons without empty fields).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from qemem.answer.ask import Answer
+from qemem.models import Pool
+
+
+@cache
+def _adapter(kind: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(kind)
+
+
+def answer_to_json(
+    answer: Answer, *, compact: bool = False, max_reasons: int | None = None
+) -> dict[str, Any]:
+    """The answer as JSON-ready data (see the module doc for ``compact``; ``max_reasons``
+    caps the reasons a compact round entry keeps, counting the rest in ``more_reasons``)."""
+    data: dict[str, Any] = _adapter(Answer).dump_python(answer, mode="json")
+    if not compact:
+        return data
+    del data["sources"], data["pool_times"]
+    pool = data["evidence"]["pool"]
+    for space in ("episodes", "facts", "turns"):
+        pool[space] = [{"space": i["space"], "id": i["record"]["id"]} for i in pool[space]]
+    for round_ in data["evidence"]["rounds"]:
+        for entry in round_["pool"]:
+            reasons = entry["reasons"]
+            kept = reasons[:max_reasons] if max_reasons is not None else reasons
+            entry["more_reasons"] = len(reasons) - len(kept)
+            entry["reasons"] = [{k: v for k, v in r.items() if v is not None} for r in kept]
+    return data
+
+
+def answer_from_json(data: Any) -> Answer:
+    """An ``Answer`` from its (full) JSON form, as :func:`answer_to_json` wrote it."""
+    answer: Answer = _adapter(Answer).validate_python(data)
+    return answer
+
+
+def pool_to_json(pool: Pool) -> dict[str, Any]:
+    """A pool as JSON-ready data (the same form as an answer's ``evidence.pool``)."""
+    data: dict[str, Any] = _adapter(Pool).dump_python(pool, mode="json")
+    return data
