@@ -34,7 +34,7 @@ from qemem.errors import (
 )
 from qemem.ingest.plan import IngestReport
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Appended, Progress, SearchResult
+from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
 
 T = TypeVar("T")
@@ -48,6 +48,7 @@ _ERRORS: dict[int, type[QememError]] = {
     422: InputError,
 }
 _SESSIONS = TypeAdapter(list[Session])
+_REFS = TypeAdapter(list[Ref])
 BATCH = 200
 """Messages per request when ingesting a file."""
 
@@ -56,7 +57,7 @@ def _load(kind: type[T] | Any, data: Any) -> T:
     return TypeAdapter(kind).validate_python(data)  # type: ignore[no-any-return]
 
 
-class RemoteMemory:
+class RemoteMemory(MemoryAPI):
     """A qemem server seen through the ``Memory`` API."""
 
     def __init__(
@@ -199,7 +200,7 @@ class RemoteMemory:
 
     def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
         """As ``Memory.retrieve`` with the rule plan: the multi-granular evidence pool."""
-        refs = [{"space": r.space, "id": r.id} for r in exclude]
+        refs = _REFS.dump_python(list(exclude), mode="json")
         body = {"query": question, "pool": True, "exclude": refs}
         out = self._call("POST", f"/v1/conversations/{conversation}/search", body)
         return _load(Pool, out["pool"])

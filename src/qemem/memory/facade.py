@@ -1,13 +1,12 @@
-"""``Memory``: the public library API. The CLI, the service and the evaluation harness call this
-and nothing deeper."""
+"""``Memory``: the embedded implementation of :class:`~qemem.memory.api.MemoryAPI`, plus what
+only an embedded memory offers (records by id, memory files, NEMORI import, plans)."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +26,7 @@ from qemem.construct import (
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
 from qemem.errors import (
-    ConflictError,
     EmbedderMismatchError,
-    InputError,
     LLMError,
     NotFoundError,
     StoreError,
@@ -39,25 +36,24 @@ from qemem.ingest.plan import IngestPlan, IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
+from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult, check_query
+from qemem.memory.appending import after_stored_turns, message_ids
+from qemem.memory.files import import_memory_file
 from qemem.memory_file import (
     NOTE_KEY,
     MemoryFile,
     MemoryImportReport,
-    check_provenance,
-    split_new,
 )
 from qemem.models import (
     Conversation,
     ConversationInput,
     Episode,
-    Hit,
     Plan,
     Pool,
     Ref,
     SemanticFact,
     Space,
     Turn,
-    TurnInput,
     document,
 )
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -65,45 +61,11 @@ from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
 
-Progress = Callable[[int, int], None]
-"""Called with (done, total) as long operations advance."""
-
 EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
-MAX_QUESTION_CHARS = 2000
-"""Longer questions and search queries are refused."""
 
 
-def check_query(text: str, what: str = "question") -> str:
-    """``text`` when it is a usable question or query, else InputError saying why."""
-    if not text.strip():
-        raise InputError(f"the {what} is empty: say what to look for")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise InputError(
-            f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "
-            "shorten it"
-        )
-    return text
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """A hit with the record it points to."""
-
-    hit: Hit
-    record: Turn | Episode | SemanticFact
-
-
-@dataclass(frozen=True)
-class Appended:
-    """What ``add_messages`` did: the stored id of every message (input order) and what was new."""
-
-    ids: list[str] = field(default_factory=list)
-    turns_added: int = 0
-    sessions_added: int = 0
-
-
-class Memory:
+class Memory(MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -288,28 +250,7 @@ class Memory:
         with self.store.transaction():
             existing = self._existing(scope)
             stored = self.store.turns(scope) if existing else []
-            by_id = {t.id: t for t in stored}
-            keys = {s.key: s.index for s in existing.sessions} if existing else {}
-            dates = {s.key: s.date_time for s in existing.sessions} if existing else {}
-            fresh_counts: list[tuple[str, int]] = []
-            for session in conv.sessions:
-                session.date_time = dates.get(session.key, session.date_time)
-                prior = [t for t in stored if t.session == keys.get(session.key, -1)]
-                fresh: list[TurnInput] = []
-                for message in session.turns:
-                    old = by_id.get(message.id or "")
-                    if old is None:
-                        fresh.append(message)
-                    elif (old.speaker, old.text) != (message.speaker, message.text):
-                        raise ConflictError(
-                            f"message {message.id!r} conflicts with the stored turn "
-                            f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "
-                            "so send it under a new id"
-                        )
-                session.turns = [
-                    TurnInput(t.speaker, t.text, t.timestamp, t.id) for t in prior
-                ] + fresh
-                fresh_counts.append((session.key, len(fresh)))
+            fresh_counts = after_stored_turns(conv, existing, stored)
             plan = plan_conversation(conv, existing, stored, "<messages>")
             vectors = self.embed_documents(plan.turns)
             self.store.put_conversation(scope, plan.conversation.speakers)
@@ -317,12 +258,7 @@ class Memory:
                 self.store.add_sessions(scope, plan.sessions)
             if plan.turns:
                 self.store.add_turns(scope, plan.turns, vectors, self.embedder.id)
-        new: dict[str, list[str]] = {}
-        start = 0
-        for key, count in fresh_counts:
-            new[key] = [t.id for t in plan.turns[start : start + count]][::-1]
-            start += count
-        ids = [m["id"] if m.get("id") in by_id else new[m["session_id"]].pop() for m in records]
+        ids = message_ids(records, {t.id for t in stored}, plan.turns, fresh_counts)
         return Appended(ids, len(plan.turns), len(plan.sessions))
 
     def _replan(
@@ -464,36 +400,14 @@ class Memory:
         transaction. Records already stored identically are skipped, so importing twice
         changes nothing; a different record under a stored id is refused (StoreError).
         """
-        started = time.perf_counter()
         self._check_embedder()
-        scope = self.scope(memory.conversation)
-        conversation = self.store.get_conversation(scope)
-        stored_episodes, stored_facts = self.store.episodes(scope), self.store.facts(scope)
-        check_provenance(
+        return import_memory_file(
+            self.store,
+            self.scope(memory.conversation),
             memory,
-            self.store.turns(scope),
-            stored_episodes,
-            [s.index for s in conversation.sessions],
+            self.embed_documents,
+            self.embedder.id,
         )
-        episodes, facts = split_new(memory, stored_episodes, stored_facts)
-        report = MemoryImportReport(
-            memory.conversation,
-            episodes_added=len(episodes),
-            facts_added=len(facts),
-            episodes_unchanged=len(memory.episodes) - len(episodes),
-            facts_unchanged=len(memory.facts) - len(facts),
-            added_ids=[e.id for e in episodes] + [f.id for f in facts],
-        )
-        episode_vectors, fact_vectors = self.embed_documents(episodes), self.embed_documents(facts)
-        with self.store.transaction():
-            if episodes:
-                self.store.add_episodes(scope, episodes, episode_vectors, self.embedder.id)
-            if facts:
-                self.store.put_facts(scope, facts, fact_vectors, self.embedder.id)
-            if memory.note and self.store.get_state(scope, NOTE_KEY) is None:
-                self.store.set_state(scope, NOTE_KEY, memory.note)
-        report.seconds = time.perf_counter() - started
-        return report
 
     def export_memory(self, conversation: str) -> MemoryFile:
         """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;

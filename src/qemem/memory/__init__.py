@@ -1,0 +1,23 @@
+"""The memory API: ``MemoryAPI`` (what every memory offers) and ``Memory`` (the embedded one).
+The CLI, the service and the evaluation harness call this and nothing deeper."""
+
+from qemem.memory.api import (
+    MAX_QUESTION_CHARS,
+    Appended,
+    MemoryAPI,
+    Progress,
+    SearchResult,
+    check_query,
+)
+from qemem.memory.facade import EMBED_CHARS, Memory
+
+__all__ = [
+    "EMBED_CHARS",
+    "MAX_QUESTION_CHARS",
+    "Appended",
+    "Memory",
+    "MemoryAPI",
+    "Progress",
+    "SearchResult",
+    "check_query",
+]

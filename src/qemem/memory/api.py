@@ -1,0 +1,127 @@
+"""The API every memory offers, embedded (``Memory``) or served (``RemoteMemory``): the
+``MemoryAPI`` protocol and the small records its methods return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from qemem.answer import Answer
+from qemem.answer.ask import Mode
+from qemem.construct import BuildReport
+from qemem.errors import InputError
+from qemem.ingest.plan import IngestReport
+from qemem.ingest.reader import Format
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Episode,
+    Hit,
+    Pool,
+    Ref,
+    SemanticFact,
+    Space,
+    Turn,
+)
+
+Progress = Callable[[int, int], None]
+"""Called with (done, total) as long operations advance."""
+
+MAX_QUESTION_CHARS = 2000
+"""Longer questions and search queries are refused."""
+
+
+def check_query(text: str, what: str = "question") -> str:
+    """``text`` when it is a usable question or query, else InputError saying why."""
+    if not text.strip():
+        raise InputError(f"the {what} is empty: say what to look for")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise InputError(
+            f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "
+            "shorten it"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A hit with the record it points to."""
+
+    hit: Hit
+    record: Turn | Episode | SemanticFact
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What ``add_messages`` did: the stored id of every message (input order) and what was new."""
+
+    ids: list[str] = field(default_factory=list)
+    turns_added: int = 0
+    sessions_added: int = 0
+
+
+@runtime_checkable
+class MemoryAPI(Protocol):
+    """What an agent can do with a memory, whether it is embedded or behind ``qemem serve``.
+
+    ``Memory`` and ``RemoteMemory`` both implement it with the same return types and the same
+    ``QememError`` subclasses, and one contract test suite runs against both. A method added
+    to ``Memory`` for agents joins this protocol, the HTTP API and the remote client.
+    """
+
+    def close(self) -> None:
+        """Release the store (or the HTTP connection)."""
+        ...
+
+    def ingest(
+        self,
+        source: str | Path | Sequence[ConversationInput],
+        *,
+        fmt: Format = "auto",
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """Add what the memory lacks of a file or of parsed conversations (idempotent)."""
+        ...
+
+    def add_messages(self, conversation: str, messages: Sequence[Mapping[str, Any]]) -> Appended:
+        """Append generic-format messages to a conversation (retry-safe by id)."""
+        ...
+
+    def conversations(self) -> list[Conversation]:
+        """The conversations of the namespace."""
+        ...
+
+    def conversation(self, conversation: str) -> Conversation:
+        """One conversation (NotFoundError if absent)."""
+        ...
+
+    def delete(self, conversation: str) -> bool:
+        """Delete a conversation and all derived from it; False if it was absent."""
+        ...
+
+    def search(
+        self,
+        conversation: str,
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """Hybrid search (dense + BM25, RRF k=60) of one space."""
+        ...
+
+    def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
+        """The multi-granular evidence pool of the question's rule plan, less ``exclude``."""
+        ...
+
+    def build(
+        self, conversation: str | None = None, *, progress: Progress | None = None
+    ) -> list[BuildReport]:
+        """Build the episodes and facts the memory lacks (needs an LLM)."""
+        ...
+
+    def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
+        """Answer a question with its evidence record (``Answer.evidence``)."""
+        ...

@@ -1,0 +1,55 @@
+"""Importing a ``qemem-memory/1`` file into a store (see :mod:`qemem.memory_file`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from qemem.memory_file import (
+    NOTE_KEY,
+    MemoryFile,
+    MemoryImportReport,
+    check_provenance,
+    split_new,
+)
+from qemem.models import Episode, SemanticFact, Turn
+from qemem.store import MemoryStore, Scope
+
+Embed = Callable[[Sequence[Turn | Episode | SemanticFact]], np.ndarray]
+"""Passage vectors of records' search documents (``Memory.embed_documents``)."""
+
+
+def import_memory_file(
+    store: MemoryStore, scope: Scope, memory: MemoryFile, embed: Embed, embedder_id: str
+) -> MemoryImportReport:
+    """Check every record of ``memory`` against the stored conversation (turn ids, sessions,
+    provenance), then write the new episodes and facts (embedded with ``embed``, vectors
+    tagged ``embedder_id``) and the file's note in one transaction; records already stored
+    identically are skipped."""
+    started = time.perf_counter()
+    conversation = store.get_conversation(scope)
+    stored_episodes, stored_facts = store.episodes(scope), store.facts(scope)
+    check_provenance(
+        memory, store.turns(scope), stored_episodes, [s.index for s in conversation.sessions]
+    )
+    episodes, facts = split_new(memory, stored_episodes, stored_facts)
+    report = MemoryImportReport(
+        memory.conversation,
+        episodes_added=len(episodes),
+        facts_added=len(facts),
+        episodes_unchanged=len(memory.episodes) - len(episodes),
+        facts_unchanged=len(memory.facts) - len(facts),
+        added_ids=[e.id for e in episodes] + [f.id for f in facts],
+    )
+    episode_vectors, fact_vectors = embed(episodes), embed(facts)
+    with store.transaction():
+        if episodes:
+            store.add_episodes(scope, episodes, episode_vectors, embedder_id)
+        if facts:
+            store.put_facts(scope, facts, fact_vectors, embedder_id)
+        if memory.note and store.get_state(scope, NOTE_KEY) is None:
+            store.set_state(scope, NOTE_KEY, memory.note)
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,171 @@
+"""The ``MemoryAPI`` contract: one suite, run against the embedded ``Memory`` and against
+``RemoteMemory`` through the real app (Starlette's test client: httpx over ASGI). Both sides
+use an in-memory SQLite store, the hash embedder and the offline LLM, so they must agree to
+the byte on everything but timings."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qemem import RemoteMemory
+from qemem.answer import Answer
+from qemem.answer.wire import answer_to_json
+from qemem.embed import HashEmbedder
+from qemem.errors import ConflictError, InputError, LLMError, NotFoundError
+from qemem.memory import Memory, MemoryAPI, SearchResult
+from qemem.models import Ref, Turn
+from qemem.store import SQLiteStore
+from service_helpers import MESSAGES, served
+
+QUESTION = "What pottery pieces has Priya made?"
+Factory = Callable[..., MemoryAPI]
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def make(request: pytest.FixtureRequest) -> Iterator[Factory]:
+    """Builds a fresh memory of one kind (namespace ``alice``; ``llm=None`` for none)."""
+    opened: list[Any] = []
+
+    def factory(llm: str | None = "fake") -> MemoryAPI:
+        if request.param == "embedded":
+            memory: MemoryAPI = Memory(
+                SQLiteStore(":memory:"), HashEmbedder(), llm=llm, namespace="alice"
+            )
+        else:
+            context = served(llm=llm)
+            s = context.__enter__()
+            opened.append(context)
+            memory = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.02)
+        opened.append(memory)
+        return memory
+
+    yield factory
+    for thing in reversed(opened):
+        if isinstance(thing, MemoryAPI):
+            thing.close()
+        else:
+            thing.__exit__(None, None, None)
+
+
+@pytest.fixture
+def reference(sample_path: Path) -> Iterator[Memory]:
+    """The embedded memory every result is compared with."""
+    with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm="fake", namespace="alice") as mem:
+        mem.ingest(sample_path)
+        yield mem
+
+
+def _without_timings(answer: Answer) -> dict[str, Any]:
+    data = answer_to_json(answer)
+    for call in [
+        *data["trace"]["calls"],
+        *(c for r in data["evidence"]["rounds"] for c in r["calls"]),
+    ]:
+        call.pop("latency_s")
+    data["trace"].pop("seconds")
+    data["trace"]["totals"].pop("latency_s", None)
+    return data
+
+
+def test_both_implement_the_protocol_with_its_signatures() -> None:
+    for name, member in inspect.getmembers(MemoryAPI, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        wanted = inspect.signature(member).parameters
+        for cls in (Memory, RemoteMemory):
+            given = inspect.signature(getattr(cls, name)).parameters
+            for param in wanted.values():
+                assert param.name in given, f"{cls.__name__}.{name} lacks {param.name}"
+                assert given[param.name].kind == param.kind, f"{cls.__name__}.{name}({param.name})"
+                assert given[param.name].default == param.default, f"{cls.__name__}.{name}"
+
+
+def test_ingest_is_idempotent_and_lists_the_conversation(make: Factory, sample_path: Path) -> None:
+    memory = make()
+    assert memory.ingest(sample_path).added == {"demo-1": (5, 65)}
+    assert memory.ingest(sample_path).turns_added == 0
+    [conv] = memory.conversations()
+    assert (conv.id, conv.namespace, len(conv.sessions)) == ("demo-1", "alice", 5)
+    assert memory.conversation("demo-1") == conv
+    with pytest.raises(NotFoundError):
+        memory.conversation("nope")
+
+
+def test_add_messages_is_retry_safe_by_id_and_refuses_conflicts(make: Factory) -> None:
+    memory = make(llm=None)
+    first = memory.add_messages("c1", MESSAGES[:2])
+    assert (first.ids, first.turns_added, first.sessions_added) == (["m1", "m2"], 2, 1)
+    again = memory.add_messages("c1", MESSAGES[:2])
+    assert (again.ids, again.turns_added) == (["m1", "m2"], 0)
+    assert memory.add_messages("c1", MESSAGES[2:]).ids == ["D2:1"]
+    with pytest.raises(ConflictError):
+        memory.add_messages("c1", [{**MESSAGES[0], "text": "changed"}])
+    with pytest.raises(InputError):
+        memory.add_messages("c1", [{**MESSAGES[0], "id": "m9", "timestamp": "soon"}])
+    assert memory.conversation("c1").speakers == ("Ana", "Ben")
+
+
+def test_search_ranks_like_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    results = memory.search("demo-1", ["pottery class", "wheel"], k=5)
+    assert all(isinstance(r, SearchResult) and isinstance(r.record, Turn) for r in results)
+    assert results == reference.search("demo-1", ["pottery class", "wheel"], k=5)
+    with pytest.raises(InputError):
+        memory.search("demo-1", " ")
+    with pytest.raises(NotFoundError):
+        memory.search("nope", "pottery")
+
+
+def test_retrieve_leaves_out_the_excluded_refs(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    pool = memory.retrieve("demo-1", QUESTION)
+    assert pool == reference.retrieve("demo-1", QUESTION)
+    excluded = pool.refs()[:3]
+    assert all(isinstance(r, Ref) for r in excluded)
+    rest = memory.retrieve("demo-1", QUESTION, exclude=excluded)
+    assert not set(excluded) & set(rest.refs()) and rest.turns
+
+
+def test_ask_returns_the_same_evidence_record(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    answer = memory.ask("demo-1", QUESTION)
+    assert isinstance(answer, Answer) and answer.text and answer.evidence.cards
+    assert answer.evidence.shown.turns and answer.citations
+    assert all(isinstance(ref, Ref) for card in answer.evidence.cards for ref in card.refs)
+    assert _without_timings(answer) == _without_timings(reference.ask("demo-1", QUESTION))
+    retrieval = memory.ask("demo-1", QUESTION, mode="retrieval")
+    assert retrieval.text == "" and retrieval.evidence.shown.turns
+
+
+def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -> None:
+    memory = make(llm=None)
+    memory.ingest(sample_path)
+    with pytest.raises(LLMError):
+        memory.ask("demo-1", QUESTION)
+    with pytest.raises(LLMError):
+        memory.build("demo-1")
+    assert memory.ask("demo-1", QUESTION, mode="retrieval").evidence.pool.turns
+
+
+def test_build_then_delete(make: Factory, sample_path: Path) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    [report] = memory.build("demo-1")
+    assert report.conversation == "demo-1" and report.episodes > 0
+    assert memory.search("demo-1", "pottery", space="episode", k=3)
+    assert memory.delete("demo-1") and not memory.delete("demo-1")
+    assert memory.conversations() == []
