@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from qemem.answer.assemble import assemble, assemble_pool
+from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.respond import answer_question
 from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
@@ -146,23 +146,11 @@ def ask(
     """
     started = time.perf_counter()
     config = config or AskConfig()
-    question = question.strip()
-    if not question:
-        raise InputError("the question is empty: ask something about the conversation")
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
-    if llm is None and mode != "retrieval":
-        raise LLMError(NO_LLM_MESSAGE.format(mode=mode))
+    question = _checked(question, mode, llm)
     index = SourceIndex(store, scope)
     ledger = Ledger()
     degradations: list[str] = []
-    if llm is None or mode == "retrieval":
-        plan = rule_plan(question, "retrieval mode makes no LLM call")
-    else:
-        conversation = index.conversation
-        plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
-        if plan.source == "rules":
-            degradations.append(f"plan fell back to rules: {plan.note or 'no reason given'}")
+    plan = _plan(llm, question, mode, index, ledger, degradations)
     pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
     if mode == "matched":
         pool = matched_pool(store, scope, embedder, question, len(pool.turns))
@@ -195,9 +183,55 @@ def ask(
             neighbours=config.neighbours,
             episode_turns=config.episode_turns,
         )
+    _answer_from(answer, llm, assembly, config, ledger, degradations)
+    return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _checked(question: str, mode: Mode, llm: LLMClient | None) -> str:
+    """The question stripped; InputError for an empty one or an unknown mode, LLMError when
+    the mode needs an LLM and there is none."""
+    question = question.strip()
+    if not question:
+        raise InputError("the question is empty: ask something about the conversation")
+    if mode not in MODES:
+        raise InputError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if llm is None and mode != "retrieval":
+        raise LLMError(NO_LLM_MESSAGE.format(mode=mode))
+    return question
+
+
+def _plan(
+    llm: LLMClient | None,
+    question: str,
+    mode: Mode,
+    index: SourceIndex,
+    ledger: Ledger,
+    degradations: list[str],
+) -> Plan:
+    """The LLM plan of the question (a fallback to rules is a degradation), or the rule plan
+    in retrieval mode."""
+    if llm is None or mode == "retrieval":
+        return rule_plan(question, "retrieval mode makes no LLM call")
+    conversation = index.conversation
+    plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
+    if plan.source == "rules":
+        degradations.append(f"plan fell back to rules: {plan.note or 'no reason given'}")
+    return plan
+
+
+def _answer_from(
+    answer: Answer,
+    llm: LLMClient,
+    assembly: Assembly,
+    config: AskConfig,
+    ledger: Ledger,
+    degradations: list[str],
+) -> None:
+    """The answer call over the assembled evidence; fills in the text, the citations and
+    what the prompt showed."""
     reply = answer_question(
         llm,
-        question,
+        answer.question,
         assembly.text,
         max_tokens=config.answer_max_tokens,
         retry_abstention=config.retry_abstention,
@@ -205,10 +239,9 @@ def ask(
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations
-    evidence.shown = assembly.shown
+    answer.evidence.shown = assembly.shown
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
-    return _finish(answer, index, ledger, degradations, started, config)
 
 
 def _retriever(
