@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from qemem.eval.manifest import run_info
-from qemem.ingest.plan import plan_conversation
+from qemem.ingest.additions import find_additions
 from qemem.ingest.reader import read_conversations
 from qemem.memory import Memory
-from qemem.models import document
+from qemem.models import search_text
 from qemem.store import parse_store_url
 
 
@@ -36,9 +36,9 @@ def main() -> None:
     wanted = {c.strip() for c in args.conversations.split(",") if c.strip()}
     conversations = [c for c in read_conversations(args.data) if not wanted or c.id in wanted]
     texts = [
-        document(turn)
+        search_text(turn)
         for conv in conversations
-        for turn in plan_conversation(conv, None, [], str(args.data)).turns
+        for turn in find_additions(conv, None, [], str(args.data)).turns
     ]
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or str(Path(tmp) / "bench.db")

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from qemem.embed.base import HashEmbedder
 from qemem.embed.cache import query_cache
 from qemem.eval.manifest import git_commit
-from qemem.models import Session, Turn, document
+from qemem.models import Session, Turn, search_text
 from qemem.retrieve.plan import rule_plan
 from qemem.retrieve.pool import build_pool
 from qemem.store import MemoryStore, Scope, open_store, parse_store_url
@@ -61,7 +61,7 @@ def conversation(seed: int, turns: int) -> tuple[list[Session], list[Turn]]:
 def ingest(store: MemoryStore, embedder: HashEmbedder, seed: int, turns: int) -> tuple[int, float]:
     """Write one conversation in one transaction; (rows written, seconds of store time)."""
     sessions, records = conversation(seed, turns)
-    vectors = embedder.embed([document(t) for t in records])
+    vectors = embedder.embed([search_text(t) for t in records])
     scope = Scope(f"conv-{seed}")
     started = time.perf_counter()
     with store.transaction():

@@ -18,7 +18,7 @@ from qemem.embed import HashEmbedder
 from qemem.evidence import CardOut, SourceIndex, verify_card
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.models import Episode, Pool, PoolItem, document
+from qemem.models import Episode, Pool, PoolItem, search_text
 from qemem.store import Scope, SQLiteStore
 
 SCOPE = Scope("demo-1")
@@ -165,7 +165,7 @@ def index() -> SourceIndex:
     sample = resources.files("qemem.data").joinpath("sample.json")
     with resources.as_file(sample) as path:
         Memory(store, embedder).ingest(path)
-    store.add_episodes(SCOPE, [EPISODE], embedder.embed([document(EPISODE)]), embedder.id)
+    store.add_episodes(SCOPE, [EPISODE], embedder.embed([search_text(EPISODE)]), embedder.id)
     return SourceIndex(store, SCOPE)
 
 

@@ -23,7 +23,7 @@ from qemem.evidence.cards import resolve_card_time
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, document
+from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, search_text
 from qemem.store import Scope, SQLiteStore
 
 SCOPE = Scope("demo-1")
@@ -55,8 +55,8 @@ def index() -> SourceIndex:
     sample = resources.files("qemem.data").joinpath("sample.json")
     with resources.as_file(sample) as path:
         Memory(store, embedder).ingest(path)
-    store.add_episodes(SCOPE, [EPISODE], embedder.embed([document(EPISODE)]), embedder.id)
-    store.put_facts(SCOPE, [FACT], embedder.embed([document(FACT)]), embedder.id)
+    store.add_episodes(SCOPE, [EPISODE], embedder.embed([search_text(EPISODE)]), embedder.id)
+    store.put_facts(SCOPE, [FACT], embedder.embed([search_text(FACT)]), embedder.id)
     return SourceIndex(store, SCOPE)
 
 

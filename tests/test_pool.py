@@ -11,7 +11,7 @@ from qemem.memory import Memory
 from qemem.models import Episode, Plan, Reason, Ref, SemanticFact, Turn
 from qemem.retrieve.pool import (
     Exposure,
-    Fused,
+    FusedScore,
     RetrievalConfig,
     build_pool,
     exposure_order,
@@ -43,8 +43,11 @@ def test_rrf_sums_reciprocal_ranks_and_absent_adds_nothing() -> None:
 
 
 def test_provenance_adjustment_raises_cited_episodes() -> None:
-    episodes = {"E1": Fused(0.04, [(0, "dense", 1)]), "E2": Fused(0.02, [(0, "dense", 2)])}
-    facts = {"S1": Fused(0.02, []), "S2": Fused(0.01, [])}
+    episodes = {
+        "E1": FusedScore(0.04, [(0, "dense", 1)]),
+        "E2": FusedScore(0.02, [(0, "dense", 2)]),
+    }
+    facts = {"S1": FusedScore(0.02, []), "S2": FusedScore(0.01, [])}
     citations = {"S1": ("E2", "E2"), "S2": ("E3",), "S9": ("E1",)}
     out = provenance_adjust(episodes, facts, citations, 0.5)
     assert list(out) == ["E1", "E2", "E3"]

@@ -193,7 +193,7 @@ def fold_caption(text: str, caption: str | None) -> str:
     return f"{text} {folded}" if text else folded
 
 
-def document(record: Turn | Episode | SemanticFact) -> str:
+def search_text(record: Turn | Episode | SemanticFact) -> str:
     """The text a record is searched by (embedded and BM25-indexed): a turn with its speaker,
     an episode's title and narrative, a fact's content."""
     if isinstance(record, Turn):

@@ -32,7 +32,7 @@ from qemem.errors import (
     QememError,
     StoreError,
 )
-from qemem.ingest.plan import IngestReport
+from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space

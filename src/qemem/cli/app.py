@@ -34,7 +34,7 @@ from qemem.cli.common import (
 from qemem.errors import QememError
 from qemem.ingest.reader import Format
 from qemem.memory import Memory, SearchResult
-from qemem.models import Plan, Pool, PoolItem, Turn, document, format_datetime
+from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
 
 app = typer.Typer(
     name="qemem",
@@ -245,7 +245,7 @@ def show_pool(pool: Pool, plan: Plan | None) -> None:
                 f"q{r.query}:{r.method}#{r.rank}" if r.kind == "ranked" else f"{r.kind}<-{r.via}"
                 for r in item.reasons
             )
-            table.add_row(plain(item.id), plain(document(item.record)), f"{item.score:.4f}", why)
+            table.add_row(plain(item.id), plain(search_text(item.record)), f"{item.score:.4f}", why)
         if items:
             console.print(table)
 

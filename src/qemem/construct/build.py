@@ -40,7 +40,7 @@ from qemem.construct.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, Turn, document
+from qemem.models import Episode, Turn, search_text
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -247,8 +247,8 @@ class _Run:
                     reasons.append(f"narrative built from the turns ({why})")
                 with CPU:
                     known = self.facts.related(
-                        self.embedder.embed([document(episode)], query=True)[0],
-                        tokenize(document(episode)),
+                        self.embedder.embed([search_text(episode)], query=True)[0],
+                        tokenize(search_text(episode)),
                         self.config.related_facts,
                         episode_number(episode.id) - lag,
                     )
@@ -287,7 +287,7 @@ class _Run:
         merge = self.facts.merge(
             episode, texts, vectors, self.config.dedup_threshold, self.next_fact
         )
-        episode_vector = self.embedder.embed([document(episode)])
+        episode_vector = self.embedder.embed([search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
             store.add_episodes(scope, [episode], episode_vector, embedder)

@@ -35,7 +35,7 @@ from qemem.construct.origin import IMPORTED, Origin, record_origin
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime
-from qemem.models import Conversation, Episode, SemanticFact, Turn, document
+from qemem.models import Conversation, Episode, SemanticFact, Turn, search_text
 from qemem.store.base import MemoryStore, Scope
 
 _EPISODE_ID = ("episode_id", "id", "uuid")
@@ -252,8 +252,8 @@ def _write(
 ) -> None:
     """Embed, then store the imported episodes (marked as imported) and facts in one
     transaction."""
-    episode_vectors = embedder.embed([document(e) for e in episodes])
-    fact_vectors = embedder.embed([document(f) for f in facts])
+    episode_vectors = embedder.embed([search_text(e) for e in episodes])
+    fact_vectors = embedder.embed([search_text(f) for f in facts])
     with store.transaction():
         if episodes:
             store.add_episodes(scope, episodes, episode_vectors, embedder.id)

@@ -20,11 +20,11 @@ import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
-from qemem.evidence.context import Located, SourceIndex, clean_id, format_memories
+from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_memories
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match
 from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
-from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, document
+from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
 from qemem.prompts import render
 
 MAX_FOLLOW_UPS = 3
@@ -205,7 +205,7 @@ def resolve_card_time(
 def source_text(record: Turn | Episode | SemanticFact) -> str:
     """The text a quote is checked against: a turn's message (without its speaker), an
     episode's title and narrative, a fact's content."""
-    return record.text if isinstance(record, Turn) else document(record)
+    return record.text if isinstance(record, Turn) else search_text(record)
 
 
 def verify_card(
@@ -216,7 +216,7 @@ def verify_card(
     threshold: float = DEFAULT_THRESHOLD,
 ) -> ViewCard:
     """Check a card's quote against its cited sources and resolve its time."""
-    known: dict[str, Located] = {}
+    known: dict[str, FoundRecord] = {}
     unresolved: list[str] = []
     sources: list[str] = []
     for raw in card.sources:

@@ -37,7 +37,7 @@ def show_date(value: datetime) -> str:
 
 
 @dataclass(frozen=True)
-class Located:
+class FoundRecord:
     """A record found by id, with its space."""
 
     space: Space
@@ -52,16 +52,16 @@ class SourceIndex:
         self.turns = store.turns(scope)
         self.episodes = store.episodes(scope)
         self.facts = store.facts(scope)
-        self._by_id: dict[str, Located] = {f.id: Located("fact", f) for f in self.facts}
-        self._by_id.update((e.id, Located("episode", e)) for e in self.episodes)
-        self._by_id.update((t.id, Located("turn", t)) for t in self.turns)
+        self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}
+        self._by_id.update((e.id, FoundRecord("episode", e)) for e in self.episodes)
+        self._by_id.update((t.id, FoundRecord("turn", t)) for t in self.turns)
         self._dates = {s.index: s.date_time for s in self.conversation.sessions}
         self._order = {t.id: n for n, t in enumerate(self.turns)}
         self._by_session: dict[int, list[Turn]] = {}
         for turn in self.turns:
             self._by_session.setdefault(turn.session, []).append(turn)
 
-    def get(self, raw_id: str) -> Located | None:
+    def get(self, raw_id: str) -> FoundRecord | None:
         """The record an id (possibly decorated, see ``clean_id``) names; None if none does."""
         return self._by_id.get(raw_id.strip()) or self._by_id.get(clean_id(raw_id))
 
@@ -84,7 +84,7 @@ class SourceIndex:
         found = [self._by_id.get(tid) for tid in episode.turn_ids[:limit]]
         return [f.record for f in found if f is not None and isinstance(f.record, Turn)]
 
-    def turns_of(self, located: Located) -> list[Turn]:
+    def turns_of(self, located: FoundRecord) -> list[Turn]:
         """The original turns behind a record: itself, an episode's turns, a fact's episodes'."""
         record = located.record
         if isinstance(record, Turn):

@@ -12,7 +12,7 @@ from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.construct import BuildReport
 from qemem.errors import InputError
-from qemem.ingest.plan import IngestReport
+from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.models import (
     Conversation,

@@ -31,8 +31,8 @@ from qemem.errors import (
     NotFoundError,
     StoreError,
 )
+from qemem.ingest.additions import Additions, IngestReport, find_additions
 from qemem.ingest.generic import parse_generic
-from qemem.ingest.plan import IngestPlan, IngestReport, plan_conversation
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
@@ -54,7 +54,7 @@ from qemem.models import (
     SemanticFact,
     Space,
     Turn,
-    document,
+    search_text,
 )
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
@@ -167,7 +167,7 @@ class Memory(MemoryAPI):
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
         self._check_embedder()
-        texts = [document(r)[:EMBED_CHARS] for r in records]
+        texts = [search_text(r)[:EMBED_CHARS] for r in records]
         parts = []
         for start in range(0, len(texts), self.embed_batch):
             parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
@@ -198,35 +198,35 @@ class Memory(MemoryAPI):
         conversations = (
             read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
         )
-        plans = []
+        pending = []
         for conv in conversations:
             scope = Scope(
                 conv.id, conv.namespace if conv.namespace != "default" else self.namespace
             )
             existing = self._existing(scope)
             turns = self.store.turns(scope) if existing else []
-            plans.append((scope, plan_conversation(conv, existing, turns, file)))
-        total = sum(len(plan.turns) for _, plan in plans)
+            pending.append((scope, find_additions(conv, existing, turns, file)))
+        total = sum(len(additions.turns) for _, additions in pending)
         done = 0
         report = IngestReport()
-        for scope, plan in plans:
+        for scope, additions in pending:
             offset = done
 
             def step(n: int, _total: int, offset: int = offset) -> None:
                 if progress:
                     progress(offset + n, total)
 
-            vectors = self.embed_documents(plan.turns, step)
+            vectors = self.embed_documents(additions.turns, step)
             with self.store.transaction():
-                plan, vectors, skipped = self._replan(scope, plan, vectors, file)
+                additions, vectors, skipped = self._recheck(scope, additions, vectors, file)
                 report.skipped += skipped
-                self.store.put_conversation(scope, plan.conversation.speakers)
-                if plan.sessions:
-                    self.store.add_sessions(scope, plan.sessions)
-                if plan.turns:
-                    self.store.add_turns(scope, plan.turns, vectors, self.embedder.id)
-            done += len(plan.turns)
-            report.added[scope.conversation] = (len(plan.sessions), len(plan.turns))
+                self.store.put_conversation(scope, additions.conversation.speakers)
+                if additions.sessions:
+                    self.store.add_sessions(scope, additions.sessions)
+                if additions.turns:
+                    self.store.add_turns(scope, additions.turns, vectors, self.embedder.id)
+            done += len(additions.turns)
+            report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
         report.seconds = time.perf_counter() - started
         return report
 
@@ -251,34 +251,34 @@ class Memory(MemoryAPI):
             existing = self._existing(scope)
             stored = self.store.turns(scope) if existing else []
             fresh_counts = after_stored_turns(conv, existing, stored)
-            plan = plan_conversation(conv, existing, stored, "<messages>")
-            vectors = self.embed_documents(plan.turns)
-            self.store.put_conversation(scope, plan.conversation.speakers)
-            if plan.sessions:
-                self.store.add_sessions(scope, plan.sessions)
-            if plan.turns:
-                self.store.add_turns(scope, plan.turns, vectors, self.embedder.id)
-        ids = message_ids(records, {t.id for t in stored}, plan.turns, fresh_counts)
-        return Appended(ids, len(plan.turns), len(plan.sessions))
+            additions = find_additions(conv, existing, stored, "<messages>")
+            vectors = self.embed_documents(additions.turns)
+            self.store.put_conversation(scope, additions.conversation.speakers)
+            if additions.sessions:
+                self.store.add_sessions(scope, additions.sessions)
+            if additions.turns:
+                self.store.add_turns(scope, additions.turns, vectors, self.embedder.id)
+        ids = message_ids(records, {t.id for t in stored}, additions.turns, fresh_counts)
+        return Appended(ids, len(additions.turns), len(additions.sessions))
 
-    def _replan(
-        self, scope: Scope, plan: IngestPlan, vectors: np.ndarray, file: str
-    ) -> tuple[IngestPlan, np.ndarray, int]:
-        """Inside the write transaction: drop what another writer stored since ``plan`` was
-        made (so two ingests of one file never collide); returns the plan, its vectors and how
-        many turns were dropped."""
+    def _recheck(
+        self, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
+    ) -> tuple[Additions, np.ndarray, int]:
+        """Inside the write transaction: drop what another writer stored since ``additions``
+        were found (so two ingests of one file never collide); returns the additions, their
+        vectors and how many turns were dropped."""
         existing = self._existing(scope)
-        fresh = plan_conversation(
-            plan.conversation, existing, self.store.turns(scope) if existing else [], file
+        fresh = find_additions(
+            additions.conversation, existing, self.store.turns(scope) if existing else [], file
         )
-        rows = {t.id: n for n, t in enumerate(plan.turns)}
-        if any(rows.get(t.id) is None or plan.turns[rows[t.id]] != t for t in fresh.turns):
+        rows = {t.id: n for n, t in enumerate(additions.turns)}
+        if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
             raise StoreError(
                 f"another writer changed conversation {scope} while this ingest ran: "
                 "run the command again (it adds only what is missing)"
             )
         keep = [rows[t.id] for t in fresh.turns]
-        return fresh, vectors[keep], len(plan.turns) - len(keep)
+        return fresh, vectors[keep], len(additions.turns) - len(keep)
 
     def _existing(self, scope: Scope) -> Conversation | None:
         try:

@@ -29,7 +29,7 @@ ListKey = tuple[int, str]
 
 
 @dataclass
-class Fused:
+class FusedScore:
     """An id's fused score and where it was ranked: (query index, method, rank) per list."""
 
     score: float
@@ -43,7 +43,7 @@ class Fused:
         ]
 
 
-def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, Fused]:
+def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, FusedScore]:
     """Reciprocal rank fusion (:func:`~qemem.retrieve.fusion.rrf`) of named lists, ids best
     first (ties keep first appearance), each with its rank in every list that contains it."""
     scores = rrf(lists.values(), k)
@@ -51,7 +51,7 @@ def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[s
     for (query, method), ranking in lists.items():
         for rank, rid in enumerate(ranking, start=1):
             ranks.setdefault(rid, []).append((query, method, rank))
-    return {rid: Fused(score, ranks[rid]) for rid, score in ranked(scores)}
+    return {rid: FusedScore(score, ranks[rid]) for rid, score in ranked(scores)}
 
 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:

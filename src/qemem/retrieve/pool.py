@@ -28,10 +28,10 @@ from qemem.models import (
     SemanticFact,
     Space,
     Turn,
-    document,
+    search_text,
 )
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, Fused, fuse_lists
+from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
 from qemem.retrieve.query_rules import strip_speakers
 from qemem.retrieve.search import hybrid_search, ranked_lists
 from qemem.store.base import MemoryStore, Scope
@@ -133,19 +133,19 @@ class RetrievalConfig:
 
 
 def provenance_adjust(
-    episodes: Mapping[str, Fused],
-    facts: Mapping[str, Fused],
+    episodes: Mapping[str, FusedScore],
+    facts: Mapping[str, FusedScore],
     citations: Mapping[str, Sequence[str]],
     weight: float,
-) -> dict[str, Fused]:
+) -> dict[str, FusedScore]:
     """Episodes with their scores raised by ``weight`` times the fused score of every fact
     citing them (``citations``: fact id -> episode ids), best first. An episode that only
     facts point at enters with that raise alone; each raise is recorded as a reason."""
-    out = {eid: Fused(e.score, list(e.ranks), list(e.via)) for eid, e in episodes.items()}
+    out = {eid: FusedScore(e.score, list(e.ranks), list(e.via)) for eid, e in episodes.items()}
     if weight > 0:
         for fid, fact in facts.items():
             for eid in dict.fromkeys(citations.get(fid, ())):
-                entry = out.setdefault(eid, Fused(0.0, []))
+                entry = out.setdefault(eid, FusedScore(0.0, []))
                 entry.score += weight * fact.score
                 entry.via.append(fid)
     return dict(sorted(out.items(), key=lambda item: -item[1].score))
@@ -171,7 +171,7 @@ def space_budgets(config: RetrievalConfig, aggregate: bool) -> dict[Space, int]:
 def turn_tokens(turn: Turn) -> int:
     """A turn's length in tokens, tokenizer-free: ceil(characters of "Speaker: text" / 4)
     (about 4 characters per token for English text with common tokenizers)."""
-    return math.ceil(len(document(turn)) / 4)
+    return math.ceil(len(search_text(turn)) / 4)
 
 
 def interleave(
@@ -248,7 +248,7 @@ def fused_spaces(
     embedder: Embedder,
     texts: Sequence[str],
     config: RetrievalConfig,
-) -> dict[Space, dict[str, Fused]]:
+) -> dict[Space, dict[str, FusedScore]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
     dense queries not in the query cache are embedded in one batch."""
     speakers = store.get_conversation(scope).speakers
@@ -268,7 +268,7 @@ def fused_spaces(
 def pool_from_fusion(
     conversation: str,
     queries: list[str],
-    fused: Mapping[Space, Mapping[str, Fused]],
+    fused: Mapping[Space, Mapping[str, FusedScore]],
     turns: Sequence[Turn],
     episodes: Mapping[str, Episode],
     facts: Mapping[str, SemanticFact],
@@ -304,7 +304,7 @@ def pool_from_fusion(
         config.provenance_weight,
     )
 
-    def top(space: Space, ranking: Mapping[str, Fused], known: Collection[str]) -> list[str]:
+    def top(space: Space, ranking: Mapping[str, FusedScore], known: Collection[str]) -> list[str]:
         ids = [r for r in ranking if r in known and Ref(space, r) not in excluded]
         return ids[: budgets[space]]
 
@@ -353,8 +353,8 @@ def _pool(
     conversation: str,
     queries: list[str],
     order: Sequence[Exposure],
-    fused: Mapping[Space, Mapping[str, Fused]],
-    raised: Mapping[str, Fused],
+    fused: Mapping[Space, Mapping[str, FusedScore]],
+    raised: Mapping[str, FusedScore],
     turns: Sequence[Turn],
     episodes: Mapping[str, Episode],
     facts: Mapping[str, SemanticFact],

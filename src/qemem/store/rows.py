@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from qemem.models import Episode, SemanticFact, Session, Space, Turn, document
+from qemem.models import Episode, SemanticFact, Session, Space, Turn, search_text
 from qemem.tokens import tokenize
 
 Row = tuple[object, ...]
@@ -31,19 +31,19 @@ def session_row(pk: int, s: Session) -> Row:
 
 def turn_row(pk: int, t: Turn) -> Row:
     """A ``turns`` row (``TURN_COLUMNS``)."""
-    tokens = " ".join(tokenize(document(t)))
+    tokens = " ".join(tokenize(search_text(t)))
     return (pk, t.id, t.session, t.position, t.speaker, t.text, t.timestamp.isoformat(), tokens)
 
 
 def episode_row(pk: int, e: Episode) -> Row:
     """An ``episodes`` row (``EPISODE_COLUMNS``)."""
-    tokens = " ".join(tokenize(document(e)))
+    tokens = " ".join(tokenize(search_text(e)))
     return (pk, e.id, e.session, e.title, e.content, e.timestamp.isoformat(), tokens)
 
 
 def fact_row(pk: int, f: SemanticFact) -> Row:
     """A ``facts`` row (``FACT_COLUMNS``)."""
-    return (pk, f.id, f.content, f.session, " ".join(tokenize(document(f))))
+    return (pk, f.id, f.content, f.session, " ".join(tokenize(search_text(f))))
 
 
 def link_rows(pk: int, owner: str, targets: Iterable[str]) -> list[Row]:

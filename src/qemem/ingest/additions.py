@@ -22,7 +22,7 @@ MAX_MESSAGE_CHARS = 100_000
 
 
 @dataclass
-class IngestPlan:
+class Additions:
     """New sessions and turns of one conversation, ready to write in one transaction."""
 
     conversation: ConversationInput
@@ -48,12 +48,12 @@ class IngestReport:
         return sum(sessions for sessions, _ in self.added.values())
 
 
-def plan_conversation(
+def find_additions(
     conv: ConversationInput,
     existing: Conversation | None,
     existing_turns: list[Turn],
     file: str = "<input>",
-) -> IngestPlan:
+) -> Additions:
     """Decide which sessions and turns of ``conv`` are new.
 
     A session whose key is stored keeps its index and date; its stored turns must match the
@@ -62,7 +62,7 @@ def plan_conversation(
     index it suggests when free, else the next free one. Turns without an id get
     ``D<session index>:<position>``.
     """
-    plan = IngestPlan(conv)
+    additions = Additions(conv)
     stored = {s.key: s for s in existing.sessions} if existing else {}
     used = {s.index for s in stored.values()}
     by_session: dict[int, list[Turn]] = {}
@@ -86,7 +86,7 @@ def plan_conversation(
             _check_after_latest(session, latest, file, where)
             index = session.index if session.index not in used else max(used, default=0) + 1
             used.add(index)
-            plan.sessions.append(Session(index, session.date_time, session.key))
+            additions.sessions.append(Session(index, session.date_time, session.key))
             old = []
         for position, message in enumerate(session.turns):
             where = f"conversation {conv.id}, session {session.key}, message {position + 1}"
@@ -104,12 +104,12 @@ def plan_conversation(
                     field="id",
                 )
             known_ids.add(tid)
-            plan.turns.append(
+            additions.turns.append(
                 Turn(
                     tid, conv.id, index, position, message.speaker, message.text, message.timestamp
                 )
             )
-    return plan
+    return additions
 
 
 def _check_order(
