@@ -1,4 +1,4 @@
-"""Ingestion: parsers for LoCoMo and the generic chat format, and what an ingest adds (idempotent)."""
+"""Ingestion: parsers for LoCoMo and the generic chat format, and what an ingest adds."""
 
 from qemem.ingest.additions import IngestReport, find_additions
 from qemem.ingest.generic import parse_generic
