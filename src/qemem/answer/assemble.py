@@ -9,8 +9,9 @@ cards (direct answering, or a degraded constructor): the pool alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex, format_memories
@@ -21,11 +22,15 @@ from qemem.prompts import as_data
 @dataclass(frozen=True)
 class Assembly:
     """The evidence text of the answer prompt, the turn ids it shows, and the cited turn ids
-    (card sources resolved to turns: episodes and facts expand to their original turns)."""
+    (card sources resolved to turns: episodes and facts expand to their original turns).
+
+    ``inputs`` is the evidence as data for the answer request (``LLMRequest.inputs``): the
+    ``cards``, and with none the pool's ``episodes``, ``facts`` and ``turns`` shown instead."""
 
     text: str
     visible_turn_ids: list[str]
     citations: list[str]
+    inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def format_card(number: int, card: ViewCard) -> str:
@@ -54,7 +59,9 @@ def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
     episodes, facts, turns = pool_records(pool)
     body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
     text = f"Retrieved memories:\n{body}"
-    return Assembly(text, [t.id for t in index.in_order(turns)], [])
+    shown = index.in_order(turns)
+    inputs = {"cards": [], "episodes": episodes, "facts": facts, "turns": shown}
+    return Assembly(text, [t.id for t in shown], [], inputs)
 
 
 def assemble(
@@ -116,4 +123,5 @@ def assemble(
         "\n\n".join(sections),
         [t.id for t in visible],
         [t.id for t in index.in_order(citations)],
+        {"cards": list(cards)},
     )
