@@ -25,8 +25,9 @@ import numpy as np
 
 from qemem.embed import Embedder, open_embedder
 from qemem.eval.manifest import run_info
-from qemem.llm import FakeLLM, LLMClient, LLMRequest, LLMResponse
+from qemem.llm import LLMClient, LLMRequest, LLMResponse
 from qemem.memory import Memory
+from qemem.testing import OfflineLLM
 
 
 class SlowFake:
@@ -37,7 +38,7 @@ class SlowFake:
 
     def __init__(self, latency: float) -> None:
         self.latency = latency
-        self.inner = FakeLLM()
+        self.inner = OfflineLLM()
         self.calls = 0
         self.busy_s = 0.0
         self._lock = threading.Lock()

@@ -35,9 +35,10 @@ from typing import Any
 
 from qemem.embed import HashEmbedder
 from qemem.eval.manifest import run_info
-from qemem.llm import FakeLLM, LLMClient, LLMRequest, LLMResponse
+from qemem.llm import LLMClient, LLMRequest, LLMResponse
 from qemem.memory import Memory
 from qemem.store.base import Scope
+from qemem.testing import OfflineLLM
 
 READY = "ready"
 
@@ -46,7 +47,7 @@ class SlowFake:
     """The fake LLM with a fixed delay per call, so a build takes long enough to be cut."""
 
     def __init__(self, delay: float) -> None:
-        self.inner = FakeLLM()
+        self.inner = OfflineLLM()
         self.name, self.model = self.inner.name, self.inner.model
         self.delay = delay
 

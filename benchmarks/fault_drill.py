@@ -28,14 +28,15 @@ from typing import Any
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.eval.manifest import run_info
-from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, LLMResponse
+from qemem.llm import LLMCache, LLMClient, LLMRequest, LLMResponse
 from qemem.llm.client import cacheable
 from qemem.llm.faulty import FaultyProvider
 from qemem.memory import Memory
+from qemem.testing import OfflineLLM
 
 
 def build_drill(data: Path, conversation: str, rate: float, seed: int, tmp: Path) -> dict[str, Any]:
-    provider = FaultyProvider(FakeLLM(), rate, seed=seed)
+    provider = FaultyProvider(OfflineLLM(), rate, seed=seed)
     llm = LLMClient(provider, cache=LLMCache(tmp / "build-cache.db"))
     with Memory.open(tmp / "build.db", embedder=HashEmbedder(), llm=llm) as memory:
         memory.ingest(data)

@@ -31,13 +31,14 @@ from qemem.eval.locomo import evidence_visible
 from qemem.eval.manifest import run_info
 from qemem.evidence.context import SourceIndex, format_memories
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
-from qemem.llm import FakeLLM, LLMClient
+from qemem.llm import LLMClient
 from qemem.llm.ledger import stage_group
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
 from qemem.models import Episode, SemanticFact, Turn
 from qemem.retrieve.pool import RetrievalConfig
+from qemem.testing import OfflineLLM
 
 
 def _config(args: argparse.Namespace) -> AskConfig:
@@ -99,7 +100,7 @@ def main() -> None:
     final_seen: list[bool] = []
     totals: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
-        llm = LLMClient(FakeLLM())
+        llm = LLMClient(OfflineLLM())
         store = args.store or Path(tmp) / "m.db"
         with Memory.open(store, embedder=args.embedder, llm=llm) as memory:
             memory.ingest(parse_locomo(samples, str(args.data)))

@@ -16,10 +16,11 @@ from qemem.answer import (
 )
 from qemem.embed import HashEmbedder
 from qemem.evidence import CardOut, SourceIndex, verify_card
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Episode, Pool, PoolItem, search_text
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
 EPISODE = Episode(
@@ -130,7 +131,7 @@ class Answers:
 
 def test_abstention_retry_replaces_the_answer() -> None:
     script = Answers("Nothing here.\nFINAL ANSWER: Not mentioned", "Found it.\nFINAL ANSWER: Miso")
-    reply = answer_question(LLMClient(FakeLLM(script)), "Who is the kitten?", "evidence")
+    reply = answer_question(LLMClient(OfflineLLM(script)), "Who is the kitten?", "evidence")
     assert (reply.text, reply.abstention_retry) == ("Miso", True)
     assert reply.reasoning == "Found it.\nFINAL ANSWER: Miso"
     assert script.stages == ["answer", "answer.retry"]
@@ -139,14 +140,14 @@ def test_abstention_retry_replaces_the_answer() -> None:
 
 def test_retry_that_abstains_keeps_the_first() -> None:
     script = Answers("FINAL ANSWER: no information", "FINAL ANSWER: I don't know")
-    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "evidence")
+    reply = answer_question(LLMClient(OfflineLLM(script)), "q?", "evidence")
     assert (reply.text, reply.abstention_retry) == ("no information", True)
     assert reply.reasoning == "FINAL ANSWER: no information"
 
 
 def test_no_retry_for_a_real_answer_and_missing_line_flagged() -> None:
     script = Answers("Biscuit")
-    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "evidence")
+    reply = answer_question(LLMClient(OfflineLLM(script)), "q?", "evidence")
     assert (reply.text, reply.abstention_retry) == ("Biscuit", False)
     assert reply.degradations == ["answer: no FINAL ANSWER line; used the last line"]
     assert script.stages == ["answer"]
@@ -154,7 +155,7 @@ def test_no_retry_for_a_real_answer_and_missing_line_flagged() -> None:
 
 def test_retry_can_be_turned_off() -> None:
     script = Answers("FINAL ANSWER: unknown")
-    reply = answer_question(LLMClient(FakeLLM(script)), "q?", "e", retry_abstention=False)
+    reply = answer_question(LLMClient(OfflineLLM(script)), "q?", "e", retry_abstention=False)
     assert (reply.text, reply.abstention_retry) == ("unknown", False)
 
 

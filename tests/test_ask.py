@@ -12,10 +12,11 @@ from qemem.answer import AskConfig, ask
 from qemem.answer.wire import answer_from_json, answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, LLMError
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
 QUESTION = "When did Priya go to her first pottery class?"
@@ -64,12 +65,12 @@ class Script:
 
 
 def run(store: SQLiteStore, script: Script | None, mode: Any, **kw: Any) -> Any:
-    llm = LLMClient(FakeLLM(script)) if script is not None else None
+    llm = LLMClient(OfflineLLM(script)) if script is not None else None
     return ask(store, SCOPE, EMBEDDER, llm, QUESTION, mode=mode, **kw)
 
 
 def test_retrieval_mode_makes_no_call(store: SQLiteStore) -> None:
-    fake = FakeLLM()
+    fake = OfflineLLM()
     answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION, mode="retrieval")
     assert fake.calls == []
     assert answer.text == "" and answer.cards == [] and answer.trace.calls == []
@@ -212,8 +213,8 @@ def test_planner_failure_is_flagged(store: SQLiteStore) -> None:
 
 
 def test_offline_fake_llm_answers_meaningfully(store: SQLiteStore) -> None:
-    # no handler: the construct and answer stages use the responders qemem.answer registers
-    answer = ask(store, SCOPE, EMBEDDER, LLMClient(FakeLLM()), QUESTION)
+    # no handler: the offline LLM answers construct and answer from their structured inputs
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(OfflineLLM()), QUESTION)
     assert answer.evidence.termination == "sufficient"
     pottery = [c for c in answer.cards if c.matched_source == "D1:3"]
     assert pottery and pottery[0].verified

@@ -21,10 +21,11 @@ from qemem.evidence import (
 )
 from qemem.evidence.cards import resolve_card_time
 from qemem.evidence.times import TimeResolution, resolve_times
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, search_text
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
 PLAN = Plan(
@@ -104,7 +105,9 @@ def test_constructor_prompt_and_output(index: SourceIndex) -> None:
             "follow_up_queries": ["studio near the canal", "pottery studio", "clay", "fourth"],
         }
 
-    made = construct(LLMClient(FakeLLM(handler)), index, small_pool(index, ["D2:2", "D1:3"]), PLAN)
+    made = construct(
+        LLMClient(OfflineLLM(handler)), index, small_pool(index, ["D2:2", "D1:3"]), PLAN
+    )
     assert made.degraded is None
     assert [c.sources for c in made.cards] == [["D1:3"]]
     assert made.feedback.sufficient is False
@@ -140,7 +143,7 @@ def test_refinement_prompt_summarises_existing_cards(index: SourceIndex) -> None
         return {"cards": [], "sufficient": True}
 
     existing = [ViewCard("Priya adopted Miso.", ["D4:4"], "I adopted a kitten", "", "x")]
-    llm = LLMClient(FakeLLM(handler))
+    llm = LLMClient(OfflineLLM(handler))
     construct(llm, index, small_pool(index, ["D1:3"]), PLAN, existing=existing, refining=True)
     prompt = seen[0].messages[0].content
     assert "1. Priya adopted Miso. (sources: D4:4)" in prompt
@@ -154,7 +157,7 @@ def test_malformed_constructor_output_degrades(index: SourceIndex) -> None:
         calls.append(request.stage)
         return '{"cards": "not a list"}'
 
-    made = construct(LLMClient(FakeLLM(handler)), index, small_pool(index, ["D1:3"]), PLAN)
+    made = construct(LLMClient(OfflineLLM(handler)), index, small_pool(index, ["D1:3"]), PLAN)
     assert calls == ["construct", "construct.repair"]
     assert made.degraded == "construct output invalid"
     assert made.cards == [] and made.feedback.sufficient is False

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from qemem.errors import StoreError
-from qemem.llm import FakeLLM, LLMClient
+from qemem.llm import LLMClient
 from qemem.memory import Memory
+from qemem.testing import OfflineLLM
 
 
 def conversation(cid: str, n: int) -> str:
@@ -74,7 +75,7 @@ def test_a_writer_holding_the_lock_too_long_gives_a_clear_error(tmp_path: Path) 
 
 def test_reads_go_on_while_a_build_writes(tmp_path: Path, sample_path: Path) -> None:
     store = tmp_path / "m.db"
-    builder = Memory.open(store, embedder="hash", llm=LLMClient(FakeLLM()))
+    builder = Memory.open(store, embedder="hash", llm=LLMClient(OfflineLLM()))
     builder.ingest(sample_path)
     reader = Memory.open(store, embedder="hash", read_only=True)
     seen = []

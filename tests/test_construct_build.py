@@ -16,9 +16,10 @@ from qemem.construct import BuildConfig, build_memory, episode_turns, fact_episo
 from qemem.construct.facts import compatible, find_duplicate
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError, NotFoundError
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SAMPLE = Path("src/qemem/data/sample.json")
 SCOPE = Scope("demo-1")
@@ -34,7 +35,7 @@ def _store(source: Path = SAMPLE) -> SQLiteStore:
 
 def _client(override: Handler | None = None) -> tuple[LLMClient, list[LLMRequest]]:
     """A client answering like the offline fake unless ``override`` returns something."""
-    default = FakeLLM()
+    default = OfflineLLM()
     seen: list[LLMRequest] = []
     lock = threading.Lock()
 
@@ -44,7 +45,7 @@ def _client(override: Handler | None = None) -> tuple[LLMClient, list[LLMRequest
         answer = override(request) if override else None
         return default.complete(request) if answer is None else answer
 
-    return LLMClient(FakeLLM(handler)), seen  # type: ignore[arg-type]
+    return LLMClient(OfflineLLM(handler)), seen  # type: ignore[arg-type]
 
 
 def _episodes_by_size(sizes: list[int]) -> int:
@@ -58,7 +59,7 @@ def test_fake_build_makes_episodes_with_turn_ids_and_facts() -> None:
         store,
         SCOPE,
         HashEmbedder(),
-        LLMClient(FakeLLM()),
+        LLMClient(OfflineLLM()),
         progress=lambda done, total: progress.append((done, total)),
     )
     episodes = store.episodes(SCOPE)
@@ -88,7 +89,7 @@ def test_fake_build_makes_episodes_with_turn_ids_and_facts() -> None:
 
 def test_provenance_from_fact_to_turns() -> None:
     store = _store()
-    build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()))
+    build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()))
     fact = store.facts(SCOPE, ["S2"])[0]
     assert [e.id for e in fact_episodes(store, SCOPE, fact)] == ["E2"]
     assert [e.id for e in fact_episodes(store, SCOPE, "S2")] == ["E2"]
@@ -164,7 +165,7 @@ def test_dedup_guard_needs_same_subject_and_numbers() -> None:
 
 def test_second_build_does_nothing() -> None:
     store = _store()
-    build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()))
+    build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()))
     before = (store.episodes(SCOPE), store.facts(SCOPE))
     client, seen = _client()
     report = build_memory(store, SCOPE, HashEmbedder(), client)
@@ -181,7 +182,7 @@ def test_appended_session_is_the_only_one_built(tmp_path: Path) -> None:
     partial = tmp_path / "partial.json"
     partial.write_text(json.dumps(data))
     store = _store(partial)
-    build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()))
+    build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()))
     built = store.episodes(SCOPE)
     assert len(built) == _episodes_by_size(SESSION_SIZES[:3]) == 9
     Memory(store, HashEmbedder()).ingest(SAMPLE)
@@ -257,7 +258,7 @@ def test_failed_narrative_and_fact_calls_degrade() -> None:
 
 def test_report_is_serialisable() -> None:
     store = _store()
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()))
+    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()))
     data = json.loads(json.dumps(report.to_dict()))
     assert data["episodes"] == 14
     assert set(data["llm"]) == {"segment", "episode", "predict", "calibrate"}

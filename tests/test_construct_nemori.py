@@ -9,9 +9,10 @@ import pytest
 from qemem.construct import build_memory, episode_turns, fact_episodes, import_nemori
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, StoreError
-from qemem.llm import FakeLLM, LLMClient
+from qemem.llm import LLMClient
 from qemem.memory import Memory
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nemori"
 SCOPE = Scope("demo-1")
@@ -73,7 +74,7 @@ def test_user_filter_and_bad_input(tmp_path: Path) -> None:
 def test_build_after_import_covers_only_the_remaining_turns() -> None:
     store = _store()
     import_nemori(store, SCOPE, HashEmbedder(), FIXTURE)
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()))
+    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()))
     episodes = store.episodes(SCOPE)
     assert episodes[2].id == "E3" and episodes[2].turn_ids[0] == "D1:6"
     covered = [t for e in episodes for t in e.turn_ids]

@@ -19,9 +19,10 @@ from qemem.construct import BuildConfig, build_memory
 from qemem.construct.origin import origin_of
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SAMPLE = Path("src/qemem/data/sample.json")
 SCOPE = Scope("demo-1")
@@ -36,7 +37,7 @@ def _store() -> SQLiteStore:
 def _answers(request: LLMRequest) -> object:
     """The offline fake's answers, plus a fact every episode restates and, when the prompt
     shows known facts, one fact naming how many it shows (so merges and snapshots matter)."""
-    default = FakeLLM().complete(request)
+    default = OfflineLLM().complete(request)
     if request.stage != "build.calibrate":
         return default
     facts = [*json.loads(default.text)["facts"], "Priya has a cat named Biscuit."]
@@ -60,7 +61,7 @@ def _client(delay: float = 0.0, model: str = "fake", fail: str | None = None) ->
             raise LLMCallError("model unavailable")
         return _answers(request)
 
-    return LLMClient(FakeLLM(handler, model=model), concurrency=8)  # type: ignore[arg-type]
+    return LLMClient(OfflineLLM(handler, model=model), concurrency=8)  # type: ignore[arg-type]
 
 
 def _dump(store: SQLiteStore) -> dict[str, Any]:
@@ -205,7 +206,7 @@ def test_a_session_whose_segmentation_fell_back_is_segmented_again() -> None:
         return _answers(request)
 
     store = _store()
-    first = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM(handler)))  # type: ignore[arg-type]
+    first = build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM(handler)))  # type: ignore[arg-type]
     assert [f.session for f in first.fallbacks] == [1] and not first.degraded
     fell_back = [e for e in store.episodes(SCOPE) if e.session == 1]
     reasons = origin_of(store, SCOPE, fell_back[0].id).degraded  # type: ignore[union-attr]

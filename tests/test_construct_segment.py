@@ -9,9 +9,10 @@ import pytest
 from qemem.construct import BuildConfig, build_memory, repair_groups, windows
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError
-from qemem.llm import FakeLLM, LLMClient, LLMRequest, LLMResponse
+from qemem.llm import LLMClient, LLMRequest, LLMResponse
 from qemem.memory import Memory
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 SAMPLE = "src/qemem/data/sample.json"
 SCOPE = Scope("demo-1")
@@ -72,7 +73,7 @@ def _store() -> SQLiteStore:
 
 
 def test_model_groups_are_repaired_and_capped_in_the_store() -> None:
-    default = FakeLLM()
+    default = OfflineLLM()
 
     def handler(request: LLMRequest) -> dict | LLMResponse:
         if request.stage == "build.segment":
@@ -82,7 +83,9 @@ def test_model_groups_are_repaired_and_capped_in_the_store() -> None:
 
     store = _store()
     config = BuildConfig(max_episode=5)
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM(handler)), config=config)
+    report = build_memory(
+        store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM(handler)), config=config
+    )
     first = [e.turn_ids for e in store.episodes(SCOPE) if e.session == 1]
     assert first == [
         ("D1:1", "D1:2", "D1:3"),
@@ -94,7 +97,7 @@ def test_model_groups_are_repaired_and_capped_in_the_store() -> None:
 
 
 def test_failed_segmentation_falls_back_to_windows() -> None:
-    default = FakeLLM()
+    default = OfflineLLM()
 
     def handler(request: LLMRequest) -> str | LLMResponse:
         if request.stage.startswith("build.segment"):
@@ -103,7 +106,9 @@ def test_failed_segmentation_falls_back_to_windows() -> None:
 
     store = _store()
     config = BuildConfig(window_size=5)
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM(handler)), config=config)
+    report = build_memory(
+        store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM(handler)), config=config
+    )
     assert [f.session for f in report.fallbacks] == [1, 2, 3, 4, 5]
     assert "did not validate" in report.fallbacks[0].reason
     sizes = [len(e.turn_ids) for e in store.episodes(SCOPE) if e.session == 1]
@@ -112,7 +117,7 @@ def test_failed_segmentation_falls_back_to_windows() -> None:
 
 
 def test_provider_error_falls_back_too() -> None:
-    default = FakeLLM()
+    default = OfflineLLM()
 
     def handler(request: LLMRequest) -> LLMResponse:
         if request.stage == "build.segment" and "Tomas! It's been ages" in request.prompt_text:
@@ -120,7 +125,7 @@ def test_provider_error_falls_back_too() -> None:
         return default.complete(request)
 
     store = _store()
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM(handler)))
+    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM(handler)))
     assert [(f.session, "server on fire" in f.reason) for f in report.fallbacks] == [(1, True)]
     assert [len(e.turn_ids) for e in store.episodes(SCOPE) if e.session == 1] == [7, 7]
 
@@ -129,7 +134,7 @@ def test_provider_error_falls_back_too() -> None:
 def test_batches_cover_long_sessions(size: int) -> None:
     store = _store()
     config = BuildConfig(batch_size=size, max_episode=15)
-    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(FakeLLM()), config=config)
+    report = build_memory(store, SCOPE, HashEmbedder(), LLMClient(OfflineLLM()), config=config)
     per_session = [14, 13, 13, 12, 13]
     assert report.llm["segment"].calls == sum(-(-n // size) for n in per_session)
     covered = [t for e in store.episodes(SCOPE) for t in e.turn_ids]

@@ -15,11 +15,12 @@ from qemem.eval.coverage import (
     exposure_groups,
     turn_tokens,
 )
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Pool, PoolItem, Reason, SemanticFact, Turn
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.sqlite import SQLiteStore
+from qemem.testing import OfflineLLM
 
 SAMPLE = Path(__file__).parents[1] / "src" / "qemem" / "data" / "sample.json"
 WHEN = datetime(2024, 3, 14, 19, 15)
@@ -103,7 +104,7 @@ def test_pool_coverage_with_a_planner() -> None:
             "queries": ["books Priya read", "novel", "pottery", "half marathon"],
         }
 
-    fake = FakeLLM(plan)
+    fake = OfflineLLM(plan)
     memory = Memory(SQLiteStore(":memory:"), HashEmbedder())
     report = evaluate_pool_coverage(memory, SAMPLE, llm=LLMClient(fake), categories=(1,))
     assert report.questions == len(fake.calls) > 0

@@ -27,9 +27,10 @@ from qemem.eval.locomo import (
 from qemem.evidence.cards import Feedback
 from qemem.evidence.refine import Evidence, RoundTrace, Shown
 from qemem.ingest.locomo import LocomoQuestion
-from qemem.llm import FakeLLM
+from qemem.llm import LLMCache, LLMClient, LLMRequest, LLMResponse
 from qemem.models import Episode, Pool, PoolItem, Ref, Turn
 from qemem.retrieve.plan import rule_plan
+from qemem.testing import OfflineLLM
 
 runner = CliRunner()
 WHEN = datetime(2024, 3, 14, 19, 15)
@@ -152,9 +153,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_harness_end_to_end_resume_and_warm_rerun(
-    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     base = ["eval", "locomo", "--data", str(sample_path), "--out", str(out)]
     fake = [
@@ -206,18 +205,20 @@ def test_harness_end_to_end_resume_and_warm_rerun(
 
     # warm cache: answer everything again in the same folder, with no provider call
     calls: list[str] = []
-    original = FakeLLM.complete
+    offline = OfflineLLM()
 
-    def counting(self: FakeLLM, request: Any) -> Any:
+    def counting(request: LLMRequest) -> LLMResponse:
         calls.append(request.stage)
-        return original(self, request)
+        return offline.complete(request)
 
-    monkeypatch.setattr(FakeLLM, "complete", counting)
+    warm = LLMClient(OfflineLLM(counting), cache=LLMCache(out / "llm-cache.db"))
     (out / "results.jsonl").unlink()
     result = run_locomo(
         LocomoRunConfig(
             sample_path, out, llm="fake", judge="fake", judge_runs=2, concurrency=2, plots=False
-        )
+        ),
+        llm=warm,
+        judge=warm,
     )
     assert calls == [] and result.provider_calls == 0 and result.answered == 14
     assert result.cached_calls == 14 * 5  # plan, construct, answer, two judge runs
@@ -315,10 +316,10 @@ def test_records_carry_cards_and_eval_report_rebuilds_byte_identically(
     for name in ("summary.json", "report.md", "coverage_curve.png", "accuracy_by_category.png"):
         (out / name).unlink(missing_ok=True)
 
-    def no_call(self: FakeLLM, request: Any) -> Any:
+    def no_call(self: OfflineLLM, request: Any) -> Any:
         raise AssertionError("eval report must not call an LLM")
 
-    monkeypatch.setattr(FakeLLM, "complete", no_call)
+    monkeypatch.setattr(OfflineLLM, "complete", no_call)
     invoke("eval", "report", str(out))
     rebuilt = {
         p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".json", ".md", ".png")

@@ -11,11 +11,12 @@ import pytest
 
 from qemem.embed import HashEmbedder
 from qemem.errors import ConfigError, LLMCallError, LLMError
-from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, Message, open_llm
+from qemem.llm import LLMCache, LLMClient, LLMRequest, Message, open_llm
 from qemem.llm.client import cacheable
 from qemem.llm.faulty import OUTPUT, TRANSPORT, FaultyProvider
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
+from qemem.testing import OfflineLLM
 
 
 class Reply(pydantic.BaseModel):
@@ -45,7 +46,7 @@ def test_spec_parses_and_validates(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_fault_kind_is_injected_and_transport_faults_are_retryable() -> None:
-    provider = FaultyProvider(FakeLLM(), 1.0, seed=3)
+    provider = FaultyProvider(OfflineLLM(), 1.0, seed=3)
     for n in range(200):
         try:
             provider.complete(request(n))
@@ -53,25 +54,25 @@ def test_every_fault_kind_is_injected_and_transport_faults_are_retryable() -> No
             assert exc.retryable
     assert set(provider.injected) == set(TRANSPORT + OUTPUT)
     assert sum(provider.injected.values()) == 200
-    quiet = FaultyProvider(FakeLLM(), 0.0)
+    quiet = FaultyProvider(OfflineLLM(), 0.0)
     assert quiet.complete(request(1)).parsed is not None and not quiet.injected
 
 
 def test_nothing_that_failed_is_cached(tmp_path: Path) -> None:
     cache = LLMCache(tmp_path / "c.db")
-    client = LLMClient(FaultyProvider(FakeLLM(), 1.0, seed=1), cache=cache, sleep=no_wait)
+    client = LLMClient(FaultyProvider(OfflineLLM(), 1.0, seed=1), cache=cache, sleep=no_wait)
     for n in range(40):
         with contextlib.suppress(LLMError):
             client.structured(request(n), Reply)
         with contextlib.suppress(LLMError):
             client.complete(request(n, schema=False))
     assert cache.count() == 0
-    flaky = LLMClient(FaultyProvider(FakeLLM(), 0.3, seed=2), cache=cache, sleep=no_wait)
+    flaky = LLMClient(FaultyProvider(OfflineLLM(), 0.3, seed=2), cache=cache, sleep=no_wait)
     for n in range(40):
         with contextlib.suppress(LLMError):
             flaky.structured(request(n), Reply)
     assert 0 < cache.count() <= 80
-    replay = LLMClient(FakeLLM(handler=lambda r: "not json"), cache=cache)
+    replay = LLMClient(OfflineLLM(handler=lambda r: "not json"), cache=cache)
     for n in range(40):
         key_hit = replay.complete(request(n))
         if key_hit.cached:
@@ -81,7 +82,7 @@ def test_nothing_that_failed_is_cached(tmp_path: Path) -> None:
 
 
 def test_build_and_ask_survive_20_percent_faults(sample_path: Path, tmp_path: Path) -> None:
-    provider = FaultyProvider(FakeLLM(), 0.2, seed=11)
+    provider = FaultyProvider(OfflineLLM(), 0.2, seed=11)
     llm = LLMClient(provider, cache=LLMCache(tmp_path / "c.db"), concurrency=2, sleep=no_wait)
     memory = Memory(SQLiteStore(":memory:"), HashEmbedder(), llm=llm)
     memory.ingest(sample_path)

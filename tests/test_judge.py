@@ -1,12 +1,13 @@
-"""The LLM judge: request shape, the fake judge's rule, several runs, parse failures."""
+"""The LLM judge: request shape, the offline judge's rule, several runs, parse failures."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, fake_judge, judge_answer, judge_request
-from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, Message
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer, judge_request
+from qemem.llm import LLMCache, LLMClient, LLMRequest, Message
 from qemem.prompts import prompt_hashes, render
+from qemem.testing import OfflineLLM, offline_answer
 
 
 def test_request_carries_question_gold_prediction_and_pass_number() -> None:
@@ -17,13 +18,20 @@ def test_request_carries_question_gold_prediction_and_pass_number() -> None:
     assert "<reference_answer>\nMay 2023\n</reference_answer>" in user
     assert "<generated_answer>\nin May 2023\n</generated_answer>" in user
     assert "Grading pass 2." in user
+    assert request.inputs == {
+        "question": "When did she move?",
+        "gold": "May 2023",
+        "prediction": "in May 2023",
+    }
     assert judge_request("q", "g", "", run=1).messages[0].content.count("(no answer)") == 1
     assert {"judge", "judge_input"} <= set(prompt_hashes())
 
 
-def test_fake_judge_rule() -> None:
+def test_offline_judge_rule() -> None:
     def label(gold: str, prediction: str) -> str:
-        return str(fake_judge(judge_request("q?", gold, prediction, 1))["label"])
+        verdict = offline_answer(judge_request("q?", gold, prediction, 1))
+        assert isinstance(verdict, dict)
+        return str(verdict["label"])
 
     # gold contained in the prediction (case-insensitive)
     assert label("Biscuit", "Her cat is called biscuit.") == "CORRECT"
@@ -32,10 +40,12 @@ def test_fake_judge_rule() -> None:
     # {a, red, car} vs {blue, car}: P = 1/3, R = 1/2, F1 = 0.4
     assert label("blue car", "a red car") == "WRONG"
     assert label("7 May 2023", "no information") == "WRONG"
+    # an empty prediction is judged as the prompt shows it
+    assert label("no answer", "") == "CORRECT"
 
 
 def test_runs_are_distinct_requests_and_cached_apart(tmp_path: Path) -> None:
-    fake = FakeLLM()
+    fake = OfflineLLM()
     llm = LLMClient(fake, cache=LLMCache(tmp_path / "c.db"))
     result = judge_answer(llm, "Cat's name?", "Biscuit", "It is Biscuit", runs=3)
     assert result.labels == ["CORRECT"] * 3 and result.parse_failures == 0 and result.score == 1.0
@@ -47,7 +57,7 @@ def test_runs_are_distinct_requests_and_cached_apart(tmp_path: Path) -> None:
 
 def test_parse_failures_count_wrong() -> None:
     answers = iter(['{"label": "correct"}', "not json", "still not json"])
-    fake = FakeLLM(handler=lambda request: next(answers))
+    fake = OfflineLLM(handler=lambda request: next(answers))
     llm = LLMClient(fake)
     result = judge_answer(llm, "q", "gold", "pred", runs=2)
     # run 1: lower-case label accepted; run 2: invalid, repair invalid -> WRONG, one failure
@@ -56,19 +66,20 @@ def test_parse_failures_count_wrong() -> None:
     assert [r.stage for r in llm.ledger.responses] == ["judge", "judge", "judge.repair"]
 
 
-def test_fake_judge_leaves_foreign_requests_generic() -> None:
+def test_offline_judge_leaves_requests_without_inputs_generic() -> None:
     request = LLMRequest(
         "other system",
         [Message("user", "hello")],
         "judge",
         schema={"type": "object", "properties": {"label": {"enum": ["CORRECT", "WRONG"]}}},
     )
-    assert fake_judge(request)["label"] in {"CORRECT", "WRONG"}
+    verdict = offline_answer(request)
+    assert isinstance(verdict, dict) and verdict["label"] in {"CORRECT", "WRONG"}
 
 
 def test_max_tokens_is_a_setting_with_room_for_reasoning() -> None:
     assert judge_request("q", "g", "p", run=1).max_tokens == DEFAULT_JUDGE_MAX_TOKENS >= 512
     assert judge_request("q", "g", "p", run=1, max_tokens=4096).max_tokens == 4096
-    fake = FakeLLM()
+    fake = OfflineLLM()
     judge_answer(LLMClient(fake), "q", "Biscuit", "Biscuit", max_tokens=2048)
     assert [r.max_tokens for r in fake.calls] == [2048]

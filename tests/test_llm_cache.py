@@ -7,7 +7,8 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from qemem.llm import FakeLLM, LLMCache, LLMClient, LLMRequest, Message
+from qemem.llm import LLMCache, LLMClient, LLMRequest, Message, cache_key
+from qemem.testing import OfflineLLM
 
 
 def _req(i: int) -> LLMRequest:
@@ -15,14 +16,14 @@ def _req(i: int) -> LLMRequest:
 
 
 def _writer(path: str, start: int, count: int) -> None:
-    client = LLMClient(FakeLLM(), cache=LLMCache(path), concurrency=4)
+    client = LLMClient(OfflineLLM(), cache=LLMCache(path), concurrency=4)
     for i in range(start, start + count):
         client.complete(_req(i))
 
 
 def test_many_threads_writing_the_same_and_different_keys(tmp_path: Path) -> None:
     path = tmp_path / "cache.db"
-    fake = FakeLLM()
+    fake = OfflineLLM()
     client = LLMClient(fake, cache=LLMCache(path), concurrency=8)
     # 160 requests over 40 distinct prompts: every prompt is written by several threads
     with ThreadPoolExecutor(max_workers=16) as pool:
@@ -50,10 +51,10 @@ def test_several_processes_writing_at_once(tmp_path: Path) -> None:
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     cache = LLMCache(path, "replay")
     assert cache.count() == 60
-    replay = LLMClient(FakeLLM(lambda r: "must not be called"), cache=cache)
+    replay = LLMClient(OfflineLLM(lambda r: "must not be called"), cache=cache)
     for i in range(60):
         out = replay.complete(_req(i))
-        assert out.cached and out.text == FakeLLM().complete(_req(i)).text
+        assert out.cached and out.text == OfflineLLM().complete(_req(i)).text
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
@@ -61,13 +62,13 @@ def test_several_processes_writing_at_once(tmp_path: Path) -> None:
 
 def test_off_mode_stores_nothing(tmp_path: Path) -> None:
     cache = LLMCache(tmp_path / "c.db", "off")
-    client = LLMClient(FakeLLM(), cache=cache)
+    client = LLMClient(OfflineLLM(), cache=cache)
     client.complete(_req(1))
     assert not client.complete(_req(1)).cached
     assert cache.count() == 0 and not (tmp_path / "c.db").exists()
 
 
-class _CompatFake(FakeLLM):
+class _CompatFake(OfflineLLM):
     """A fake that names itself like an openai-compat server at ``base_url``."""
 
     name = "openai-compat"
@@ -87,3 +88,23 @@ def test_cache_key_includes_the_openai_compat_base_url(tmp_path: Path) -> None:
     again = LLMClient(_CompatFake("http://server-a:8000/v1", "unused"), cache=LLMCache(path))
     assert again.complete(_req(1)).text == "from A"
     assert second.describe()["endpoint"] == "http://server-b:8000/v1"
+
+
+def test_structured_inputs_are_not_in_the_key_nor_the_recorded_request(tmp_path: Path) -> None:
+    plain = LLMRequest(
+        "sys",
+        [Message("user", "When did Priya go?")],
+        "plan",
+        max_tokens=256,
+        schema={"type": "object"},
+    )
+    rich = plain.with_(inputs={"question": "When did Priya go?", "turns": [object()]})
+    # the key main computed for this request before requests carried inputs
+    before = "4ea327193232d18ce8d06d86dbbd93412d7366240602bce656f19ccf97872ed7"
+    assert cache_key("fake", "fake", plain) == cache_key("fake", "fake", rich) == before
+    assert rich.to_dict() == plain.to_dict() and "inputs" not in rich.to_dict()
+    cache = LLMCache(tmp_path / "c.db")
+    LLMClient(OfflineLLM(), cache=cache).complete(rich)
+    hit = LLMClient(OfflineLLM(lambda r: "must not be called"), cache=cache).complete(plain)
+    assert hit.cached
+    cache.close()

@@ -20,7 +20,6 @@ from qemem.errors import (
     StructuredOutputError,
 )
 from qemem.llm import (
-    FakeLLM,
     Ledger,
     LLMCache,
     LLMClient,
@@ -31,6 +30,7 @@ from qemem.llm import (
     open_llm,
 )
 from qemem.llm.types import Provider
+from qemem.testing import OfflineLLM
 
 
 class Verdict(BaseModel):
@@ -105,9 +105,9 @@ def test_readwrite_cache_serves_hits_without_calls_and_counts_no_spend(tmp_path)
 
 def test_replay_is_byte_identical_and_a_miss_is_an_error(tmp_path) -> None:
     path = tmp_path / "c.db"
-    rec = LLMClient(FakeLLM(), cache=LLMCache(path, "readwrite"))
+    rec = LLMClient(OfflineLLM(), cache=LLMCache(path, "readwrite"))
     recorded = [rec.structured(_req(f"D1:{i} hello", "construct"), Verdict) for i in range(3)]
-    offline = FakeLLM(lambda r: pytest.fail("replay must not call the provider"))
+    offline = OfflineLLM(lambda r: pytest.fail("replay must not call the provider"))
     replay = LLMClient(offline, cache=LLMCache(path, "replay"))
     replayed = [replay.structured(_req(f"D1:{i} hello", "construct"), Verdict) for i in range(3)]
     dump = [json.dumps(s.value.model_dump(), sort_keys=True) for s in recorded]
@@ -143,7 +143,7 @@ def test_structured_repairs_once_with_the_validation_error() -> None:
         return '```json\n{"label": "CORRECT", "score": 1}\n```'
 
     ledger = Ledger()
-    client = LLMClient(FakeLLM(handler))
+    client = LLMClient(OfflineLLM(handler))
     result = client.structured(_req(), Verdict, ledger=ledger)
     assert result.value == Verdict(label="CORRECT", score=1) and result.repaired
     repair = seen[1]
@@ -155,7 +155,7 @@ def test_structured_repairs_once_with_the_validation_error() -> None:
 
 
 def test_structured_raises_typed_error_after_failed_repair() -> None:
-    client = LLMClient(FakeLLM(lambda r: "I cannot answer that."))
+    client = LLMClient(OfflineLLM(lambda r: "I cannot answer that."))
     with pytest.raises(StructuredOutputError, match="even after a repair call") as info:
         client.structured(_req(), Verdict)
     assert len(info.value.responses) == 2  # type: ignore[attr-defined]
@@ -194,7 +194,7 @@ def test_concurrency_bound_is_shared_by_all_stages() -> None:
 
 
 def test_async_wrappers_run_the_same_implementation() -> None:
-    client = LLMClient(FakeLLM(lambda r: '{"label": "a", "score": 2}'))
+    client = LLMClient(OfflineLLM(lambda r: '{"label": "a", "score": 2}'))
 
     async def main() -> tuple[LLMResponse, Verdict]:
         plain = await client.acomplete(_req())

@@ -3,9 +3,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from qemem.errors import LLMCallError
-from qemem.llm import FakeLLM, Ledger, LLMClient, LLMRequest
+from qemem.llm import Ledger, LLMClient, LLMRequest
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.query_rules import rule_flags, strip_speakers
+from qemem.testing import OfflineLLM
 
 SPAN = (datetime(2024, 3, 14, 19, 15), datetime(2024, 7, 20, 10, 0))
 
@@ -57,7 +58,7 @@ def test_planner_with_scripted_llm() -> None:
     ledger = Ledger()
     question = "How many cats does Priya have?"
     plan = plan_question(
-        LLMClient(FakeLLM(handler)), question, ["Priya", "Tomas"], SPAN, ledger=ledger
+        LLMClient(OfflineLLM(handler)), question, ["Priya", "Tomas"], SPAN, ledger=ledger
     )
     assert plan.source == "llm"
     assert plan.need == "The names of Priya's cats over time."
@@ -74,7 +75,7 @@ def test_planner_falls_back_on_llm_errors() -> None:
     def fail(request: LLMRequest) -> dict[str, object]:
         raise LLMCallError("provider said no", retryable=False, status=400)
 
-    plan = plan_question(LLMClient(FakeLLM(fail)), "When did Tomas race?", ["Tomas"], SPAN)
+    plan = plan_question(LLMClient(OfflineLLM(fail)), "When did Tomas race?", ["Tomas"], SPAN)
     assert plan.source == "rules" and "provider said no" in plan.note
     assert plan.temporal and plan.queries == ()
 
@@ -87,6 +88,6 @@ def test_planner_falls_back_on_llm_errors() -> None:
             "queries": ["one"],
         }
 
-    client = LLMClient(FakeLLM(too_few))
+    client = LLMClient(OfflineLLM(too_few))
     plan = plan_question(client, "When did Tomas race?", ["Tomas"], None)
     assert plan.source == "rules" and "StructuredOutputError" in plan.note

@@ -27,9 +27,10 @@ from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times
 from qemem.ingest.reader import read_conversations
 from qemem.lexicon import parse_datetime
-from qemem.llm import FakeLLM, LLMClient, LLMRequest, Message, extract_json, make_provider
+from qemem.llm import LLMClient, LLMRequest, Message, extract_json, make_provider
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
+from qemem.testing import OfflineLLM
 
 EXAMPLES = int(os.environ.get("QEMEM_FUZZ_EXAMPLES", "0"))
 QUICK = settings(
@@ -342,7 +343,7 @@ class Reply(pydantic.BaseModel):
 )
 def test_structured_output_fails_only_as_structured_output_error(first: str, second: str) -> None:
     replies = iter([first, second])
-    client = LLMClient(FakeLLM(handler=lambda request: next(replies)))
+    client = LLMClient(OfflineLLM(handler=lambda request: next(replies)))
     request = LLMRequest("system", [Message("user", "question")], "prop")
     try:
         out = client.structured(request, Reply)

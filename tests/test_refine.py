@@ -10,10 +10,11 @@ import pytest
 
 from qemem.embed import HashEmbedder
 from qemem.evidence import SourceIndex, build_evidence, merge_pools
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Plan, Pool, PoolItem, Ref
 from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM
 
 PLAN = Plan(
     question="What pottery pieces has Priya made?",
@@ -85,7 +86,7 @@ def test_sufficient_first_round(index: SourceIndex) -> None:
     constructor = Constructor({"cards": [MUG], "sufficient": True})
     retriever = Retriever()
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
     )
     assert evidence.termination == "sufficient"
     assert retriever.calls == []
@@ -101,7 +102,7 @@ def test_refinement_excludes_examined_and_merges(index: SourceIndex) -> None:
     # the retriever returns one examined turn (D1:5) and one new one (D3:9)
     retriever = Retriever(pool_of(index, "D1:5", "D3:9"))
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:4", "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:4", "D1:5"), retriever
     )
     assert evidence.termination == "sufficient"
     assert retriever.calls == [(["bowl", "vase"], {T("D1:4"), T("D1:5")})]
@@ -119,7 +120,7 @@ def test_no_new_candidates(index: SourceIndex) -> None:
     constructor = Constructor({"cards": [MUG], **NOT_YET})
     retriever = Retriever(pool_of(index, "D1:5"))
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
     )
     assert evidence.termination == "no_new_candidates"
     assert len(constructor.prompts) == 1 and len(retriever.calls) == 1
@@ -129,7 +130,7 @@ def test_no_query_to_run_means_no_new_candidates(index: SourceIndex) -> None:
     constructor = Constructor({"cards": [], "sufficient": False})
     retriever = Retriever()
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
     )
     assert evidence.termination == "no_new_candidates"
     assert retriever.calls == []
@@ -140,7 +141,9 @@ def test_missing_is_the_query_without_follow_ups(index: SourceIndex) -> None:
         {"cards": [], "sufficient": False, "missing": "the vase"}, {"cards": [], "sufficient": True}
     )
     retriever = Retriever(pool_of(index, "D4:12"))
-    build_evidence(LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever)
+    build_evidence(
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+    )
     assert retriever.calls[0][0] == ["the vase"]
 
 
@@ -150,7 +153,7 @@ def test_round_budget(index: SourceIndex) -> None:
     )
     retriever = Retriever(pool_of(index, "D3:9"), pool_of(index, "D4:12"))
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
     )
     assert evidence.termination == "round_budget"
     assert len(constructor.prompts) == 3
@@ -163,7 +166,7 @@ def test_no_refinement_rounds(index: SourceIndex) -> None:
     constructor = Constructor({"cards": [MUG], **NOT_YET})
     retriever = Retriever()
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)),
+        LLMClient(OfflineLLM(constructor)),
         index,
         PLAN,
         pool_of(index, "D1:5"),
@@ -178,7 +181,7 @@ def test_degraded_refinement_round_keeps_cards(index: SourceIndex) -> None:
     constructor = Constructor({"cards": [MUG], **NOT_YET}, "garbage", "still garbage")
     retriever = Retriever(pool_of(index, "D3:9"))
     evidence = build_evidence(
-        LLMClient(FakeLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
+        LLMClient(OfflineLLM(constructor)), index, PLAN, pool_of(index, "D1:5"), retriever
     )
     assert evidence.termination == "degraded: construct output invalid in round 1"
     assert evidence.degradations == ["construct output invalid in round 1"]

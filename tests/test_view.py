@@ -17,9 +17,10 @@ from qemem.answer.wire import answer_to_json
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
+from qemem.testing import OfflineLLM
 from qemem.view import evidence_record, report_html, write_report_html
 from qemem.view.record import reason_label
 from qemem.view.report import correctness, diagnosis, view_record
@@ -52,7 +53,7 @@ def scripted(card: dict[str, Any]) -> LLMClient:
             return {"cards": [card], "sufficient": True}
         return "It was the Saturday before 14 March.\nFINAL ANSWER: the Saturday before 14 March"
 
-    return LLMClient(FakeLLM(respond))
+    return LLMClient(OfflineLLM(respond))
 
 
 @pytest.fixture

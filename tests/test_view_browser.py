@@ -18,9 +18,10 @@ import pytest
 from qemem.answer.wire import answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
-from qemem.llm import FakeLLM, LLMClient, LLMRequest
+from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
+from qemem.testing import OfflineLLM
 from qemem.view import report_html
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -87,7 +88,7 @@ def scripted(*cards: dict[str, Any]) -> LLMClient:
             return {"cards": list(cards), "sufficient": True}
         return "FINAL ANSWER: the Saturday before 14 March"
 
-    return LLMClient(FakeLLM(respond))
+    return LLMClient(OfflineLLM(respond))
 
 
 POTTERY = {
@@ -108,7 +109,7 @@ MARATHON = {
 
 def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> None:
     store = SQLiteStore(":memory:")
-    builder = Memory(store, HashEmbedder(), llm=LLMClient(FakeLLM()))
+    builder = Memory(store, HashEmbedder(), llm=LLMClient(OfflineLLM()))
     builder.ingest(sample_path)
     builder.build("demo-1")  # episodes E1... and facts S1... for the episode and fact cards
     cards = (POTTERY, MARATHON, {**POTTERY, "sources": ["E1"]}, {**POTTERY, "sources": ["S1"]})

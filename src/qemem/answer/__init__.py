@@ -1,9 +1,5 @@
-"""Answering: evidence assembly, the answer call, and ``ask`` (the method end to end).
+"""Answering: evidence assembly, the answer call, and ``ask`` (the method end to end)."""
 
-Importing this package registers the fake LLM's offline ``construct`` and ``answer`` responders.
-"""
-
-from qemem.answer import fake as _fake  # noqa: F401  (registers the fake responders)
 from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Trace, ask
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention

@@ -236,6 +236,7 @@ def _answer_from(
         max_tokens=config.answer_max_tokens,
         retry_abstention=config.retry_abstention,
         ledger=ledger,
+        inputs=assembly.inputs,
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations

@@ -9,8 +9,9 @@ cards (direct answering, or a degraded constructor): the pool alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from qemem.evidence.cards import ViewCard, pool_records
 from qemem.evidence.context import SourceIndex, format_memories
@@ -22,11 +23,15 @@ from qemem.prompts import as_data
 @dataclass(frozen=True)
 class Assembly:
     """The evidence text of the answer prompt, what it shows (``shown``), and the cited turn
-    ids (card sources resolved to turns: episodes and facts expand to their original turns)."""
+    ids (card sources resolved to turns: episodes and facts expand to their original turns).
+
+    ``inputs`` is the evidence as data for the answer request (``LLMRequest.inputs``): the
+    ``cards``, and with none the pool's ``episodes``, ``facts`` and ``turns`` shown instead."""
 
     text: str
     shown: Shown
     citations: list[str]
+    inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
 def format_card(number: int, card: ViewCard) -> str:
@@ -55,9 +60,11 @@ def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
     episodes, facts, turns = pool_records(pool)
     body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
     text = f"Retrieved memories:\n{body}"
-    ids = [t.id for t in index.in_order(turns)]
+    ordered = index.in_order(turns)
+    ids = [t.id for t in ordered]
     refs = [item.ref for item in (*pool.episodes, *pool.facts)]
-    return Assembly(text, Shown(ids, [], ids, refs), [])
+    inputs = {"cards": [], "episodes": episodes, "facts": facts, "turns": ordered}
+    return Assembly(text, Shown(ids, [], ids, refs), [], inputs)
 
 
 def _cited(
@@ -130,4 +137,5 @@ def assemble(
         "\n\n".join(sections),
         Shown([t.id for t in visible], [t.id for t in context], rest, shown_refs),
         [t.id for t in index.in_order(citations)],
+        {"cards": list(cards)},
     )

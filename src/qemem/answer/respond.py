@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from qemem.answer.extract import extract_final_answer, is_abstention
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
@@ -19,12 +21,20 @@ class Reply:
     degradations: list[str] = field(default_factory=list)
 
 
-def _call(llm: LLMClient, user: str, stage: str, max_tokens: int, ledger: Ledger | None) -> Reply:
+def _call(
+    llm: LLMClient,
+    user: str,
+    stage: str,
+    max_tokens: int,
+    ledger: Ledger | None,
+    inputs: Mapping[str, Any],
+) -> Reply:
     request = LLMRequest(
         system=render("answer"),
         messages=[Message("user", user)],
         stage=stage,
         max_tokens=max_tokens,
+        inputs=inputs,
     )
     reasoning = llm.complete(request, ledger=ledger).text
     text, found = extract_final_answer(reasoning)
@@ -40,15 +50,18 @@ def answer_question(
     max_tokens: int = 1024,
     retry_abstention: bool = True,
     ledger: Ledger | None = None,
+    inputs: Mapping[str, Any] | None = None,
 ) -> Reply:
     """Answer ``question`` from the ``evidence`` text. When the answer is an abstention (and
     ``retry_abstention``), ask once more with the retry note; the retry's answer replaces the
-    first unless it abstains too."""
+    first unless it abstains too. ``inputs`` (the evidence as data, see ``Assembly.inputs``)
+    goes on the requests with the question."""
     user = render("answer_input", evidence=evidence, question=question)
-    first = _call(llm, user, "answer", max_tokens, ledger)
+    given = {"question": question, **(inputs or {})}
+    first = _call(llm, user, "answer", max_tokens, ledger, given)
     if not retry_abstention or not is_abstention(first.text):
         return first
-    second = _call(llm, user + render("answer_retry"), "answer.retry", max_tokens, ledger)
+    second = _call(llm, user + render("answer_retry"), "answer.retry", max_tokens, ledger, given)
     chosen = first if is_abstention(second.text) else second
     return Reply(
         chosen.text,

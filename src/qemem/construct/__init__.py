@@ -1,17 +1,11 @@
 """Memory construction: episodes and semantic facts built from stored turns (NEMORI recipe),
-with provenance, incrementally; and import of a NEMORI memory export.
+with provenance, incrementally; and import of a NEMORI memory export."""
 
-Importing this package registers the offline FakeLLM responders of the build stages.
-"""
-
-from qemem.construct import fake as _fake
 from qemem.construct.build import build_memory
 from qemem.construct.config import STEPS, BuildConfig, BuildReport, Fallback
 from qemem.construct.nemori import ImportReport, import_nemori
 from qemem.construct.provenance import episode_turns, fact_episodes
 from qemem.construct.segment import repair_groups, windows
-
-_fake.register()
 
 __all__ = [
     "STEPS",

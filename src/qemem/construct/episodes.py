@@ -52,6 +52,7 @@ def write_episode(
         config.episode_max_tokens,
         session_date=session_date(when),
         lines=turn_lines(turns),
+        inputs={"turns": turns},
     )
     try:
         out = llm.structured(req, EpisodeOut, ledger=ledger).value

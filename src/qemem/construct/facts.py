@@ -80,6 +80,7 @@ def extract_facts(
                 known=context,
                 scope_rule=rule,
                 lines=turn_lines(turns),
+                inputs={"turns": turns},
             ),
             CalibrateOut,
             ledger=ledger,

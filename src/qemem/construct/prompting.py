@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import pydantic
 
@@ -12,11 +12,6 @@ from qemem.errors import CacheMissError, LLMAuthError, LLMError
 from qemem.llm.types import LLMRequest, Message
 from qemem.models import Turn, format_datetime
 from qemem.prompts import as_data, render
-
-TURN_LINE = re.compile(
-    r"^\[(?P<label>[^\]]+)\] (?P<speaker>.+?) \((?P<date>[^)]*)\): (?P<text>.*)$"
-)
-"""How one turn is shown to the model: ``[n] Speaker (date): text`` (parsed by the fake)."""
 
 
 class SegmentOut(pydantic.BaseModel):
@@ -58,14 +53,22 @@ def speakers_of(speakers: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def request(step: str, speakers: Sequence[str], max_tokens: int, **fields: object) -> LLMRequest:
-    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``)."""
+def request(
+    step: str,
+    speakers: Sequence[str],
+    max_tokens: int,
+    inputs: Mapping[str, Any] | None = None,
+    **fields: object,
+) -> LLMRequest:
+    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``), carrying
+    ``inputs`` (e.g. the ``turns`` shown) as data."""
     who = speakers_of(speakers)
     return LLMRequest(
         system=render("build_system", speakers=who),
         messages=[Message("user", render(f"build_{step}", speakers=who, **fields))],
         stage=f"build.{step}",
         max_tokens=max_tokens,
+        inputs=inputs or {},
     )
 
 

@@ -107,6 +107,7 @@ def _segment_batch(
         max_size=config.max_episode,
         count=len(turns),
         lines=turn_lines(turns),
+        inputs={"turns": turns},
     )
     out = llm.structured(req, SegmentOut, ledger=ledger).value
     shown = [[n - 1 for n in group] for group in out.groups]

@@ -10,23 +10,19 @@ With ``runs > 1`` the judge is asked that many times. Each request carries its p
 collapse into one cached exchange) and a real provider sees distinct requests. An output that
 does not validate even after the repair call counts as WRONG and is counted as a parse failure.
 
-Importing this module registers a fake responder for stage ``judge``: the fake LLM labels an
-answer CORRECT when ``f1_common(prediction, gold) >= 0.5`` or the gold occurs in the prediction
-(case-insensitive), else WRONG.
+Each request carries the question, the gold answer and the prediction as shown in
+``LLMRequest.inputs``, for the offline judge of ``qemem.testing``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pydantic
 
 from qemem.errors import StructuredOutputError
-from qemem.eval.metrics import f1_common
-from qemem.llm import Ledger, LLMClient, LLMRequest, Message, register_fake_responder
-from qemem.llm.fake import fake_instance
+from qemem.llm import Ledger, LLMClient, LLMRequest, Message
 from qemem.prompts import render
 
 Label = Literal["CORRECT", "WRONG"]
@@ -68,15 +64,15 @@ def judge_request(
     max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS,
 ) -> LLMRequest:
     """The judge request of pass ``run`` (1-based)."""
-    user = render(
-        "judge_input", question=question, gold=gold, prediction=prediction or "(no answer)", run=run
-    )
+    shown = prediction or "(no answer)"
+    user = render("judge_input", question=question, gold=gold, prediction=shown, run=run)
     return LLMRequest(
         system=render("judge"),
         messages=[Message("user", user)],
         stage="judge",
         temperature=0.0,
         max_tokens=max_tokens,
+        inputs={"question": question, "gold": gold, "prediction": shown},
     )
 
 
@@ -102,25 +98,3 @@ def judge_answer(
             continue
         result.labels.append(verdict.label)
     return result
-
-
-_FIELD = {
-    name: re.compile(rf"<{name}>\n(.*?)\n</{name}>", re.DOTALL)
-    for name in ("question", "reference_answer", "generated_answer")
-}
-
-
-def fake_judge(request: LLMRequest) -> Any:
-    """Deterministic judge for the fake LLM (see the module docstring)."""
-    prompt = request.messages[-1].content if request.messages else ""
-    found = {name: pattern.search(prompt) for name, pattern in _FIELD.items()}
-    gold, pred = found["reference_answer"], found["generated_answer"]
-    if request.system != render("judge") or gold is None or pred is None:
-        return fake_instance(request.schema or {"type": "object"}, request.prompt_text)
-    gold_text, pred_text = gold.group(1).strip(), pred.group(1).strip()
-    contained = bool(gold_text) and gold_text.lower() in pred_text.lower()
-    correct = contained or f1_common(pred_text, gold_text) >= 0.5
-    return {"label": "CORRECT" if correct else "WRONG"}
-
-
-register_fake_responder("judge", fake_judge)

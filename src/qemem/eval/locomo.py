@@ -289,16 +289,20 @@ def _check(config: LocomoRunConfig) -> None:
         raise InputError(f"categories must be among 1-5, got {config.categories}")
 
 
-def _clients(config: LocomoRunConfig) -> tuple[LLMClient | None, LLMClient | None]:
-    """Answerer and judge clients sharing one cache; the judge is the answerer unless a
-    different judge spec is given; neither in retrieval mode without an LLM."""
+def _clients(
+    config: LocomoRunConfig, llm: LLMClient | None = None, judge: LLMClient | None = None
+) -> tuple[LLMClient | None, LLMClient | None]:
+    """Answerer and judge clients: the ones given, else opened from their specs sharing one
+    cache; the judge is the answerer unless a different judge (spec or client) is given;
+    neither in retrieval mode without an LLM."""
     cache = config.cache or os.environ.get("QEMEM_LLM_CACHE") or config.out / "llm-cache.db"
     kwargs: dict[str, Any] = {
         "cache_path": cache,
         "cache_mode": config.cache_mode,
         "concurrency": config.concurrency,
     }
-    llm = open_llm(config.llm, **kwargs)
+    if llm is None:
+        llm = open_llm(config.llm, **kwargs)
     if llm is None and config.mode != "retrieval":
         raise LLMError(
             f"mode {config.mode!r} needs an LLM: pass --llm (e.g. anthropic:claude-haiku-4-5, or "
@@ -306,6 +310,8 @@ def _clients(config: LocomoRunConfig) -> tuple[LLMClient | None, LLMClient | Non
         )
     if config.mode == "retrieval":
         return llm, None
+    if judge is not None:
+        return llm, judge
     if config.judge is None or config.judge == config.llm:
         return llm, llm
     return llm, open_llm(config.judge, **kwargs)
@@ -348,8 +354,15 @@ def _build(
         _write_json(path, done)
 
 
-def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> RunResult:
-    """Run (or resume) the LoCoMo evaluation of ``config`` and write its report."""
+def run_locomo(
+    config: LocomoRunConfig,
+    progress: RunProgress | None = None,
+    *,
+    llm: LLMClient | None = None,
+    judge: LLMClient | None = None,
+) -> RunResult:
+    """Run (or resume) the LoCoMo evaluation of ``config`` and write its report; ``llm`` and
+    ``judge`` clients, when given, replace the answerer and judge specs of ``config``."""
     started = time.perf_counter()
     _check(config)
     samples = load_locomo(config.data)
@@ -357,7 +370,7 @@ def run_locomo(config: LocomoRunConfig, progress: RunProgress | None = None) -> 
     config.out.mkdir(parents=True, exist_ok=True)
     results = config.out / "results.jsonl"
     done = {record_key(r) for r in load_records(results)}
-    llm, judge = _clients(config)
+    llm, judge = _clients(config, llm, judge)
     clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
     needed = list(dict.fromkeys(q.conversation for q in questions))
     memory = Memory.open(

@@ -167,11 +167,19 @@ def construct(
         existing=prior,
         memories=format_pool(index, pool),
     )
+    episodes, facts, turns = pool_records(pool)
     request = LLMRequest(
         system=render("construct"),
         messages=[Message("user", user)],
         stage="construct",
         max_tokens=max_tokens,
+        inputs={
+            "question": plan.question,
+            "need": plan.need,
+            "episodes": episodes,
+            "facts": facts,
+            "turns": index.in_order(turns),
+        },
     )
     try:
         result = llm.structured(request, ConstructorOutput, ledger=ledger)

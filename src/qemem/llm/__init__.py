@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from qemem.llm.cache import LLMCache, cache_key
 from qemem.llm.client import LLMClient, Structured
-from qemem.llm.fake import FakeLLM, fake_instance, register_fake_responder
 from qemem.llm.jsonx import extract_json
 from qemem.llm.ledger import Ledger, Tally, stage_group
 from qemem.llm.prices import DEFAULT_PRICES, PriceTable
@@ -16,7 +15,6 @@ from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 
 __all__ = [
     "DEFAULT_PRICES",
-    "FakeLLM",
     "LLMCache",
     "LLMClient",
     "LLMRequest",
@@ -29,9 +27,7 @@ __all__ = [
     "Tally",
     "cache_key",
     "extract_json",
-    "fake_instance",
     "make_provider",
     "open_llm",
-    "register_fake_responder",
     "stage_group",
 ]

@@ -43,9 +43,11 @@ def make_provider(spec: str, *, timeout: float = 120.0, **clients: Any) -> Provi
     kind, _, arg = spec.strip().partition(":")
     kind, arg = kind.strip().lower(), arg.strip()
     if kind == "fake":
-        from qemem.llm.fake import FakeLLM
+        # The one library -> qemem.testing import (lazy; an ignored import in the contracts):
+        # the ``fake`` spec builds the offline LLM of the test doubles.
+        from qemem.testing import OfflineLLM
 
-        return FakeLLM(model=arg or "fake")
+        return OfflineLLM(model=arg or "fake")
     if kind not in PROVIDERS:
         raise _bad(spec, f"unknown provider {kind!r}")
     if not arg:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -25,7 +26,13 @@ class Message:
 
 @dataclass(frozen=True)
 class LLMRequest:
-    """What a stage asks of a model; ``stage`` labels the call for accounting only."""
+    """What a stage asks of a model; ``stage`` labels the call for accounting only.
+
+    ``inputs`` holds the structured inputs the stage rendered into its prompt (the question,
+    the candidate records, the cards ...), for offline models (``qemem.testing``) to answer
+    from without parsing prompt text. It is never sent to a provider, never part of the
+    record/replay cache key, and not in :meth:`to_dict`.
+    """
 
     system: str
     messages: list[Message]
@@ -34,10 +41,12 @@ class LLMRequest:
     max_tokens: int = 1024
     schema: dict[str, Any] | None = None
     schema_name: str | None = None
+    inputs: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable form."""
-        data = asdict(self)
+        """JSON-serialisable form (without ``inputs``)."""
+        data = asdict(replace(self, inputs={}))
+        del data["inputs"]
         data["messages"] = [m.to_dict() for m in self.messages]
         return data
 

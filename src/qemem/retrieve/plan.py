@@ -76,7 +76,9 @@ def plan_question(
         speakers=" and ".join(speakers) if speakers else "several people",
         span=_span_text(span),
     )
-    request = LLMRequest(PLAN_SYSTEM, messages=[Message("user", prompt)], stage="plan")
+    request = LLMRequest(
+        PLAN_SYSTEM, [Message("user", prompt)], stage="plan", inputs={"question": question}
+    )
     try:
         output = llm.structured(request, PlanOutput, ledger=ledger).value
     except LLMError as exc:

@@ -1,10 +1,8 @@
-"""A deterministic in-library LLM for tests and offline demos.
+"""The offline LLM's generic answers, for requests no stage answerer reads.
 
-Resolution order for a request: the ``handler`` given to :class:`FakeLLM`; else a responder
-registered for the request's stage (``register_fake_responder``; ``build.segment`` falls back
-to ``build``); else a generic answer derived from the prompt: with a schema, a schema-valid JSON
-instance (strings are short spans of the prompt; id-like fields cite ids that occur in the
-prompt); without one, a short text ending with ``FINAL ANSWER: <...>``.
+With a schema: a schema-valid JSON instance (strings are short spans of the prompt; id-like
+fields cite ids that occur in the prompt); without one, a short text ending with
+``FINAL ANSWER: <...>``. Deterministic: the same prompt always gets the same answer.
 """
 
 from __future__ import annotations
@@ -12,44 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
-from collections.abc import Callable
 from typing import Any
 
-from qemem.llm.jsonx import extract_json
-from qemem.llm.types import LLMRequest, LLMResponse, estimate_tokens
-
-FakeResult = str | dict[str, Any] | list[Any] | LLMResponse
-Responder = Callable[[LLMRequest], FakeResult]
+from qemem.llm.types import LLMRequest
 
 #: qemem memory ids as they appear in prompts: LoCoMo turns ``D3:12``, ``T..``, ``E12``, ``S7``.
 ID_PATTERN = re.compile(
     r"(?<![\w:])(?:D\d+:\d+|[TES]\d+(?::\d+)*|[TES][-_][\w-]*\d+(?::\d+)*)(?![\w])"
 )
 
-_RESPONDERS: dict[str, Responder] = {}
-_LOCK = threading.Lock()
 _ID_FIELD = re.compile(r"^(ids?|sources?|.*_ids?|.*_sources?)$")
-
-
-def register_fake_responder(stage: str, fn: Responder | None) -> None:
-    """Make ``fn`` answer FakeLLM requests of ``stage`` (and its sub-stages); None removes it."""
-    with _LOCK:
-        if fn is None:
-            _RESPONDERS.pop(stage, None)
-        else:
-            _RESPONDERS[stage] = fn
-
-
-def _responder_for(stage: str) -> Responder | None:
-    with _LOCK:
-        label = stage
-        while True:
-            if label in _RESPONDERS:
-                return _RESPONDERS[label]
-            if "." not in label:
-                return None
-            label = label.rsplit(".", 1)[0]
 
 
 def _digest(*parts: str) -> int:
@@ -169,13 +139,13 @@ class _Generator:
         return int(value) if kind == "integer" else float(value)
 
 
-def fake_instance(schema: dict[str, Any], prompt: str) -> Any:
+def generic_instance(schema: dict[str, Any], prompt: str) -> Any:
     """A deterministic instance of ``schema`` whose strings and ids come from ``prompt``."""
     gen = _Generator(prompt, schema)
     return gen.value(schema, "$", "$")
 
 
-def fake_text(request: LLMRequest) -> str:
+def generic_text(request: LLMRequest) -> str:
     """A short deterministic free-text answer ending with ``FINAL ANSWER: <...>``."""
     content = request.messages[-1].content if request.messages else request.system
     lines = [ln.strip() for ln in content.splitlines() if ln.strip()]
@@ -184,54 +154,3 @@ def fake_text(request: LLMRequest) -> str:
     words = ID_PATTERN.sub("", source).split()
     answer = " ".join(words[:8]).strip(" :-[]()") or "unknown"
     return f"Based on the available memories: {source[:200]}\nFINAL ANSWER: {answer}"
-
-
-class FakeLLM:
-    """Deterministic provider; ``handler(request)`` may script answers (str, dict or response)."""
-
-    name = "fake"
-
-    def __init__(self, handler: Responder | None = None, model: str = "fake") -> None:
-        self.handler = handler
-        self.model = model
-        self.calls: list[LLMRequest] = []
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"FakeLLM(model={self.model!r})"
-
-    def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer ``request`` from the handler, a registered responder, or generically."""
-        with self._lock:
-            self.calls.append(request)
-        responder = self.handler or _responder_for(request.stage)
-        result: FakeResult
-        if responder is not None:
-            result = responder(request)
-        elif request.schema is not None:
-            result = fake_instance(request.schema, request.prompt_text)
-        else:
-            result = fake_text(request)
-        if isinstance(result, LLMResponse):
-            return result
-        parsed: Any = None
-        if isinstance(result, str):
-            text = result
-            if request.schema is not None:
-                try:
-                    parsed = extract_json(text)
-                except ValueError:
-                    parsed = None
-        else:
-            parsed = result
-            text = json.dumps(result, ensure_ascii=False)
-        return LLMResponse(
-            text=text,
-            parsed=parsed,
-            input_tokens=estimate_tokens(request.prompt_text),
-            output_tokens=estimate_tokens(text),
-            latency_s=0.0,
-            model=self.model,
-            cost_usd=None,
-            stage=request.stage,
-        )
