@@ -145,7 +145,7 @@ def _run_method(embedder: HashEmbedder) -> tuple[Any, ...]:
     answer = ask(store, SCOPE, embedder, llm, QUESTION)
     episodes = [(e.title, e.content) for e in store.episodes(SCOPE)]
     cards = [(c.claim, c.sources, c.quote) for c in answer.cards]
-    return answer.text, cards, answer.trace.plan.queries, episodes
+    return answer.text, cards, answer.evidence.plan.queries, episodes
 
 
 def test_rewording_the_prompts_does_not_change_the_answers(monkeypatch: pytest.MonkeyPatch) -> None:
