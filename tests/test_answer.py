@@ -15,7 +15,7 @@ from qemem.answer import (
     is_abstention,
 )
 from qemem.embed import HashEmbedder
-from qemem.evidence import CardOut, SourceIndex, verify_card
+from qemem.evidence import CardDraft, SourceIndex, verify_card
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Episode, Pool, PoolItem, search_text
@@ -177,7 +177,7 @@ def turn_items(index: SourceIndex, *ids: str) -> list[PoolItem]:
 def test_assembly_with_cards(index: SourceIndex) -> None:
     cards = [
         verify_card(
-            CardOut(
+            CardDraft(
                 claim="Priya went to her first pottery class.",
                 sources=["D1:3", "Z1"],
                 quote="I went to my first pottery class last Saturday",
@@ -186,7 +186,9 @@ def test_assembly_with_cards(index: SourceIndex) -> None:
             ),
             index,
         ),
-        verify_card(CardOut(claim="Made up.", sources=["E1"], quote="Priya flew to Kyoto"), index),
+        verify_card(
+            CardDraft(claim="Made up.", sources=["E1"], quote="Priya flew to Kyoto"), index
+        ),
     ]
     pool = Pool(
         "demo-1",
@@ -255,7 +257,7 @@ def test_cited_episode_keeps_its_narrative_and_background_skips_shown_turns(
 ) -> None:
     cards = [
         verify_card(
-            CardOut(claim="Tomas ran.", sources=["D5:3"], quote="", relation="answer"), index
+            CardDraft(claim="Tomas ran.", sources=["D5:3"], quote="", relation="answer"), index
         )
     ]
     other = Episode("E2", "demo-1", 5, "Race day", "Tomas ran.", EPISODE.timestamp, ("D5:2",))
@@ -269,5 +271,7 @@ def test_cited_episode_keeps_its_narrative_and_background_skips_shown_turns(
     background = text.split("Other retrieved memories (background):")[1]
     # E2's only turn, D5:2, is in the cited context: the background names it without narrative
     assert "[E2] Race day (its turns are shown)" in background
-    cited = assemble(index, [*cards, verify_card(CardOut(claim="c", sources=["E1"]), index)], pool)
+    cited = assemble(
+        index, [*cards, verify_card(CardDraft(claim="c", sources=["E1"]), index)], pool
+    )
     assert f"[E1] After the race: {EPISODE.content}" in cited.text

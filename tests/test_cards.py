@@ -11,10 +11,10 @@ from pydantic import TypeAdapter
 
 from qemem.embed import HashEmbedder
 from qemem.evidence import (
-    CardOut,
+    CardDraft,
     SourceIndex,
     ViewCard,
-    construct,
+    construct_cards,
     merge_cards,
     time_agrees,
     verify_card,
@@ -78,8 +78,8 @@ def card_json(view: ViewCard) -> dict[str, Any]:
     return data
 
 
-def card(quote: str, sources: list[str], claim: str = "a claim", time: str = "") -> CardOut:
-    return CardOut(claim=claim, sources=sources, quote=quote, time=time, relation="answer")
+def card(quote: str, sources: list[str], claim: str = "a claim", time: str = "") -> CardDraft:
+    return CardDraft(claim=claim, sources=sources, quote=quote, time=time, relation="answer")
 
 
 # ------------------------------------------------------------------ constructor
@@ -105,7 +105,7 @@ def test_constructor_prompt_and_output(index: SourceIndex) -> None:
             "follow_up_queries": ["studio near the canal", "pottery studio", "clay", "fourth"],
         }
 
-    made = construct(
+    made = construct_cards(
         LLMClient(OfflineLLM(handler)), index, small_pool(index, ["D2:2", "D1:3"]), PLAN
     )
     assert made.degraded is None
@@ -144,7 +144,7 @@ def test_refinement_prompt_summarises_existing_cards(index: SourceIndex) -> None
 
     existing = [ViewCard("Priya adopted Miso.", ["D4:4"], "I adopted a kitten", "", "x")]
     llm = LLMClient(OfflineLLM(handler))
-    construct(llm, index, small_pool(index, ["D1:3"]), PLAN, existing=existing, refining=True)
+    construct_cards(llm, index, small_pool(index, ["D1:3"]), PLAN, existing=existing, refining=True)
     prompt = seen[0].messages[0].content
     assert "1. Priya adopted Miso. (sources: D4:4)" in prompt
     assert "numbered from 2 on" in prompt
@@ -157,7 +157,7 @@ def test_malformed_constructor_output_degrades(index: SourceIndex) -> None:
         calls.append(request.stage)
         return '{"cards": "not a list"}'
 
-    made = construct(LLMClient(OfflineLLM(handler)), index, small_pool(index, ["D1:3"]), PLAN)
+    made = construct_cards(LLMClient(OfflineLLM(handler)), index, small_pool(index, ["D1:3"]), PLAN)
     assert calls == ["construct", "construct.repair"]
     assert made.degraded == "construct output invalid"
     assert made.cards == [] and made.feedback.sufficient is False

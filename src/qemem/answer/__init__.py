@@ -3,7 +3,7 @@
 from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Trace, ask
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention
-from qemem.answer.respond import Reply, answer_question
+from qemem.answer.reply import Reply, answer_question
 
 __all__ = [
     "ABSTENTION_PATTERNS",

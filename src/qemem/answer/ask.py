@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
-from qemem.answer.respond import answer_question
+from qemem.answer.reply import answer_question
 from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError

@@ -2,12 +2,12 @@
 
 from qemem.evidence.agreement import time_agrees, time_ranges
 from qemem.evidence.cards import (
-    CardOut,
+    CardDraft,
     Construction,
     ConstructorOutput,
     Feedback,
     ViewCard,
-    construct,
+    construct_cards,
     format_pool,
     merge_cards,
     verify_card,
@@ -18,7 +18,7 @@ from qemem.evidence.refine import Evidence, RoundTrace, build_evidence, merge_po
 from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
 
 __all__ = [
-    "CardOut",
+    "CardDraft",
     "Construction",
     "ConstructorOutput",
     "Evidence",
@@ -30,7 +30,7 @@ __all__ = [
     "ViewCard",
     "best_quote_match",
     "build_evidence",
-    "construct",
+    "construct_cards",
     "format_memories",
     "format_pool",
     "merge_cards",

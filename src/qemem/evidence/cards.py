@@ -30,7 +30,7 @@ from qemem.prompts import render
 MAX_FOLLOW_UPS = 3
 
 
-class CardOut(pydantic.BaseModel):
+class CardDraft(pydantic.BaseModel):
     """One evidence card as the model writes it."""
 
     claim: str = pydantic.Field(description="a self-contained fact, with names")
@@ -48,7 +48,7 @@ class CardOut(pydantic.BaseModel):
 class ConstructorOutput(pydantic.BaseModel):
     """The constructor's whole output: cards and the sufficiency feedback."""
 
-    cards: list[CardOut] = pydantic.Field(default_factory=list)
+    cards: list[CardDraft] = pydantic.Field(default_factory=list)
     sufficient: bool
     missing: str = ""
     follow_up_queries: list[str] = pydantic.Field(
@@ -109,7 +109,7 @@ class ViewCard:
 class Construction:
     """One constructor call's outcome; ``degraded`` says why there are no cards, if so."""
 
-    cards: list[CardOut]
+    cards: list[CardDraft]
     feedback: Feedback
     responses: list[LLMResponse] = field(default_factory=list)
     degraded: str | None = None
@@ -137,7 +137,7 @@ def summarise_cards(cards: Sequence[ViewCard]) -> str:
     return "\n".join(lines)
 
 
-def construct(
+def construct_cards(
     llm: LLMClient,
     index: SourceIndex,
     pool: Pool,
@@ -217,7 +217,7 @@ def source_text(record: Turn | Episode | SemanticFact) -> str:
 
 
 def verify_card(
-    card: CardOut,
+    card: CardDraft,
     index: SourceIndex,
     *,
     round: int = 0,

@@ -22,7 +22,7 @@ from typing import Any
 from qemem.evidence.cards import (
     Feedback,
     ViewCard,
-    construct,
+    construct_cards,
     merge_cards,
     verify_card,
 )
@@ -151,7 +151,7 @@ def build_evidence(
     current, queries = pool, None
     for number in range(refine_rounds + 1):
         examined.update(current.refs())
-        made = construct(
+        made = construct_cards(
             llm,
             index,
             current,
