@@ -27,8 +27,8 @@ from typing import Any
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import MODES
 from qemem.eval.coverage import alias_keys
-from qemem.eval.locomo import evidence_visible
 from qemem.eval.manifest import run_info
+from qemem.eval.records import evidence_visible
 from qemem.evidence.context import SourceIndex, format_memories
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
 from qemem.llm import LLMClient

@@ -15,15 +15,8 @@ from qemem.answer import Answer
 from qemem.answer.ask import Trace
 from qemem.cli import app
 from qemem.errors import ConfigError, InputError
-from qemem.eval.locomo import (
-    LocomoRunConfig,
-    _answer_all,
-    evidence_share,
-    evidence_visible,
-    refinement_info,
-    run_locomo,
-    stage_costs,
-)
+from qemem.eval.locomo import LocomoRunConfig, _answer_all, run_locomo
+from qemem.eval.records import evidence_share, evidence_visible, refinement_info, stage_costs
 from qemem.evidence.cards import Feedback
 from qemem.evidence.refine import Evidence, RoundTrace, Shown
 from qemem.ingest.locomo import LocomoQuestion

@@ -13,40 +13,32 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qemem.answer import Answer, AskConfig
+from qemem.answer import AskConfig
 from qemem.answer.ask import MODES, Mode
-from qemem.answer.wire import answer_to_json
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
-from qemem.eval.coverage import alias_keys, budget_positions, evidence_rank, exposure_groups
-from qemem.eval.grounding import card_records
-from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
+from qemem.eval.coverage import alias_keys
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer
 from qemem.eval.manifest import run_info
-from qemem.eval.metrics import bleu1, f1_common, f1_locomo
+from qemem.eval.records import make_record
 from qemem.eval.report import load_records, record_key, write_report
-from qemem.evidence.refine import Evidence
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
-from qemem.llm import Ledger, LLMClient, open_llm, stage_group
+from qemem.llm import Ledger, LLMClient, open_llm
 from qemem.memory import Memory
 from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
-from qemem.view.record import RUN_REASONS
 from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
-#: the results.jsonl record format: 2 keeps the answer's compact JSON under ``answer``; format
-#: 1 (records without ``format``, written before the evidence record) kept the viewer's record
-#: under ``evidence_view``, which ``eval report`` and the run page still read
-RECORD_FORMAT = 2
 #: manifest entries that must match for a rerun to continue the records of an output folder
 FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs")
 
@@ -105,151 +97,6 @@ class RunResult:
     cached_calls: int = 0
     summary: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
-
-
-# ---------------------------------------------------------------------------- per question
-
-
-def evidence_share(
-    ids: Iterable[str], evidence: Sequence[str], aliases: Mapping[str, object]
-) -> float | None:
-    """Share of the evidence turns shown by ``ids`` (an alias counts); None for no evidence."""
-    needed = {aliases.get(e, ("missing", e)) for e in evidence}
-    if not needed:
-        return None
-    shown = {aliases.get(i, ("missing", i)) for i in ids}
-    return len(needed & shown) / len(needed)
-
-
-def evidence_visible(
-    ids: Sequence[str], evidence: Sequence[str], aliases: Mapping[str, object]
-) -> bool | None:
-    """Whether ``ids`` show every evidence turn (or an alias of it); None for no evidence."""
-    if not evidence:
-        return None
-    return evidence_rank(ids, evidence, aliases) is not None
-
-
-def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Calls, tokens and nominal cost per stage group (cost None when a call had no price)."""
-    out: dict[str, dict[str, Any]] = {}
-    for call in calls:
-        tally = out.setdefault(
-            stage_group(str(call["stage"])),
-            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
-        )
-        tally["calls"] += 1
-        tally["input_tokens"] += int(call["input_tokens"])
-        tally["output_tokens"] += int(call["output_tokens"])
-        cost = call.get("cost_usd")
-        tally["cost_usd"] = (
-            None if cost is None or tally["cost_usd"] is None else (tally["cost_usd"] + float(cost))
-        )
-    return dict(sorted(out.items()))
-
-
-def refinement_info(answer: Answer) -> dict[str, Any]:
-    """Whether round 0 asked for refinement (full mode), rounds run, and the refinement calls:
-    the constructor calls of the rounds after the first (repairs included), as the evidence
-    record keeps them per round."""
-    evidence = answer.evidence
-    first = evidence.rounds[0].feedback if evidence.rounds else None
-    triggered = answer.mode == "full" and first is not None and not first.sufficient
-    extra = [c for r in evidence.rounds[1:] for c in r.calls]
-    cost = stage_costs(extra).get("construct", {})
-    rounds = len(evidence.rounds) - 1 if answer.mode in ("full", "no-refine") else 0
-    return {
-        "triggered": triggered,
-        "rounds": max(0, rounds),
-        "termination": evidence.termination,
-        "extra_calls": len(extra),
-        "extra_input_tokens": int(cost.get("input_tokens", 0)),
-        "extra_output_tokens": int(cost.get("output_tokens", 0)),
-        "extra_cost_usd": cost.get("cost_usd", 0.0),
-    }
-
-
-def _evidence_spread(evidence: Sequence[str], turns: Mapping[str, Turn]) -> dict[str, Any]:
-    """The sessions of the evidence turns, the days they span, and the ids the store lacks."""
-    known = [turns[e] for e in evidence if e in turns]
-    dates = [t.timestamp.date() for t in known]
-    return {
-        "evidence_sessions": sorted({t.session for t in known}),
-        "evidence_span_days": (max(dates) - min(dates)).days if dates else None,
-        "evidence_unknown": [e for e in evidence if e not in turns],
-    }
-
-
-def _initial_rank(
-    record: Evidence, evidence: Sequence[str], aliases: Mapping[str, object]
-) -> int | None:
-    """The strict budget position at which the round-0 pool covers the evidence."""
-    if not evidence:
-        return None
-    groups = exposure_groups(record.rounds[0].pool)
-    return budget_positions(groups, evidence, aliases)[0]
-
-
-def make_record(
-    question: LocomoQuestion,
-    answer: Answer,
-    judgement: Judgement | None,
-    judge_calls: Sequence[Mapping[str, Any]],
-    turns: Mapping[str, Turn],
-    aliases: Mapping[str, object],
-    latency: Mapping[str, float],
-) -> dict[str, Any]:
-    """The results.jsonl record of one answered (and judged) question; scores are None in
-    retrieval mode (no answer), cards and card citations None in modes without cards. Every
-    turn set is read from the evidence record: the turns each round's candidates expose, and
-    what the answer prompt showed (``Evidence.shown``; the "cited" visibility counts the turns
-    of its cited-sources section, not every turn behind a cited episode or fact)."""
-    evidence = list(question.evidence)
-    record = answer.evidence
-    initial = record.turn_ids([0])
-    refined = record.turn_ids(range(len(record.rounds)))
-    visible = list(record.shown.turns)
-    cited = list(record.shown.cited_context)
-    gold, prediction = question.answer, answer.text
-    answers, cards = answer.mode != "retrieval", answer.mode in ("full", "no-refine")
-    return {
-        "conversation": question.conversation,
-        "index": question.index,
-        "mode": answer.mode,
-        "question": question.question,
-        "gold": gold,
-        "category": question.category,
-        "category_name": question.category_name,
-        "evidence": evidence,
-        "prediction": prediction,
-        "judge_labels": list(judgement.labels) if judgement else [],
-        "judge_parse_failures": judgement.parse_failures if judgement else 0,
-        "score": judgement.score if judgement else None,
-        "f1": f1_common(prediction, gold) if answers else None,
-        "f1_locomo": f1_locomo(prediction, gold, question.category) if answers else None,
-        "bleu1": bleu1(prediction, gold) if answers else None,
-        "llm": stage_costs([*answer.trace.calls, *judge_calls]),
-        "latency_s": {k: round(v, 3) for k, v in latency.items()},
-        "refinement": refinement_info(answer),
-        "visible_turn_ids": visible,
-        "cited_turn_ids": list(answer.citations),
-        "cited_context_turn_ids": cited if cards else None,
-        "cards": card_records(answer.cards) if cards else None,
-        "initial_pool_turn_ids": initial,
-        "refined_pool_turn_ids": refined,
-        **_evidence_spread(evidence, turns),
-        "visibility": {
-            "initial": evidence_visible(initial, evidence, aliases),
-            "refined": evidence_visible(refined, evidence, aliases),
-            "final": evidence_visible(visible, evidence, aliases),
-            "cited": evidence_visible(cited, evidence, aliases) if cards else None,
-            "cited_share": evidence_share(cited, evidence, aliases) if cards else None,
-            "initial_pool_rank": _initial_rank(record, evidence, aliases),
-        },
-        "degradations": list(record.degradations),
-        "format": RECORD_FORMAT,
-        "answer": answer_to_json(answer, compact=True, max_reasons=RUN_REASONS),
-    }
 
 
 # ---------------------------------------------------------------------------- the run
@@ -363,7 +210,7 @@ def run_locomo(
 ) -> RunResult:
     """Run (or resume) the LoCoMo evaluation of ``config`` and write its report; ``llm`` and
     ``judge`` clients, when given, replace the answerer and judge specs of ``config``."""
-    started = time.perf_counter()
+    clock = {"started": time.perf_counter()}
     _check(config)
     samples = load_locomo(config.data)
     questions = select_questions(samples, config)
@@ -371,110 +218,160 @@ def run_locomo(
     results = config.out / "results.jsonl"
     done = {record_key(r) for r in load_records(results)}
     llm, judge = _clients(config, llm, judge)
-    clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
     needed = list(dict.fromkeys(q.conversation for q in questions))
     memory = Memory.open(
         config.store or config.out / "memory.db", embedder=config.embedder, llm=llm
     )
     try:
-        manifest = run_info(
-            config.data,
-            config=config.to_dict(),
-            mode=config.mode,
-            embedder=memory.embedder.id,
-            answerer=_name(llm),
-            judge=_name(judge),
-            judge_is_answerer=judge is not None and judge is llm,
-            judge_runs=config.judge_runs if judge else 0,
-            judge_max_tokens=config.judge_max_tokens if judge else None,
-            built=config.build,
-            selection=[f"{q.conversation}#{q.index}" for q in questions],
-            models={"answerer": llm and llm.describe(), "judge": judge and judge.describe()},
-            prompts=prompt_hashes(),
-        )
+        manifest = _manifest(config, memory, llm, judge, questions)
         _check_fingerprint(config.out / "manifest.json", manifest)
         _write_json(config.out / "manifest.json", manifest)
-        wanted = [
-            s for n, s in enumerate(samples) if str(s.get("sample_id") or f"sample-{n}") in needed
-        ]
-        memory.ingest(
-            parse_locomo(wanted, str(config.data)),
-            progress=(lambda d, t: progress("ingest", d, t)) if progress else None,
-        )
-        ingested = time.perf_counter()
-        if llm is not None and config.build:
-            _build(memory, needed, config.out, progress)
-        built = time.perf_counter()
-        write_run_sources(config.out, memory, needed)
-        context = {}
-        for cid in needed:
-            turns = memory.turns(cid)
-            context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
-
-        ask_config = AskConfig(retrieval=config.retrieval)
-
-        def answer_one(q: LocomoQuestion) -> dict[str, Any]:
-            t0 = time.perf_counter()
-            answer = memory.ask(q.conversation, q.question, mode=config.mode, config=ask_config)
-            t1 = time.perf_counter()
-            ledger = Ledger()
-            verdict = None
-            if judge is not None:
-                verdict = judge_answer(
-                    judge,
-                    q.question,
-                    q.answer,
-                    answer.text,
-                    runs=config.judge_runs,
-                    max_tokens=config.judge_max_tokens,
-                    ledger=ledger,
-                )
-            calls = [r.to_dict() for r in ledger.responses]
-            latency = {"answer": t1 - t0, "judge": time.perf_counter() - t1}
-            turns, aliases = context[q.conversation]
-            return make_record(q, answer, verdict, calls, turns, aliases, latency)
-
+        build = llm is not None and config.build
+        context = _prepare_memory(memory, samples, needed, config, build, progress, clock)
         pending = [q for q in questions if (q.conversation, q.index, config.mode) not in done]
         skipped = len(questions) - len(pending)
+        answer_one = _answerer(memory, judge, config, context)
         failures = _answer_all(
             pending, answer_one, results, config.concurrency, skipped, len(questions), progress
         )
-        answered_at = time.perf_counter()
+        clock["answered"] = time.perf_counter()
         keys = {(q.conversation, q.index, config.mode) for q in questions}
         records = [r for r in load_records(results) if record_key(r) in keys]
         summary = write_report(config.out, records, manifest, plots=config.plots)
+        clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
         provider = sum(1 for c in clients for r in c.ledger.responses if not r.cached)
         cached = sum(1 for c in clients for r in c.ledger.responses if r.cached)
+        answered = len(pending) - len(failures)
+        timings = _timings(clock, records, answered, skipped, failures)
         _write_json(
             config.out / "timings.json",
-            {
-                "ingest_s": round(ingested - started, 2),
-                "build_s": round(built - ingested, 2),
-                "questions_s": round(answered_at - built, 2),
-                "wall_s": round(time.perf_counter() - started, 2),
-                "answered": len(pending) - len(failures),
-                "skipped": skipped,
-                "failures": failures,
-                "provider_calls": provider,
-                "cached_calls": cached,
-                "latency_s": _latency(records),
-            },
+            {**timings, "provider_calls": provider, "cached_calls": cached},
         )
+        seconds = time.perf_counter() - clock["started"]
         return RunResult(
             config.out,
             len(questions),
-            len(pending) - len(failures),
+            answered,
             skipped,
             failures,
             provider,
             cached,
             summary,
-            time.perf_counter() - started,
+            seconds,
         )
     finally:
         memory.close()
         if judge is not None and judge is not llm:
             judge.close()
+
+
+def _manifest(
+    config: LocomoRunConfig,
+    memory: Memory,
+    llm: LLMClient | None,
+    judge: LLMClient | None,
+    questions: Sequence[LocomoQuestion],
+) -> dict[str, Any]:
+    """What the run is: data, config, models, judge, selection and prompt hashes."""
+    return run_info(
+        config.data,
+        config=config.to_dict(),
+        mode=config.mode,
+        embedder=memory.embedder.id,
+        answerer=_name(llm),
+        judge=_name(judge),
+        judge_is_answerer=judge is not None and judge is llm,
+        judge_runs=config.judge_runs if judge else 0,
+        judge_max_tokens=config.judge_max_tokens if judge else None,
+        built=config.build,
+        selection=[f"{q.conversation}#{q.index}" for q in questions],
+        models={"answerer": llm and llm.describe(), "judge": judge and judge.describe()},
+        prompts=prompt_hashes(),
+    )
+
+
+Context = dict[str, tuple[dict[str, Turn], Mapping[str, object]]]
+"""Per conversation: its turns by id and the alias keys of its turns (for visibility)."""
+
+
+def _prepare_memory(
+    memory: Memory,
+    samples: Sequence[dict[str, Any]],
+    needed: Sequence[str],
+    config: LocomoRunConfig,
+    build: bool,
+    progress: RunProgress | None,
+    clock: dict[str, float],
+) -> Context:
+    """Ingest the needed conversations, build their memory (when ``build``), write the run's
+    sources; returns what scoring needs of each conversation."""
+    wanted = [
+        s for n, s in enumerate(samples) if str(s.get("sample_id") or f"sample-{n}") in needed
+    ]
+    memory.ingest(
+        parse_locomo(wanted, str(config.data)),
+        progress=(lambda d, t: progress("ingest", d, t)) if progress else None,
+    )
+    clock["ingested"] = time.perf_counter()
+    if build:
+        _build(memory, needed, config.out, progress)
+    clock["built"] = time.perf_counter()
+    write_run_sources(config.out, memory, needed)
+    context: Context = {}
+    for cid in needed:
+        turns = memory.turns(cid)
+        context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
+    return context
+
+
+def _answerer(
+    memory: Memory, judge: LLMClient | None, config: LocomoRunConfig, context: Context
+) -> Callable[[LocomoQuestion], dict[str, Any]]:
+    """The work of one question: answer, judge (when there is a judge), make its record."""
+    ask_config = AskConfig(retrieval=config.retrieval)
+
+    def answer_one(q: LocomoQuestion) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        answer = memory.ask(q.conversation, q.question, mode=config.mode, config=ask_config)
+        t1 = time.perf_counter()
+        ledger = Ledger()
+        verdict = None
+        if judge is not None:
+            verdict = judge_answer(
+                judge,
+                q.question,
+                q.answer,
+                answer.text,
+                runs=config.judge_runs,
+                max_tokens=config.judge_max_tokens,
+                ledger=ledger,
+            )
+        calls = [r.to_dict() for r in ledger.responses]
+        latency = {"answer": t1 - t0, "judge": time.perf_counter() - t1}
+        turns, aliases = context[q.conversation]
+        return make_record(q, answer, verdict, calls, turns, aliases, latency)
+
+    return answer_one
+
+
+def _timings(
+    clock: Mapping[str, float],
+    records: Sequence[Mapping[str, Any]],
+    answered: int,
+    skipped: int,
+    failures: Sequence[str],
+) -> dict[str, Any]:
+    """The phases' durations, what was answered, and the per-question answer latency."""
+    return {
+        "ingest_s": round(clock["ingested"] - clock["started"], 2),
+        "build_s": round(clock["built"] - clock["ingested"], 2),
+        "questions_s": round(clock["answered"] - clock["built"], 2),
+        "wall_s": round(time.perf_counter() - clock["started"], 2),
+        "answered": answered,
+        "skipped": skipped,
+        "failures": list(failures),
+        "latency_s": _latency(records),
+    }
 
 
 def _answer_all(
