@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from qemem.answer import Answer
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
-from qemem.models import Episode, SemanticFact, Turn, format_datetime
+from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
 from qemem.service.schemas import MessageIn
 
 T = TypeVar("T")
@@ -70,14 +70,30 @@ def _answer(answer: Answer) -> dict[str, Any]:
 def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     """An MCP server over ``memory`` (its namespace); ``read_only`` refuses remember/forget."""
     server: MCPServer = MCPServer(name="qemem", instructions=INSTRUCTIONS)
+    guard = _Guard(read_only)
+    _add_message_tools(server, memory, guard)
+    _add_answer_tool(server, memory, guard)
+    _add_conversation_tools(server, memory, guard)
+    return server
 
-    def run(fn: Callable[[], T], writes: bool = False) -> T:
+
+class _Guard:
+    """Runs a tool's call: qemem errors become tool errors, writes are refused when read-only."""
+
+    def __init__(self, read_only: bool) -> None:
+        self.read_only = read_only
+
+    def __call__(self, fn: Callable[[], T], writes: bool = False) -> T:
         try:
-            if writes and read_only:
+            if writes and self.read_only:
                 raise AuthError("this API key is read-only: remember and forget are refused")
             return fn()
         except QememError as exc:
             raise ToolError(str(exc)) from exc
+
+
+def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``remember`` (append messages) and ``recall`` (the raw evidence for a query)."""
 
     @server.tool(
         description="Store messages of a conversation in long-term memory so they can be "
@@ -106,6 +122,10 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
         results = run(lambda: memory.search(conversation, query, k=k))
         return {"turns": [_record(r.record) for r in results]}
 
+
+def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``ask``: an answer with cited, verified evidence (the evidence only without an LLM)."""
+
     @server.tool(
         description="Answer a question about a stored conversation, with the evidence: claims "
         "with verbatim quotes checked against the original turns, resolved dates and the cited "
@@ -120,24 +140,16 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
         chosen = mode or ("full" if memory.llm is not None else "retrieval")
         return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
 
+
+def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``list_conversations`` and ``forget`` (delete one conversation)."""
+
     @server.tool(
         description="List the stored conversations: ids, speakers, number of sessions and the "
         "first and last session dates. Call it first to find the conversation id to use."
     )
     def list_conversations() -> dict[str, Any]:
-        conversations = run(memory.conversations)
-        return {
-            "conversations": [
-                {
-                    "id": c.id,
-                    "speakers": list(c.speakers),
-                    "sessions": len(c.sessions),
-                    "first": format_datetime(c.span[0]) if c.span else None,
-                    "last": format_datetime(c.span[1]) if c.span else None,
-                }
-                for c in conversations
-            ]
-        }
+        return {"conversations": [_conversation(c) for c in run(memory.conversations)]}
 
     @server.tool(
         description="Permanently delete a conversation and everything derived from it. Only "
@@ -146,4 +158,13 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     def forget(conversation: str) -> dict[str, Any]:
         return {"deleted": run(lambda: memory.delete(conversation), writes=True)}
 
-    return server
+
+def _conversation(conversation: Conversation) -> dict[str, Any]:
+    span = conversation.span
+    return {
+        "id": conversation.id,
+        "speakers": list(conversation.speakers),
+        "sessions": len(conversation.sessions),
+        "first": format_datetime(span[0]) if span else None,
+        "last": format_datetime(span[1]) if span else None,
+    }

@@ -26,6 +26,7 @@ from qemem.errors import (
     QememError,
     StoreError,
 )
+from qemem.service.schemas import Problem
 
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("qemem.service")
@@ -89,6 +90,28 @@ def install(app: FastAPI) -> None:
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return problem(500, "internal error: see the server log", request.url.path)
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a ``/v1`` route declares: 401 and 422, and ``codes``."""
+    return {code: {"model": Problem} for code in (401, 422, *codes)}
+
+
+def use_problem_media_type(app: FastAPI) -> None:
+    """Declare the error bodies of ``app``'s OpenAPI schema as application/problem+json."""
+    schema = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = schema()
+        for operations in document["paths"].values():
+            for operation in operations.values():
+                for code, response in operation.get("responses", {}).items():
+                    content = response.get("content", {})
+                    if code >= "400" and "application/json" in content:
+                        content[MEDIA_TYPE] = content.pop("application/json")
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class BodyLimit:

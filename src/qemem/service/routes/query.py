@@ -1,0 +1,60 @@
+"""Questions to one conversation: hybrid search and the evidence pool, and answers."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from qemem.answer import Answer
+from qemem.answer.wire import answer_to_json
+from qemem.errors import InputError
+from qemem.service.auth import Reader
+from qemem.service.problems import error_responses
+from qemem.service.schemas import AskIn, SearchIn, SearchOut
+from qemem.service.state import State, existing_conversation
+
+
+def search(conversation: str, body: SearchIn, key: Reader, state: State) -> SearchOut:
+    """Hybrid search (dense + BM25, RRF) of one space, or with ``pool`` the evidence pool
+    over episodes, facts and turns (rule-planned queries, no LLM)."""
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)
+    queries = [body.query] if isinstance(body.query, str) else body.query
+    if not queries or not all(q.strip() for q in queries):
+        raise InputError("the query is empty: send the words to look for", field="query")
+    if body.pool:
+        if len(queries) != 1:
+            raise InputError("the pool takes one query (the question)", field="query")
+        pool = memory.retrieve(conversation, queries[0], exclude=body.exclude)
+        return SearchOut(pool=pool)
+    return SearchOut(results=memory.search(conversation, queries, k=body.k, space=body.space))
+
+
+def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONResponse:
+    """Answer a question with its evidence: text, verified cards, turn citations, the pool
+    and the trace. Every mode but ``retrieval`` needs the server's LLM (503 without)."""
+    if not body.question.strip():
+        raise InputError("the question is empty", field="question")
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)  # 404 before 503
+    answer = memory.ask(conversation, body.question, mode=body.mode)
+    return JSONResponse(answer_to_json(answer))
+
+
+def register(app: FastAPI) -> None:
+    """Add these routes to ``app``."""
+    app.add_api_route(
+        "/v1/conversations/{conversation}/search",
+        search,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/ask",
+        ask,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=Answer,
+    )
