@@ -44,6 +44,7 @@ from qemem.retrieve.pool import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
+    from qemem.eval.locomo import RunResult
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True)
 
@@ -190,62 +191,75 @@ def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:
     )
 
 
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")]
+RunStoreOpt = Annotated[
+    str | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
+]
+ModeOpt = Annotated[
+    str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")
+]
+AnswererOpt = Annotated[
+    str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
+]
+JudgeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge",
+        help="Judge LLM spec (default: the answerer's own model, which the report flags; "
+        "the published protocol uses a separate judge).",
+    ),
+]
+JudgeRunsOpt = Annotated[int, typer.Option("--judge-runs", help="Judge runs per answer.")]
+JudgeTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--judge-max-tokens", help="Output-token limit per judge call (reasoning included)."
+    ),
+]
+BuildOpt = Annotated[
+    bool,
+    typer.Option(
+        "--build/--no-build",
+        help="Build episodes and facts first; --no-build answers from what the store holds "
+        "(turns only when nothing was built) to measure the query-time stages alone.",
+    ),
+]
+LimitOpt = Annotated[
+    int | None, typer.Option("--limit", help="Only the first N selected questions.")
+]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", help="Questions (and LLM calls) in flight.")
+]
+CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache", envvar="QEMEM_LLM_CACHE", help="LLM cache (OUT/llm-cache.db)."),
+]
+CacheModeOpt = Annotated[
+    str | None,
+    typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
+]
+PlotsOpt = Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")]
+
+
 @eval_app.command()
 def locomo(
     data: DataOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")],
-    store: Annotated[
-        str | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
-    ] = None,
-    mode: Annotated[
-        str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")
-    ] = "full",
-    llm: Annotated[
-        str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
-    ] = None,
-    judge: Annotated[
-        str | None,
-        typer.Option(
-            "--judge",
-            help="Judge LLM spec (default: the answerer's own model, which the report flags; "
-            "the published protocol uses a separate judge).",
-        ),
-    ] = None,
-    judge_runs: Annotated[int, typer.Option("--judge-runs", help="Judge runs per answer.")] = 1,
-    judge_max_tokens: Annotated[
-        int,
-        typer.Option(
-            "--judge-max-tokens", help="Output-token limit per judge call (reasoning included)."
-        ),
-    ] = DEFAULT_JUDGE_MAX_TOKENS,
-    build: Annotated[
-        bool,
-        typer.Option(
-            "--build/--no-build",
-            help="Build episodes and facts first; --no-build answers from what the store holds "
-            "(turns only when nothing was built) to measure the query-time stages alone.",
-        ),
-    ] = True,
+    out: OutOpt,
+    store: RunStoreOpt = None,
+    mode: ModeOpt = "full",
+    llm: AnswererOpt = None,
+    judge: JudgeOpt = None,
+    judge_runs: JudgeRunsOpt = 1,
+    judge_max_tokens: JudgeTokensOpt = DEFAULT_JUDGE_MAX_TOKENS,
+    build: BuildOpt = True,
     categories: CategoriesOpt = "1,2,3,4",
-    conversations: Annotated[
-        str, typer.Option("--conversations", help="Comma-separated conversation ids (all).")
-    ] = "",
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N selected questions.")
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Questions (and LLM calls) in flight.")
-    ] = 4,
+    conversations: ConversationsOpt = "",
+    limit: LimitOpt = None,
+    concurrency: ConcurrencyOpt = 4,
     embedder: EmbedderOpt = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option("--cache", envvar="QEMEM_LLM_CACHE", help="LLM cache (OUT/llm-cache.db)."),
-    ] = None,
-    cache_mode: Annotated[
-        str | None,
-        typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
-    ] = None,
-    plots: Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")] = True,
+    cache: CacheOpt = None,
+    cache_mode: CacheModeOpt = None,
+    plots: PlotsOpt = True,
     budget_turns: BudgetTurnsOpt = None,
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
@@ -279,10 +293,15 @@ def locomo(
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)
-    summary = result.summary
     if as_json:
-        print_json({"out": str(out), "failures": result.failures, **summary})
+        print_json({"out": str(out), "failures": result.failures, **result.summary})
         return
+    show_run(result, mode, out)
+
+
+def show_run(result: RunResult, mode: str, out: Path) -> None:
+    """The run's accuracy by category, its visibility and cost line, and its failures."""
+    summary = result.summary
     table = Table("category", "n", "accuracy", "95% CI", "F1", title=f"LoCoMo, mode {mode}")
     rows: list[tuple[str, dict[str, Any]]] = [
         (f"{c} {b['name']}", b) for c, b in summary["by_category"].items()
