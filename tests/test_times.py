@@ -7,6 +7,7 @@ from datetime import date, datetime
 import pytest
 
 from qemem.errors import InputError
+from qemem.evidence.agreement import time_ranges
 from qemem.evidence.times import (
     TimeResolution,
     normalise_time,
@@ -735,3 +736,8 @@ def test_parse_anchor(value: str | date, expected: date) -> None:
 def test_parse_anchor_rejects_garbage(value: str) -> None:
     with pytest.raises(InputError, match="cannot read the anchor date"):
         parse_anchor(value)
+
+
+def test_a_month_name_the_pattern_matches_case_insensitively_always_names_a_month() -> None:
+    # re.IGNORECASE matches the long s (ſ) for "s"; the month lookup folds it the same way
+    assert time_ranges("ſeptember 2023") == time_ranges("September 2023")

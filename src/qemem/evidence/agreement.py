@@ -56,7 +56,7 @@ Range = tuple[date, date]
 
 def _month_number(name: str) -> int:
     """The month of a name ``_MONTH`` matched (its first three letters)."""
-    return MONTH_NUMBERS[name[:3].lower()]
+    return MONTH_NUMBERS[name[:3].casefold()]
 
 
 def _date_of(m: re.Match[str]) -> date | None:
