@@ -21,7 +21,7 @@ from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.llm import FakeLLM, LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
-from qemem.view import report_html
+from qemem.view import answer_html, report_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
@@ -115,7 +115,7 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     with Memory(store, HashEmbedder(), llm=scripted(*cards)) as mem:
         answer = mem.ask("demo-1", "When did Priya go to her first pottery class?")
     path = tmp_path / "answer.html"
-    path.write_text(answer.to_html(), "utf-8")
+    path.write_text(answer_html(answer_to_json(answer)), "utf-8")
     watched = Watched(browser, path)
     page = watched.page
     mark = page.locator('[data-turn="D1:3"] mark')
@@ -214,7 +214,7 @@ def test_hostile_text_never_executes(browser: Browser, tmp_path: Path) -> None:
         mem.ingest(chat)
         answer = mem.ask("x", f"What did they say? {HOSTILE}")
     page_path = tmp_path / "answer.html"
-    page_path.write_text(answer.to_html(), "utf-8")
+    page_path.write_text(answer_html(answer_to_json(answer)), "utf-8")
     record = {
         "conversation": "x",
         "index": 0,

@@ -29,6 +29,7 @@ from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.metrics import bleu1, f1_common, f1_locomo
 from qemem.eval.report import load_records, record_key, write_report
+from qemem.eval.sources import write_run_sources
 from qemem.evidence.refine import Evidence
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm, stage_group
@@ -37,7 +38,6 @@ from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.view.record import RUN_REASONS
-from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""

@@ -1,10 +1,15 @@
-"""The PNG plots of a LoCoMo run (matplotlib, when installed)."""
+"""The PNG plots of a LoCoMo run (matplotlib, when installed) and their inlined form for the run
+page."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+#: the plots a run folder may hold, in the order the run page shows them
+PLOTS = ("accuracy_by_category.png", "coverage_curve.png", "cost_split.png")
 
 
 def write_plots(out: Path, summary: Mapping[str, Any]) -> tuple[list[str], str]:
@@ -59,3 +64,15 @@ def _save(fig: Any, path: Path) -> str:
 
     plt.close(fig)
     return path.name
+
+
+def plot_images(out: Path) -> list[dict[str, str]]:
+    """The plots present in the run folder ``out``, each as ``{"name", "src"}`` with the PNG
+    inlined as a data URI."""
+    found = []
+    for name in PLOTS:
+        path = out / name
+        if path.exists():
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            found.append({"name": name, "src": f"data:image/png;base64,{data}"})
+    return found

@@ -1,5 +1,6 @@
-"""The analyses of a LoCoMo run: ``summary.json`` from its records, ``report.md``
-(:mod:`qemem.eval.markdown`) and the PNG plots (:mod:`qemem.eval.plots`).
+"""The analyses of a LoCoMo run and the reports of its folder: ``summary.json`` from its
+records, ``report.md`` (:mod:`qemem.eval.markdown`), the PNG plots (:mod:`qemem.eval.plots`) and
+``report.html`` (:func:`qemem.view.report_html`).
 
 ``summary.json`` is a pure function of the records and the run's models: keys sorted, floats
 rounded, no timestamps or durations (those go to ``timings.json``), so a rerun from a warm LLM
@@ -19,9 +20,11 @@ from qemem.errors import InputError
 from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
 from qemem.eval.grounding import VISIBILITY_RULES, grounding
 from qemem.eval.markdown import render_markdown
-from qemem.eval.plots import write_plots
+from qemem.eval.plots import plot_images, write_plots
+from qemem.eval.sources import load_run_sources
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
+from qemem.view import report_html
 
 Record = Mapping[str, Any]
 METHOD_STAGES = ("plan", "construct", "answer")
@@ -312,10 +315,28 @@ def write_report(
             f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
         ).strip()
     (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
-    from qemem.view.report import write_report_html  # the viewer imports this module
-
     write_report_html(out, records)
     return summary
+
+
+def write_report_html(out: Path, records: Sequence[Record] | None = None) -> Path:
+    """Write ``report.html`` (:func:`qemem.view.report_html`) into the run folder ``out`` for
+    ``records`` (default: its results.jsonl), with its summary.json (else the summary of the
+    records and manifest.json), sources.json and plots when present; return its path."""
+    if records is None:
+        records = load_records(out / "results.jsonl")
+    path = out / "summary.json"
+    if path.exists():
+        summary = json.loads(path.read_text("utf-8"))
+    else:
+        manifest_path = out / "manifest.json"
+        manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
+        summary = summarise(records, manifest)
+    ordered = sorted(records, key=record_key)
+    html = report_html(ordered, summary, plot_images(out), load_run_sources(out))
+    target = out / "report.html"
+    target.write_text(html, "utf-8")
+    return target
 
 
 def rebuild_report(out: Path) -> dict[str, Any]:
