@@ -20,8 +20,9 @@ from pathlib import Path
 
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.eval.manifest import run_info
-from qemem.eval.report import load_records, summarise
-from qemem.view.report import SOURCES_FILE, report_html, view_record
+from qemem.eval.report import load_records, record_key, summarise
+from qemem.eval.sources import SOURCES_FILE
+from qemem.view.report import report_html, view_record
 
 
 def main() -> None:
@@ -57,6 +58,7 @@ def main() -> None:
         records.append(record)
     stored = json.loads((args.out / SOURCES_FILE).read_text("utf-8"))[first]
     sources = {f"{first}-{n}": stored for n in range(args.conversations)}
+    records.sort(key=record_key)
     html = report_html(records, summarise(records, {"mode": "full"}), sources=sources)
     path = args.out / "report-synthetic.html"
     path.write_text(html, "utf-8")

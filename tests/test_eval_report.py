@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from qemem.errors import InputError
+from qemem.eval.markdown import render_markdown
 from qemem.eval.report import (
     load_records,
     rebuild_report,
-    render_markdown,
     span_bucket,
     summarise,
     write_report,

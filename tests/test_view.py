@@ -17,11 +17,12 @@ from qemem.answer.wire import answer_to_json
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
+from qemem.eval.report import write_report_html
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
 from qemem.testing import OfflineLLM
-from qemem.view import evidence_record, report_html, write_report_html
+from qemem.view import answer_html, evidence_record, report_html
 from qemem.view.record import reason_label
 from qemem.view.report import correctness, diagnosis, view_record
 
@@ -124,7 +125,7 @@ def test_answer_page_escapes_conversation_text(tmp_path: Path) -> None:
     card = {"claim": hostile, "sources": ["D1:1"], "quote": "<script>alert(1)", "time": ""}
     with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm=scripted(card)) as memory:
         memory.ingest(path)
-        html = memory.ask("x", f"What did Eve say? {hostile}").to_html()
+        html = answer_html(answer_to_json(memory.ask("x", f"What did Eve say? {hostile}")))
     assert "<script>alert" not in html and "<img src=x" not in html and "Eve</title>" not in html
     assert "&lt;script&gt;alert(1)" in html  # the title, escaped by the template
     assert "\\u003cscript\\u003e" in html  # the embedded JSON cannot close its script element

@@ -22,7 +22,7 @@ from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
 from qemem.testing import OfflineLLM
-from qemem.view import report_html
+from qemem.view import answer_html, report_html
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
@@ -116,7 +116,7 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     with Memory(store, HashEmbedder(), llm=scripted(*cards)) as mem:
         answer = mem.ask("demo-1", "When did Priya go to her first pottery class?")
     path = tmp_path / "answer.html"
-    path.write_text(answer.to_html(), "utf-8")
+    path.write_text(answer_html(answer_to_json(answer)), "utf-8")
     watched = Watched(browser, path)
     page = watched.page
     mark = page.locator('[data-turn="D1:3"] mark')
@@ -215,7 +215,7 @@ def test_hostile_text_never_executes(browser: Browser, tmp_path: Path) -> None:
         mem.ingest(chat)
         answer = mem.ask("x", f"What did they say? {HOSTILE}")
     page_path = tmp_path / "answer.html"
-    page_path.write_text(answer.to_html(), "utf-8")
+    page_path.write_text(answer_html(answer_to_json(answer)), "utf-8")
     record = {
         "conversation": "x",
         "index": 0,

@@ -110,13 +110,6 @@ class Answer:
         """The final candidate pool (all rounds merged)."""
         return self.evidence.pool
 
-    def to_html(self) -> str:
-        """A self-contained HTML page of the answer and its evidence (see :mod:`qemem.view`)."""
-        from qemem.answer.wire import answer_to_json
-        from qemem.view import answer_html
-
-        return answer_html(answer_to_json(self))
-
 
 def _pool_times(index: SourceIndex, pool: Pool) -> dict[str, list[TimeResolution]]:
     out: dict[str, list[TimeResolution]] = {}

@@ -40,6 +40,7 @@ from qemem.construct import BuildReport
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
+from qemem.view import answer_html
 
 SHOWN = 8
 
@@ -224,7 +225,7 @@ def ask(
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
     if html is not None:
-        html.write_text(answer.to_html(), "utf-8")
+        html.write_text(answer_html(answer_to_json(answer)), "utf-8")
     if as_json:
         print_json(answer_to_json(answer))
     else:

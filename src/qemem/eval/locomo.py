@@ -27,13 +27,13 @@ from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.records import make_record
 from qemem.eval.report import load_records, record_key, write_report
+from qemem.eval.sources import write_run_sources
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm
 from qemem.memory import Memory
 from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
-from qemem.view.report import write_run_sources
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""

@@ -1,4 +1,6 @@
-"""The analyses of a LoCoMo run: ``summary.json``, ``report.md`` and PNG plots from its records.
+"""The analyses of a LoCoMo run and the reports of its folder: ``summary.json`` from its
+records, ``report.md`` (:mod:`qemem.eval.markdown`), the PNG plots (:mod:`qemem.eval.plots`) and
+``report.html`` (:func:`qemem.view.report_html`).
 
 ``summary.json`` is a pure function of the records and the run's models: keys sorted, floats
 rounded, no timestamps or durations (those go to ``timings.json``), so a rerun from a warm LLM
@@ -16,15 +18,20 @@ from typing import Any
 
 from qemem.errors import InputError
 from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
-from qemem.eval.grounding import VISIBILITY_RULES, grounding, render_grounding
+from qemem.eval.grounding import VISIBILITY_RULES, grounding
+from qemem.eval.markdown import render_markdown
+from qemem.eval.plots import plot_images, write_plots
+from qemem.eval.sources import load_run_sources
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
+from qemem.view import report_html
 
 Record = Mapping[str, Any]
 METHOD_STAGES = ("plan", "construct", "answer")
 EVIDENCE_TURN_BUCKETS = ("1", "2", ">=3")
 SPAN_BUCKETS = ("same session", "<=30 days", "31-180 days", ">180 days")
-VISIBILITY = ("initial", "refined", "final", "cited")
+#: the evidence visibility stages, in order: initial pool, refined pool, final context, cited
+VISIBILITY = tuple(VISIBILITY_RULES)
 
 
 def record_key(record: Record) -> tuple[str, int, str]:
@@ -287,173 +294,6 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
     }
 
 
-# ---------------------------------------------------------------------------- output
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def _acc(block: Mapping[str, Any]) -> str:
-    if block.get("accuracy") is None:
-        return "n/a"
-    low, high = block["ci95"]
-    spread = f" ± {100 * block['std_over_runs']:.1f}" if len(block["runs"]) > 1 else ""
-    return f"{_pct(block['accuracy'])}{spread} [{_pct(low)}, {_pct(high)}] (n={block['n']})"
-
-
-def render_markdown(summary: Mapping[str, Any], plots: Sequence[str], note: str = "") -> str:
-    """report.md: the tables of the summary, the plots and ``note``."""
-    s = summary
-    self_judged = (
-        " (the answerer grading its own answers: no separate judge was given; the published "
-        "protocol uses a separate judge)"
-        if s["judge_is_answerer"]
-        else ""
-    )
-    parse_failures = s["accuracy"].get("parse_failures", 0)
-    lines = [
-        f"# LoCoMo evaluation: mode {s['mode']}",
-        "",
-        f"Answerer {s['answerer'] or 'none'}, judge {s['judge'] or 'none'}{self_judged} "
-        f"({s['judge_runs']} run(s)), embedder "
-        f"{s['embedder']}; {s['questions']} questions from {', '.join(s['conversations'])}.",
-        f"Judge outputs that could not be parsed (scored WRONG): {parse_failures}.",
-        *(
-            []
-            if s["built"]
-            else ["Memory not built for this run (--no-build): answered from what the store held."]
-        ),
-        "Accuracy: mean [Wilson 95% interval] (± std over judge runs when several).",
-        "",
-        "## Accuracy",
-        "",
-        "| category | accuracy | F1 | F1 (LoCoMo) | BLEU-1 |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    rows = [(f"{c} {b['name']}", b, b["scores"]) for c, b in s["by_category"].items()]
-    rows.append(("all", s["accuracy"], s["scores"]))
-    for label, block, sc in rows:
-        lines.append(
-            f"| {label} | {_acc(block)} | {sc['f1']} | {sc['f1_locomo']} | {sc['bleu1']} |"
-        )
-    ev = s["evidence"]
-    lines += ["", "## Evidence", "", f"Questions with annotated evidence: {ev['questions']}.", ""]
-    lines += ["| complete evidence visible in | share |", "| --- | --- |"]
-    for key in VISIBILITY:
-        lines.append(f"| {key} | {_pct(ev[f'visible_{key}'])} |")
-    lines.append(f"| (mean share of evidence turns cited) | {_pct(ev['cited_share'])} |")
-    lines += ["", "Which turns each row counts as shown:", ""]
-    lines += [f"- {key}: {rule}." for key, rule in s["visibility_rules"].items()]
-    lines += render_grounding(s["grounding"])
-    rf = s["refinement"]
-    lines += [
-        "",
-        "## Refinement",
-        "",
-        f"Triggered on {rf['triggered']} of {rf['questions']} ({_pct(rf['trigger_rate'])}); "
-        f"accuracy when triggered {_pct(rf['accuracy_triggered'])}, otherwise "
-        f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
-        f"{rf['extra_calls_per_question']}, per triggered question "
-        f"{rf['extra_calls_per_triggered']}; extra USD per question "
-        f"{rf['extra_cost_usd_per_question']}"
-        + (f"; terminations {rf['terminations']}." if rf["terminations"] else "."),
-        "",
-        "## Cost per question",
-        "",
-        "| stage | calls | input tokens | output tokens | USD | cost share | token share |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for stage, t in s["cost"]["by_stage"].items():
-        lines.append(
-            f"| {stage} | {t['calls_per_question']} | {t['input_tokens_per_question']} | "
-            f"{t['output_tokens_per_question']} | {t['cost_usd_per_question']} | "
-            f"{_pct(t['cost_share'])} | {_pct(t['token_share'])} |"
-        )
-    c = s["cost"]
-    lines.append(
-        f"| method (no judge) | {c['method_calls_per_question']} | "
-        f"{c['method_input_tokens_per_question']} | {c['method_output_tokens_per_question']} | "
-        f"{c['method_cost_usd_per_question']} | | |"
-    )
-    lines += ["", "## Evidence complexity", "", "| group | bucket | accuracy | final visible |"]
-    lines.append("| --- | --- | --- | --- |")
-    for group, buckets in s["complexity"].items():
-        for label, block in buckets.items():
-            lines.append(f"| {group} | {label} | {_acc(block)} | {_pct(block['visible_final'])} |")
-    cov = s["coverage"]
-    lines += [
-        "",
-        "## Initial-pool coverage",
-        "",
-        f"AUC over turn budgets 10-120: {_pct(cov['auc'])} ({cov['questions']} questions; mean "
-        f"initial pool {cov['mean_initial_pool_turns']} turns).",
-        "",
-        "| budget | " + " | ".join(cov["coverage"]) + " |",
-        "| --- " * (len(cov["coverage"]) + 1) + "|",
-        "| coverage | " + " | ".join(_pct(v) for v in cov["coverage"].values()) + " |",
-        "",
-    ]
-    lines += [f"![{p}]({p})" for p in plots]
-    if note:
-        lines += ["", note]
-    return "\n".join(lines) + "\n"
-
-
-def write_plots(out: Path, summary: Mapping[str, Any]) -> tuple[list[str], str]:
-    """accuracy_by_category.png, coverage_curve.png and cost_split.png (cost shares, else token
-    shares); ([], a note) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return [], "Plots skipped: matplotlib is not installed (pip install matplotlib)."
-    made = []
-    cats = [(c, b) for c, b in summary["by_category"].items() if b["accuracy"] is not None]
-    if cats:
-        names = [f"{c} {b['name']}" for c, b in cats]
-        values = [b["accuracy"] for _, b in cats]
-        errors = [
-            [b["accuracy"] - b["ci95"][0] for _, b in cats],
-            [b["ci95"][1] - b["accuracy"] for _, b in cats],
-        ]
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar(names, values, yerr=errors, capsize=4, color="#4c72b0")
-        ax.set_ylim(0, 1)
-        ax.set_ylabel("judge accuracy")
-        ax.set_title("Accuracy by category (Wilson 95%)")
-        made.append(_save(fig, out / "accuracy_by_category.png"))
-    cov = summary["coverage"]
-    if cov["questions"]:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.plot([int(b) for b in cov["coverage"]], list(cov["coverage"].values()), marker="o")
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("turn budget")
-        ax.set_ylabel("complete evidence covered")
-        ax.set_title(f"Initial-pool coverage (AUC {cov['auc']})")
-        made.append(_save(fig, out / "coverage_curve.png"))
-    stages = {k: v for k, v in summary["cost"]["by_stage"].items() if k != "judge"}
-    key = "cost_share" if any(v["cost_share"] for v in stages.values()) else "token_share"
-    if any(v[key] for v in stages.values()):
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        ax.bar(list(stages), [v[key] or 0.0 for v in stages.values()], color="#55a868")
-        ax.set_ylabel(key.replace("_", " "))
-        ax.set_title("Split of the method's " + ("cost" if key == "cost_share" else "tokens"))
-        made.append(_save(fig, out / "cost_split.png"))
-    return made, ""
-
-
-def _save(fig: Any, path: Path) -> str:
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path.name
-
-
 def write_report(
     out: Path, records: Sequence[Record], manifest: Mapping[str, Any], *, plots: bool = True
 ) -> dict[str, Any]:
@@ -475,10 +315,28 @@ def write_report(
             f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
         ).strip()
     (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
-    from qemem.view.report import write_report_html  # the viewer imports this module
-
     write_report_html(out, records)
     return summary
+
+
+def write_report_html(out: Path, records: Sequence[Record] | None = None) -> Path:
+    """Write ``report.html`` (:func:`qemem.view.report_html`) into the run folder ``out`` for
+    ``records`` (default: its results.jsonl), with its summary.json (else the summary of the
+    records and manifest.json), sources.json and plots when present; return its path."""
+    if records is None:
+        records = load_records(out / "results.jsonl")
+    path = out / "summary.json"
+    if path.exists():
+        summary = json.loads(path.read_text("utf-8"))
+    else:
+        manifest_path = out / "manifest.json"
+        manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
+        summary = summarise(records, manifest)
+    ordered = sorted(records, key=record_key)
+    html = report_html(ordered, summary, plot_images(out), load_run_sources(out))
+    target = out / "report.html"
+    target.write_text(html, "utf-8")
+    return target
 
 
 def rebuild_report(out: Path) -> dict[str, Any]:

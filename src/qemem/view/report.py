@@ -10,26 +10,17 @@ per conversation (the run folder's sources.json), which keeps a 1,540-question r
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from qemem.answer.sources import Sources
-from qemem.eval.report import load_records, record_key, summarise
-from qemem.memory import Memory
 from qemem.view.record import evidence_record
 from qemem.view.render import render
 
 Record = Mapping[str, Any]
-#: the run folder's source records: every turn, episode and fact of each conversation asked
-SOURCES_FILE = "sources.json"
 #: the results.jsonl key holding a question's answer (compact ``answer_to_json``; format 2)
 ANSWER_KEY = "answer"
 #: where a format-1 record (today's main before the evidence record) kept the viewer's record
 LEGACY_VIEW_KEY = "evidence_view"
-PLOTS = ("accuracy_by_category.png", "coverage_curve.png", "cost_split.png")
 #: where a wrongly answered question lost its evidence (the table's third filter)
 DIAGNOSES = {
     "never_retrieved": "evidence never retrieved",
@@ -119,25 +110,6 @@ def detail(record: Record, view: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_run_sources(out_dir: Path, memory: Memory, conversations: Sequence[str]) -> None:
-    """Store every record of ``conversations`` in the run folder's sources.json (kept with
-    the conversations written by earlier runs into the folder), once per conversation instead
-    of once per question."""
-    path = out_dir / SOURCES_FILE
-    stored = json.loads(path.read_text("utf-8")) if path.exists() else {}
-    for cid in conversations:
-        conversation = memory.conversation(cid)
-        sources = Sources(
-            speakers=list(conversation.speakers),
-            sessions={s.index: s.date_time.isoformat() for s in conversation.sessions},
-            turns={t.id: t for t in memory.turns(cid)},
-            episodes={e.id: e for e in memory.episodes(cid)},
-            facts={f.id: f for f in memory.facts(cid)},
-        )
-        stored[cid] = sources.to_dict()
-    path.write_text(json.dumps(stored, ensure_ascii=False, separators=(",", ":")), "utf-8")
-
-
 def conversation_sources(
     records: Sequence[Record], views: Mapping[int, Mapping[str, Any]]
 ) -> dict[str, dict[str, Any]]:
@@ -163,26 +135,16 @@ def conversation_sources(
     return out
 
 
-def _plots(out_dir: Path) -> list[dict[str, str]]:
-    found = []
-    for name in PLOTS:
-        path = out_dir / name
-        if path.exists():
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            found.append({"name": name, "src": f"data:image/png;base64,{data}"})
-    return found
-
-
 def report_html(
     records: Sequence[Record],
     summary: Mapping[str, Any],
     plots: Sequence[Mapping[str, str]] = (),
     sources: Mapping[str, Any] | None = None,
 ) -> str:
-    """The run page for ``records`` with ``summary`` (see the module doc). ``sources`` are the
-    source records by conversation (a run's sources.json); for a conversation it lacks, the
+    """The run page for the results.jsonl ``records`` (in table order) with the run's
+    ``summary`` (see the module doc). ``plots`` are ``{"name", "src"}`` images; ``sources`` are
+    the source records by conversation (a run's sources.json); for a conversation it lacks, the
     sources the records carry themselves are used."""
-    records = sorted(records, key=record_key)
     views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
@@ -199,23 +161,3 @@ def report_html(
         diagnoses=DIAGNOSES,
         plots=list(plots),
     )
-
-
-def write_report_html(out_dir: Path, records: Sequence[Record] | None = None) -> Path:
-    """Write ``report.html`` into a run folder for ``records`` (default: its results.jsonl),
-    with its sources.json, summary.json, manifest.json and plots when present; return its
-    path."""
-    if records is None:
-        records = load_records(out_dir / "results.jsonl")
-    path = out_dir / "summary.json"
-    if path.exists():
-        summary = json.loads(path.read_text("utf-8"))
-    else:
-        manifest_path = out_dir / "manifest.json"
-        manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
-        summary = summarise(records, manifest)
-    sources_path = out_dir / SOURCES_FILE
-    sources = json.loads(sources_path.read_text("utf-8")) if sources_path.exists() else None
-    target = out_dir / "report.html"
-    target.write_text(report_html(records, summary, _plots(out_dir), sources), "utf-8")
-    return target

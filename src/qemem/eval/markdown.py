@@ -1,0 +1,167 @@
+"""report.md of a LoCoMo run: one function per section of the summary (see
+:func:`qemem.eval.report.summarise`), joined by :func:`render_markdown`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from qemem.eval.grounding import VISIBILITY_RULES, render_grounding
+
+Summary = Mapping[str, Any]
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _acc(block: Mapping[str, Any]) -> str:
+    if block.get("accuracy") is None:
+        return "n/a"
+    low, high = block["ci95"]
+    spread = f" ± {100 * block['std_over_runs']:.1f}" if len(block["runs"]) > 1 else ""
+    return f"{_pct(block['accuracy'])}{spread} [{_pct(low)}, {_pct(high)}] (n={block['n']})"
+
+
+def header(s: Summary) -> list[str]:
+    """The title and the run's models, selection and reading notes."""
+    self_judged = (
+        " (the answerer grading its own answers: no separate judge was given; the published "
+        "protocol uses a separate judge)"
+        if s["judge_is_answerer"]
+        else ""
+    )
+    parse_failures = s["accuracy"].get("parse_failures", 0)
+    return [
+        f"# LoCoMo evaluation: mode {s['mode']}",
+        "",
+        f"Answerer {s['answerer'] or 'none'}, judge {s['judge'] or 'none'}{self_judged} "
+        f"({s['judge_runs']} run(s)), embedder "
+        f"{s['embedder']}; {s['questions']} questions from {', '.join(s['conversations'])}.",
+        f"Judge outputs that could not be parsed (scored WRONG): {parse_failures}.",
+        *(
+            []
+            if s["built"]
+            else ["Memory not built for this run (--no-build): answered from what the store held."]
+        ),
+        "Accuracy: mean [Wilson 95% interval] (± std over judge runs when several).",
+    ]
+
+
+def accuracy_section(s: Summary) -> list[str]:
+    """Accuracy and answer scores by category and over all questions."""
+    lines = [
+        "",
+        "## Accuracy",
+        "",
+        "| category | accuracy | F1 | F1 (LoCoMo) | BLEU-1 |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    rows = [(f"{c} {b['name']}", b, b["scores"]) for c, b in s["by_category"].items()]
+    rows.append(("all", s["accuracy"], s["scores"]))
+    for label, block, sc in rows:
+        lines.append(
+            f"| {label} | {_acc(block)} | {sc['f1']} | {sc['f1_locomo']} | {sc['bleu1']} |"
+        )
+    return lines
+
+
+def evidence_section(s: Summary) -> list[str]:
+    """Where the complete evidence was visible, what each row counts, and the grounding audit."""
+    ev = s["evidence"]
+    lines = ["", "## Evidence", "", f"Questions with annotated evidence: {ev['questions']}.", ""]
+    lines += ["| complete evidence visible in | share |", "| --- | --- |"]
+    for key in VISIBILITY_RULES:
+        lines.append(f"| {key} | {_pct(ev[f'visible_{key}'])} |")
+    lines.append(f"| (mean share of evidence turns cited) | {_pct(ev['cited_share'])} |")
+    lines += ["", "Which turns each row counts as shown:", ""]
+    lines += [f"- {key}: {rule}." for key, rule in s["visibility_rules"].items()]
+    return lines + render_grounding(s["grounding"])
+
+
+def refinement_section(s: Summary) -> list[str]:
+    """How often refinement ran, what it cost and how it ended."""
+    rf = s["refinement"]
+    return [
+        "",
+        "## Refinement",
+        "",
+        f"Triggered on {rf['triggered']} of {rf['questions']} ({_pct(rf['trigger_rate'])}); "
+        f"accuracy when triggered {_pct(rf['accuracy_triggered'])}, otherwise "
+        f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
+        f"{rf['extra_calls_per_question']}, per triggered question "
+        f"{rf['extra_calls_per_triggered']}; extra USD per question "
+        f"{rf['extra_cost_usd_per_question']}"
+        + (f"; terminations {rf['terminations']}." if rf["terminations"] else "."),
+    ]
+
+
+def cost_section(s: Summary) -> list[str]:
+    """Calls, tokens and USD per question by stage, and the method's total (no judge)."""
+    lines = [
+        "",
+        "## Cost per question",
+        "",
+        "| stage | calls | input tokens | output tokens | USD | cost share | token share |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for stage, t in s["cost"]["by_stage"].items():
+        lines.append(
+            f"| {stage} | {t['calls_per_question']} | {t['input_tokens_per_question']} | "
+            f"{t['output_tokens_per_question']} | {t['cost_usd_per_question']} | "
+            f"{_pct(t['cost_share'])} | {_pct(t['token_share'])} |"
+        )
+    c = s["cost"]
+    lines.append(
+        f"| method (no judge) | {c['method_calls_per_question']} | "
+        f"{c['method_input_tokens_per_question']} | {c['method_output_tokens_per_question']} | "
+        f"{c['method_cost_usd_per_question']} | | |"
+    )
+    return lines
+
+
+def complexity_section(s: Summary) -> list[str]:
+    """Accuracy and final visibility by evidence span, turn count and session count."""
+    lines = ["", "## Evidence complexity", "", "| group | bucket | accuracy | final visible |"]
+    lines.append("| --- | --- | --- | --- |")
+    for group, buckets in s["complexity"].items():
+        for label, block in buckets.items():
+            lines.append(f"| {group} | {label} | {_acc(block)} | {_pct(block['visible_final'])} |")
+    return lines
+
+
+def coverage_section(s: Summary) -> list[str]:
+    """The initial pool's evidence coverage over turn budgets."""
+    cov = s["coverage"]
+    return [
+        "",
+        "## Initial-pool coverage",
+        "",
+        f"AUC over turn budgets 10-120: {_pct(cov['auc'])} ({cov['questions']} questions; mean "
+        f"initial pool {cov['mean_initial_pool_turns']} turns).",
+        "",
+        "| budget | " + " | ".join(cov["coverage"]) + " |",
+        "| --- " * (len(cov["coverage"]) + 1) + "|",
+        "| coverage | " + " | ".join(_pct(v) for v in cov["coverage"].values()) + " |",
+        "",
+    ]
+
+
+SECTIONS = (
+    header,
+    accuracy_section,
+    evidence_section,
+    refinement_section,
+    cost_section,
+    complexity_section,
+    coverage_section,
+)
+
+
+def render_markdown(summary: Summary, plots: Sequence[str], note: str = "") -> str:
+    """report.md: the tables of the summary, the plots and ``note``."""
+    lines = [line for section in SECTIONS for line in section(summary)]
+    lines += [f"![{p}]({p})" for p in plots]
+    if note:
+        lines += ["", note]
+    return "\n".join(lines) + "\n"
