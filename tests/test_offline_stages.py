@@ -15,7 +15,7 @@ import pytest
 
 import qemem.prompts
 from qemem.answer import ask
-from qemem.construct import build_memory
+from qemem.build import build_memory
 from qemem.embed import HashEmbedder
 from qemem.evidence import ViewCard
 from qemem.llm import LLMClient, LLMRequest, Message, open_llm

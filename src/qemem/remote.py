@@ -22,7 +22,7 @@ from pydantic import TypeAdapter
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.wire import answer_from_json
-from qemem.construct import BuildReport
+from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
     ConflictError,

@@ -14,6 +14,7 @@ from rich.table import Table
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
 from qemem.answer.wire import answer_to_json
+from qemem.build import BuildReport
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
@@ -36,7 +37,6 @@ from qemem.cli.common import (
     print_json,
     progress_bar,
 )
-from qemem.construct import BuildReport
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory

@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
-from qemem.construct import BuildReport
+from qemem.build import BuildReport
 from qemem.errors import InputError
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format

@@ -14,7 +14,7 @@ import numpy as np
 
 from qemem.answer import Answer, AskConfig, ask
 from qemem.answer.ask import Mode
-from qemem.construct import (
+from qemem.build import (
     BuildConfig,
     BuildReport,
     ImportReport,

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from qemem.construct import BuildReport
+from qemem.build import BuildReport
 from qemem.errors import QememError
 from qemem.service.schemas import Job
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
-from qemem.construct import BuildReport
+from qemem.build import BuildReport
 from qemem.memory import SearchResult
 from qemem.models import Pool, Ref, Session, Space
 

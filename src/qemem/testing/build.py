@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from qemem.construct.episodes import salient_title
+from qemem.build.episodes import salient_title
 from qemem.models import Turn
 from qemem.prompts import as_data
 

@@ -6,8 +6,8 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
-from qemem.construct.config import BuildConfig
-from qemem.construct.prompting import EpisodeOut, degradable, request, session_date, turn_lines
+from qemem.build.config import BuildConfig
+from qemem.build.prompting import EpisodeOut, degradable, request, session_date, turn_lines
 from qemem.errors import LLMError
 from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient

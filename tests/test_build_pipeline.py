@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from qemem.build import BuildConfig, build_memory
+from qemem.build.origin import origin_of
 from qemem.cli.app import app
-from qemem.construct import BuildConfig, build_memory
-from qemem.construct.origin import origin_of
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError
 from qemem.llm import LLMClient, LLMRequest

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qemem.construct import build_memory, episode_turns, fact_episodes, import_nemori
+from qemem.build import build_memory, episode_turns, fact_episodes, import_nemori
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, StoreError
 from qemem.llm import LLMClient

@@ -24,11 +24,11 @@ from datetime import datetime
 
 import numpy as np
 
-from qemem.construct.config import BuildConfig, BuildReport, Fallback, tally_steps
-from qemem.construct.episodes import write_episode
-from qemem.construct.factpool import FactPool, episode_number
-from qemem.construct.facts import extract_facts
-from qemem.construct.origin import (
+from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
+from qemem.build.episodes import write_episode
+from qemem.build.factpool import FactPool, episode_number
+from qemem.build.facts import extract_facts
+from qemem.build.origin import (
     SEGMENTS_KEY,
     Origin,
     builder_id,
@@ -36,7 +36,7 @@ from qemem.construct.origin import (
     record_origin,
     stale_episodes,
 )
-from qemem.construct.segment import segment_turns
+from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger

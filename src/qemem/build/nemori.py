@@ -30,8 +30,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from qemem.construct.build import next_number
-from qemem.construct.origin import IMPORTED, Origin, record_origin
+from qemem.build.origin import IMPORTED, Origin, record_origin
+from qemem.build.pipeline import next_number
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qemem.construct import BuildConfig, build_memory, episode_turns, fact_episodes
-from qemem.construct.facts import compatible, find_duplicate
+from qemem.build import BuildConfig, build_memory, episode_turns, fact_episodes
+from qemem.build.facts import compatible, find_duplicate
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError, NotFoundError
 from qemem.llm import LLMClient, LLMRequest

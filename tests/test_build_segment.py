@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from qemem.construct import BuildConfig, build_memory, repair_groups, windows
+from qemem.build import BuildConfig, build_memory, repair_groups, windows
 from qemem.embed import HashEmbedder
 from qemem.errors import LLMCallError
 from qemem.llm import LLMClient, LLMRequest, LLMResponse

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from qemem.construct.facts import find_duplicate
+from qemem.build.facts import find_duplicate
 from qemem.models import Episode, SemanticFact
 from qemem.retrieve.bm25 import BM25Index, tokenize
 from qemem.retrieve.fusion import cosine_rank, fuse_lists
@@ -82,7 +82,7 @@ class FactPool:
         next_fact: int,
     ) -> Merge:
         """Add ``episode``'s facts (``texts`` with unit ``vectors``), merging each one that
-        restates a fact already here (:func:`~qemem.construct.facts.find_duplicate`) into it;
+        restates a fact already here (:func:`~qemem.build.facts.find_duplicate`) into it;
         new facts are numbered ``S<next_fact>`` onwards."""
         contents = [f.content for f in self.facts]
         new: list[SemanticFact] = []

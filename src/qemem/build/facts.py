@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from qemem.construct.config import BuildConfig
-from qemem.construct.prompting import (
+from qemem.build.config import BuildConfig
+from qemem.build.prompting import (
     CalibrateOut,
     PredictOut,
     degradable,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from qemem.construct.config import BuildConfig
-from qemem.construct.prompting import SegmentOut, degradable, request, session_date, turn_lines
+from qemem.build.config import BuildConfig
+from qemem.build.prompting import SegmentOut, degradable, request, session_date, turn_lines
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
