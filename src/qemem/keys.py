@@ -227,7 +227,8 @@ class PostgresKeyStore(_SQLKeyStore):
     placeholder = "%s"
 
     def __init__(self, url: str) -> None:
-        from qemem.store.postgres import PostgresStore, redact
+        from qemem.store import redact
+        from qemem.store.postgres import PostgresStore
 
         PostgresStore(url, pool_size=1).close()  # creates or migrates the schema
         import psycopg

@@ -35,6 +35,7 @@ from qemem.errors import QememError
 from qemem.ingest.reader import Format
 from qemem.memory import Memory, SearchResult
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
+from qemem.store import redact
 
 app = typer.Typer(
     name="qemem",
@@ -77,7 +78,7 @@ def ingest(
         console.print(f"{report.skipped} turns were stored meanwhile by another writer: skipped")
     console.print(
         f"[green]ingested[/] {report.turns_added} turns in {report.seconds:.1f} s into "
-        f"{markup_safe(store)}"
+        f"{markup_safe(redact(store))}"
     )
 
 
@@ -127,7 +128,7 @@ def delete(
     """Delete a conversation and everything derived from it."""
     with Memory.open(existing_store(store), namespace=namespace) as memory:
         if not memory.delete(conversation):
-            raise QememError(f"no conversation {conversation!r} in {store}")
+            raise QememError(f"no conversation {conversation!r} in {redact(store)}")
     console.print(plain(f"deleted {conversation}", None))
 
 

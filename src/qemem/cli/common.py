@@ -24,16 +24,41 @@ from rich.text import Text
 from qemem.errors import StoreError
 from qemem.store import parse_store_url
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(emoji=False, highlight=False)
+err_console = Console(stderr=True, emoji=False, highlight=False)
 
 _STORE_HELP = "Store: a SQLite file path, sqlite:///PATH or postgresql://USER@HOST/DB."
+
+
+def not_blank(value: str | None) -> str | None:
+    """A store argument as given; an empty or blank one (an unset shell variable) is refused
+    before anything runs, instead of silently meaning a throwaway store."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter(
+            "the store is empty: pass a file path or a URL (is a shell variable unset?)"
+        )
+    return value
+
+
 StoreOpt = Annotated[
-    str, typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)")
+    str,
+    typer.Option(
+        "--store",
+        "-s",
+        envvar="QEMEM_STORE",
+        help=f"{_STORE_HELP} (QEMEM_STORE)",
+        callback=not_blank,
+    ),
 ]
 OptionalStoreOpt = Annotated[
     str | None,
-    typer.Option("--store", "-s", envvar="QEMEM_STORE", help=f"{_STORE_HELP} (QEMEM_STORE)"),
+    typer.Option(
+        "--store",
+        "-s",
+        envvar="QEMEM_STORE",
+        help=f"{_STORE_HELP} (QEMEM_STORE)",
+        callback=not_blank,
+    ),
 ]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")

@@ -24,6 +24,7 @@ from qemem.cli.common import (
     OptionalStoreOpt,
     console,
     err_console,
+    not_blank,
     phase_bars,
     print_json,
     progress_bar,
@@ -193,7 +194,8 @@ def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:
 
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")]
 RunStoreOpt = Annotated[
-    str | None, typer.Option("--store", "-s", help="Store (default OUT/memory.db).")
+    str | None,
+    typer.Option("--store", "-s", help="Store (default OUT/memory.db).", callback=not_blank),
 ]
 ModeOpt = Annotated[
     str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")

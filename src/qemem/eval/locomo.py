@@ -34,6 +34,7 @@ from qemem.memory import Memory
 from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
+from qemem.store import redact
 
 RunProgress = Callable[[str, int, int], None]
 """Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
@@ -79,8 +80,11 @@ class LocomoRunConfig:
     retrieval: RetrievalConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (paths as text)."""
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        """JSON-ready form (paths as text; a store URL's password masked)."""
+        data = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        if self.store is not None:
+            data["store"] = redact(self.store)
+        return data
 
 
 @dataclass
@@ -220,7 +224,9 @@ def run_locomo(
     llm, judge = _clients(config, llm, judge)
     needed = list(dict.fromkeys(q.conversation for q in questions))
     memory = Memory.open(
-        config.store or config.out / "memory.db", embedder=config.embedder, llm=llm
+        config.out / "memory.db" if config.store is None else config.store,
+        embedder=config.embedder,
+        llm=llm,
     )
     try:
         manifest = _manifest(config, memory, llm, judge, questions)

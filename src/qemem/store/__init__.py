@@ -18,6 +18,7 @@ __all__ = [
     "Scope",
     "open_store",
     "parse_store_url",
+    "redact",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//|$)?")
@@ -25,14 +26,34 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 _KNOWN = ("sqlite", *POSTGRES_SCHEMES)
 
 
+def redact(url: str | Path) -> str:
+    """A store argument as messages show it: a URL's password replaced by ``***`` (also in a
+    malformed URL such as ``postgresql:/user:pw@host``)."""
+    text = str(url)
+    head, at, tail = text.rpartition("@")
+    if not at:
+        return text
+    scheme, sep, auth = head.partition("//")
+    if not sep:
+        scheme, sep, auth = head.partition(":")
+    user, colon, _ = auth.partition(":")
+    return f"{scheme}{sep}{user}:***@{tail}" if colon else text
+
+
 def parse_store_url(url: str | Path | None) -> tuple[str, str]:
     """(backend, target) of a store argument: ``("sqlite", path)`` for a plain path or
     ``sqlite:///PATH`` (relative; ``sqlite:////abs/path`` is absolute; ``":memory:"`` for
-    None, ``""`` or ``sqlite://``), ``("postgresql",
-    url)`` for ``postgresql://`` and ``postgres://`` URLs. Any other scheme is a ConfigError:
-    a store argument with a scheme is never a file path."""
-    if url is None or str(url) == "":
+    None or ``sqlite://``), ``("postgresql", url)`` for ``postgresql://`` and ``postgres://``
+    URLs. Any other scheme is a ConfigError: a store argument with a scheme is never a file
+    path. An empty or blank argument is a ConfigError too (an unset shell variable would
+    otherwise put the data in memory, where it is lost)."""
+    if url is None:
         return "sqlite", ":memory:"
+    if not str(url).strip():
+        raise ConfigError(
+            "the store argument is empty: pass a file path or a URL with --store or "
+            "QEMEM_STORE (is a shell variable unset?)"
+        )
     if isinstance(url, Path):
         return "sqlite", str(url)
     match = _SCHEME.match(url)
@@ -47,10 +68,10 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
         return "sqlite", url[len("sqlite:///") :] or ":memory:"
     if scheme in POSTGRES_SCHEMES:
         if not url.startswith(f"{match.group(1)}://"):
-            raise ConfigError(f"store URL {url!r}: write postgresql://USER@HOST/DB")
+            raise ConfigError(f"store URL {redact(url)!r}: write postgresql://USER@HOST/DB")
         return "postgresql", url
     raise ConfigError(
-        f"unknown store scheme {scheme!r} in {url!r}: use a file path or sqlite:///PATH "
+        f"unknown store scheme {scheme!r} in {redact(url)!r}: use a file path or sqlite:///PATH "
         "(SQLite), or postgresql://USER@HOST/DB (PostgreSQL with pgvector)"
     )
 

@@ -19,20 +19,12 @@ import numpy as np
 
 from qemem.errors import ConfigError, StoreError
 from qemem.models import Space
+from qemem.store import redact
 from qemem.store.base import Scope, ordering
 from qemem.store.dialect import POSTGRES
 from qemem.store.postgres_schema import migrate
 from qemem.store.rows import TABLES
 from qemem.store.sql import SQLStore
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, at, tail = url.rpartition("@")
-    if not at or ":" not in head.split("//", 1)[-1]:
-        return url
-    scheme, _, auth = head.partition("//")
-    return f"{scheme}//{auth.split(':', 1)[0]}:***@{tail}"
 
 
 class PostgresStore(SQLStore):

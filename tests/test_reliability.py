@@ -1,0 +1,159 @@
+"""Regression tests of issue 21's defects (reliability, second pass): each failed on the main
+before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from qemem.cli import app
+from qemem.errors import ConfigError
+from qemem.memory import Memory
+from qemem.store import open_store, parse_store_url, redact
+
+runner = CliRunner()
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``qemem ARGS`` through the console entry point (which prints user-facing errors):
+    its exit status and everything it printed."""
+    import sys
+
+    from qemem.cli import main
+
+    old = sys.argv
+    sys.argv = ["qemem", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    finally:
+        sys.argv = old
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
+    monkeypatch.delenv("QEMEM_LLM", raising=False)
+    monkeypatch.delenv("QEMEM_STORE", raising=False)
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+# ---------------------------------------------------------------- 1. an empty store argument
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_an_empty_store_argument_is_refused_by_the_library(blank: str) -> None:
+    with pytest.raises(ConfigError, match="store argument is empty"):
+        parse_store_url(blank)
+    with pytest.raises(ConfigError, match="store argument is empty"):
+        open_store(blank)
+    with pytest.raises(ConfigError, match="store argument is empty"):
+        Memory.open(blank)
+    assert parse_store_url(None) == ("sqlite", ":memory:")  # None still means in memory
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ingest", "SAMPLE", "--store", ""],
+        ["conversations", "--store", ""],
+        ["search", "pottery", "--store", "", "-c", "demo-1"],
+        ["serve", "--store", ""],
+        ["mcp", "--store", ""],
+        ["eval", "coverage", "--data", "SAMPLE", "--store", ""],
+    ],
+)
+def test_an_empty_store_option_stops_every_command(
+    args: list[str], sample_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = [str(sample_path) if a == "SAMPLE" else a for a in args]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    assert "store is empty" in result.output and "Traceback" not in result.output
+    assert list(tmp_path.iterdir()) == []  # nothing was written anywhere
+
+
+def test_an_empty_qemem_store_variable_stops_ingest(
+    sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QEMEM_STORE", "")
+    result = runner.invoke(app, ["ingest", str(sample_path)])
+    assert result.exit_code == 2 and "ingested" not in result.output
+
+
+# ---------------------------------------------------------------- 4. passwords
+
+
+def test_a_store_password_is_masked() -> None:
+    url = "postgresql://postgres:S3cretPW@/postgres?host=/tmp/x"
+    assert redact(url) == "postgresql://postgres:***@/postgres?host=/tmp/x"
+    assert redact("memory.db") == "memory.db"
+    with pytest.raises(ConfigError) as caught:
+        parse_store_url("postgresql:/postgres:S3cretPW@host/db")
+    assert "S3cretPW" not in str(caught.value)
+
+
+def test_the_ingest_line_never_prints_the_password(sample_path: Path, pg_url: str) -> None:
+    scheme, rest = pg_url.split("://", 1)
+    user, at, host = rest.partition("@")
+    url = f"{scheme}://{user.split(':')[0]}:S3cretPW@{host}" if at else pg_url
+    result = runner.invoke(app, ["ingest", str(sample_path), "--store", url, "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert "S3cretPW" not in result.output
+    assert "ingested 65 turns" in result.output
+
+
+def test_a_run_manifest_masks_the_store_password(tmp_path: Path) -> None:
+    from qemem.eval.locomo import LocomoRunConfig
+
+    config = LocomoRunConfig(
+        data=tmp_path / "d.json", out=tmp_path, store="postgresql://u:S3cretPW@h/db"
+    )
+    assert json.dumps(config.to_dict()).count("S3cretPW") == 0
+
+
+# ---------------------------------------------------------------- 7. user text is not markup
+
+
+def test_user_text_is_printed_as_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.jsonl"
+    rows = [
+        {
+            "conversation_id": "team:smile:1",
+            "session_id": "s1",
+            "timestamp": "2024-03-14T19:15:00",
+            "speaker": "Ana [bold]x[/]",
+            "text": "I said :thumbs_up: and [link=http://x]y[/link].",
+        }
+    ]
+    chat.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    store = str(tmp_path / "m.db")
+    ingested = runner.invoke(app, ["ingest", str(chat), "--store", store, "--quiet"])
+    assert "team:smile:1: +1 sessions" in ingested.output, ingested.output
+    listed = runner.invoke(app, ["conversations", "--store", store]).output
+    assert "team:smile:1" in listed and "Ana [bold]x[/]" in listed and "😄" not in listed
+    found = runner.invoke(app, ["search", "thumbs", "--store", store, "-c", "team:smile:1"])
+    assert ":thumbs_up:" in found.output and "[link=http://x]y[/link]" in found.output
+    code, printed = run_main(["search", "x", "--store", store, "-c", "nope:thumbs_up:"], capsys)
+    assert code == 2 and "nope:thumbs_up:" in printed and "👍" not in printed
+
+
+def test_a_bad_llm_spec_is_quoted_as_it_is(
+    tmp_path: Path,
+    sample_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = str(tmp_path / "m.db")
+    runner.invoke(app, ["ingest", str(sample_path), "--store", store, "--quiet"])
+    monkeypatch.setenv("QEMEM_LLM", "faulty:abc:fake")
+    code, printed = run_main(["ask", "x", "--store", store, "-c", "demo-1"], capsys)
+    assert code == 2 and "faulty:abc:fake" in printed and "🔤" not in printed
