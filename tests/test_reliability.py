@@ -157,3 +157,83 @@ def test_a_bad_llm_spec_is_quoted_as_it_is(
     monkeypatch.setenv("QEMEM_LLM", "faulty:abc:fake")
     code, printed = run_main(["ask", "x", "--store", store, "-c", "demo-1"], capsys)
     assert code == 2 and "faulty:abc:fake" in printed and "🔤" not in printed
+
+
+# ---------------------------------------------------------------- 2, 3. text no store can keep
+
+BAD_TEXT = ["caf\udce9", "\ud800", "a\x00b", "bell\x07"]
+
+
+def _messages(text: str, speaker: str = "Ana") -> list[dict[str, str]]:
+    return [
+        {"session_id": "s1", "timestamp": "2024-03-14T19:15:00", "speaker": "Ana", "text": "hi"},
+        {"session_id": "s1", "timestamp": "2024-03-14T19:16:00", "speaker": speaker, "text": text},
+    ]
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT)
+def test_both_backends_refuse_the_same_text_and_stay_unchanged(store_url: str, bad: str) -> None:
+    from qemem.embed import HashEmbedder
+    from qemem.errors import InputError
+
+    with Memory.open(store_url, embedder=HashEmbedder()) as memory:
+        memory.add_messages("c1", _messages("fine, with a tab\tand\r\nnewlines"))
+        before = memory.turns("c1")
+        for messages in (_messages(bad), _messages("ok", speaker=bad)):
+            with pytest.raises(InputError, match="U\\+"):
+                memory.add_messages("c1", messages)
+        with pytest.raises(InputError):
+            memory.add_messages(bad, _messages("ok"))
+        with pytest.raises(InputError):
+            memory.search("c1", bad)
+        assert memory.turns("c1") == before
+        assert [t.text for t in before][-1] == "fine, with a tab\tand\r\nnewlines"
+
+
+def test_a_json_file_with_a_lone_surrogate_is_refused(tmp_path: Path) -> None:
+    from qemem.errors import InputError
+
+    chat = tmp_path / "chat.json"
+    chat.write_text(
+        '[{"conversation_id": "c", "session_id": "s", "timestamp": "2024-03-14T19:15:00",'
+        ' "speaker": "Ana", "text": "x \\ud800 y"}]',
+        "utf-8",
+    )
+    with Memory.open(tmp_path / "m.db", embedder="hash") as memory:
+        with pytest.raises(InputError, match="lone surrogate"):
+            memory.ingest(chat)
+        assert memory.conversations() == []
+
+
+def test_a_shell_argument_in_another_encoding_is_a_clear_error(
+    tmp_path: Path, sample_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = str(tmp_path / "m.db")
+    runner.invoke(app, ["ingest", str(sample_path), "--store", store, "--quiet"])
+    for command in ("search", "ask"):
+        code, printed = run_main([command, "caf\udce9", "--store", store, "-c", "demo-1"], capsys)
+        assert code == 2 and "lone surrogate" in printed and "Traceback" not in printed
+    code, printed = run_main(["search", "x", "--store", store, "-c", "caf\udce9"], capsys)
+    assert code == 2 and "conversation id is not valid Unicode" in printed
+
+
+@pytest.mark.parametrize("bad", BAD_TEXT)
+def test_http_refuses_text_no_store_can_keep_with_422(bad: str) -> None:
+    from service_helpers import MESSAGES, served
+
+    with served() as s:
+        headers = {**s.auth(s.alice), "Content-Type": "application/json"}
+
+        def post(path: str, body: object) -> int:
+            # json.dumps escapes a lone surrogate as \ud800, as any JSON client sends it
+            url = f"/v1/conversations/c1/{path}"
+            return s.client.post(url, content=json.dumps(body), headers=headers).status_code
+
+        assert post("messages", {"messages": MESSAGES[:1]}) == 200
+        assert post("messages", {"messages": [{**MESSAGES[1], "text": bad}]}) == 422
+        assert post("search", {"query": bad}) == 422
+        assert post("ask", {"question": bad, "mode": "retrieval"}) == 422
+        found = s.client.post(
+            "/v1/conversations/c1/search", json={"query": "cat", "k": None}, headers=headers
+        )
+        assert len(found.json()["results"]) == 1

@@ -8,6 +8,7 @@ as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -17,6 +18,46 @@ from qemem.lexicon import day_phrase
 
 Space = Literal["turn", "episode", "fact"]
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def check_text(
+    value: str,
+    what: str,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> str:
+    """``value`` when both stores can keep it exactly, else InputError saying why.
+
+    Refused: lone surrogates (not Unicode text: UTF-8 cannot encode them; they come from a file
+    or an argument in another encoding) and control characters other than tab, newline and
+    carriage return (PostgreSQL cannot store NUL, so neither store takes any of them). The
+    message names the character by code point, never by echoing it.
+    """
+    found = _SURROGATE.search(value)
+    if found:
+        raise InputError(
+            f"the {what} is not valid Unicode: a lone surrogate (U+{ord(found.group()):04X}) "
+            f"at character {found.start() + 1}; check the encoding of the input",
+            file=file,
+            record=record,
+            field=field,
+        )
+    found = _CONTROL.search(value)
+    if found:
+        raise InputError(
+            f"the {what} holds the control character U+{ord(found.group()):04X} at character "
+            f"{found.start() + 1}: remove it (tab, newline and carriage return are allowed)",
+            file=file,
+            record=record,
+            field=field,
+        )
+    return value
 
 
 def has_offset(value: datetime) -> bool:

@@ -308,7 +308,9 @@ def main() -> None:
     try:
         app()
     except QememError as exc:
-        err_console.print(f"[bold red]error:[/] {markup_safe(exc)}")
+        # a message may quote an argument the shell decoded with surrogate escapes
+        message = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+        err_console.print(f"[bold red]error:[/] {markup_safe(message)}")
         sys.exit(2)
 
 

@@ -14,6 +14,7 @@ from qemem.models import (
     Turn,
     TurnInput,
     check_same_kind,
+    check_text,
 )
 
 MAX_MESSAGE_CHARS = 100_000
@@ -62,6 +63,7 @@ def find_additions(
     index it suggests when free, else the next free one. Turns without an id get
     ``D<session index>:<position>``.
     """
+    _check_names(conv, file)
     additions = Additions(conv)
     stored = {s.key: s for s in existing.sessions} if existing else {}
     used = {s.index for s in stored.values()}
@@ -94,6 +96,10 @@ def find_additions(
                 _check_unchanged(old[position], message, file, where)
                 continue
             _check_length(message, file, where)
+            check_text(message.speaker, "speaker", file=file, record=where, field="speaker")
+            check_text(message.text, "message", file=file, record=where, field="text")
+            if message.id is not None:
+                check_text(message.id, "message id", file=file, record=where, field="id")
             check_same_kind(message.timestamp, first, file=file, record=where, field="timestamp")
             tid = message.id or f"D{index}:{position + 1}"
             if tid in known_ids:
@@ -165,6 +171,16 @@ def _check_unchanged(old: Turn, message: TurnInput, file: str, where: str) -> No
             record=where,
             field="text",
         )
+
+
+def _check_names(conv: ConversationInput, file: str) -> None:
+    """Refuse a conversation id, speaker or session key no store can keep exactly."""
+    record = f"conversation {conv.id.encode('utf-8', 'backslashreplace').decode()}"
+    check_text(conv.id, "conversation id", file=file, record=record, field="conversation_id")
+    for speaker in conv.speakers:
+        check_text(speaker, "speaker", file=file, record=record, field="speaker")
+    for session in conv.sessions:
+        check_text(session.key, "session id", file=file, record=record, field="session_id")
 
 
 def _check_length(message: TurnInput, file: str, where: str) -> None:

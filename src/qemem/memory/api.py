@@ -24,6 +24,7 @@ from qemem.models import (
     SemanticFact,
     Space,
     Turn,
+    check_text,
 )
 
 Progress = Callable[[int, int], None]
@@ -37,6 +38,7 @@ def check_query(text: str, what: str = "question") -> str:
     """``text`` when it is a usable question or query, else InputError saying why."""
     if not text.strip():
         raise InputError(f"the {what} is empty: say what to look for")
+    check_text(text, what)
     if len(text) > MAX_QUESTION_CHARS:
         raise InputError(
             f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "

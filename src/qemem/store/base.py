@@ -18,7 +18,7 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
+from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn, check_text
 
 Ranked = list[tuple[str, float]]
 V = TypeVar("V")
@@ -27,10 +27,16 @@ R = TypeVar("R", Turn, Episode, SemanticFact)
 
 @dataclass(frozen=True)
 class Scope:
-    """One conversation of one namespace: the unit of storage, search and deletion."""
+    """One conversation of one namespace: the unit of storage, search and deletion. Ids that
+    no store can keep exactly (see :func:`~qemem.models.check_text`) are refused here, before
+    any store sees them."""
 
     conversation: str
     namespace: str = "default"
+
+    def __post_init__(self) -> None:
+        check_text(self.conversation, "conversation id", field="conversation")
+        check_text(self.namespace, "namespace", field="namespace")
 
     def __str__(self) -> str:
         return (
