@@ -237,3 +237,32 @@ def test_http_refuses_text_no_store_can_keep_with_422(bad: str) -> None:
             "/v1/conversations/c1/search", json={"query": "cat", "k": None}, headers=headers
         )
         assert len(found.json()["results"]) == 1
+
+
+# ---------------------------------------------------------------- 5. mistyped store paths
+
+
+def test_a_store_in_a_missing_folder_is_refused_not_created(
+    tmp_path: Path, sample_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from qemem.errors import StoreError
+
+    target = tmp_path / "no" / "such" / "m.db"
+    with pytest.raises(StoreError, match="does not exist"):
+        Memory.open(target)
+    code, printed = run_main(["ingest", str(sample_path), "--store", str(target)], capsys)
+    assert code == 2 and "does not" in printed and "exist" in printed
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '[{"speaker": "Ana"}]'])
+def test_a_bad_input_file_leaves_no_store_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None
+) -> None:
+    source = tmp_path / "in.json"
+    if content is not None:
+        source.write_text(content, "utf-8")
+    store = tmp_path / "fresh.db"
+    code, printed = run_main(["ingest", str(source), "--store", str(store)], capsys)
+    assert code == 2 and "Traceback" not in printed
+    assert not store.exists()

@@ -32,7 +32,7 @@ from qemem.cli.common import (
     progress_bar,
 )
 from qemem.errors import QememError
-from qemem.ingest.reader import Format
+from qemem.ingest.reader import Format, read_conversations
 from qemem.memory import Memory, SearchResult
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
 from qemem.store import redact
@@ -67,6 +67,7 @@ def ingest(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Add a file's conversations to the store (idempotent; new sessions are appended)."""
+    read_conversations(file, cast(Format, str(fmt)))  # a bad file never creates a store
     with (
         Memory.open(store, embedder=embedder, namespace=namespace) as memory,
         progress_bar("embedding", quiet) as p,

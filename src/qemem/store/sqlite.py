@@ -44,8 +44,12 @@ class SQLiteStore(SQLStore):
         if read_only:
             self._conn = open_read_only(self.path)
             return
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(self.path).parent
+        if self.path != ":memory:" and not folder.is_dir():
+            raise StoreError(
+                f"cannot create store {self.path!r}: the folder {str(folder)!r} does not exist "
+                "(check the path, or create the folder first)"
+            )
         try:
             self._conn = self._connect()
             self._conn.execute("PRAGMA foreign_keys = ON")
