@@ -266,3 +266,12 @@ def test_a_bad_input_file_leaves_no_store_behind(
     code, printed = run_main(["ingest", str(source), "--store", str(store)], capsys)
     assert code == 2 and "Traceback" not in printed
     assert not store.exists()
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_servers_refuse_a_store_that_does_not_exist(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "typo.db"
+    code, printed = run_main([command, "--store", str(typo)], capsys)
+    assert code == 2 and "no qemem store" in printed and not typo.exists()

@@ -8,7 +8,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from qemem.cli.common import EmbedderOpt, JsonOpt, LLMOpt, StoreOpt, console, print_json
+from qemem.cli.common import (
+    EmbedderOpt,
+    JsonOpt,
+    LLMOpt,
+    StoreOpt,
+    console,
+    existing_store,
+    print_json,
+)
 from qemem.errors import ConfigError
 from qemem.keys import create_key, open_key_store, revoke_key, verify_key
 from qemem.memory import Memory
@@ -33,6 +41,14 @@ def _server_extra() -> None:
         ) from None
 
 
+CreateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create", help="Create the store when it does not exist (default: refuse a typo)."
+    ),
+]
+
+
 def serve(
     store: StoreOpt,
     host: HostOpt = "127.0.0.1",
@@ -43,11 +59,13 @@ def serve(
     ] = 1_000_000,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
+    create: CreateOpt = False,
 ) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key."""
     _server_extra()
     import uvicorn
 
+    store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
     os.environ["QEMEM_MAX_BODY"] = str(max_body)
     for name, value in (("QEMEM_EMBEDDER", embedder), ("QEMEM_LLM", llm)):
@@ -72,10 +90,12 @@ def mcp(
     port: PortOpt = 8766,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
+    create: CreateOpt = False,
 ) -> None:
     """Run the MCP server (stdio by default). With QEMEM_API_KEY set, the key's namespace is
     served (a revoked key is refused) and a read-only key cannot remember or forget."""
     _server_extra()
+    store = store if create else existing_store(store)
     from qemem.service.mcp_server import create_mcp_server
 
     read_only = False
