@@ -275,3 +275,28 @@ def test_servers_refuse_a_store_that_does_not_exist(
     typo = tmp_path / "typo.db"
     code, printed = run_main([command, "--store", str(typo)], capsys)
     assert code == 2 and "no qemem store" in printed and not typo.exists()
+
+
+# ---------------------------------------------------------------- 9. read-only commands
+
+
+def test_read_only_commands_leave_no_side_files(tmp_path: Path, sample_path: Path) -> None:
+    store = tmp_path / "m.db"
+    runner.invoke(app, ["ingest", str(sample_path), "--store", str(store), "--quiet"])
+    for args in (["conversations"], ["search", "pottery", "-c", "demo-1"]):
+        result = runner.invoke(app, [*args, "--store", str(store)])
+        assert result.exit_code == 0, result.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]
+
+
+def test_a_writer_closing_beside_another_connection_does_not_wait(tmp_path: Path) -> None:
+    import time
+
+    from qemem.store import SQLiteStore
+
+    first, second = SQLiteStore(tmp_path / "m.db"), SQLiteStore(tmp_path / "m.db")
+    started = time.perf_counter()
+    first.close()
+    assert time.perf_counter() - started < 5
+    second.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]

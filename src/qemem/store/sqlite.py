@@ -113,11 +113,20 @@ class SQLiteStore(SQLStore):
             raise write_error(self.path, exc) or exc from None
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        """Close the connections. A writer that is the last one out leaves the file in
+        rollback-journal mode (the next writer turns WAL on again), so read-only commands
+        that follow open it without leaving ``-wal``/``-shm`` files they cannot remove."""
         with self._read_lock:
             if self._reader is not None:
                 self._reader.close()
+        with self._lock:
+            if not self.read_only and self.path != ":memory:":
+                try:  # never wait: another connection keeps WAL mode, and that is right
+                    self._conn.execute("PRAGMA busy_timeout = 0")
+                    self._conn.execute("PRAGMA journal_mode = DELETE")
+                except sqlite3.Error:
+                    pass
+            self._conn.close()
 
     def _in_transaction(self) -> bool:
         return self._owner == threading.get_ident()
