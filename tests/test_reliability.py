@@ -300,3 +300,24 @@ def test_a_writer_closing_beside_another_connection_does_not_wait(tmp_path: Path
     assert time.perf_counter() - started < 5
     second.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]
+
+
+# ---------------------------------------------------------------- 6. output paths
+
+
+def test_output_paths_are_checked_before_any_work(
+    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = str(tmp_path / "m.db")
+    runner.invoke(app, ["ingest", str(sample_path), "--store", store, "--quiet"])
+    monkeypatch.setenv("QEMEM_LLM", "fake")
+    ask = ["ask", "When did Priya go to pottery?", "--store", store, "-c", "demo-1"]
+    for html in (tmp_path / "no" / "a.html", tmp_path):
+        result = runner.invoke(app, [*ask, "--html", str(html)])
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert "FINAL" not in result.output and "Priya" not in result.output  # nothing ran
+    export = ["export-memory", "--store", store, "-c", "demo-1", "-o", str(tmp_path)]
+    assert runner.invoke(app, export).exit_code == 2
+    run = ["eval", "locomo", "--data", str(sample_path), "--out", "/proc/nope", "--llm", "fake"]
+    result = runner.invoke(app, run)
+    assert result.exit_code == 2 and "cannot use /proc/nope" in result.output

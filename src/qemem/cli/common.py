@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +38,34 @@ def not_blank(value: str | None) -> str | None:
         raise typer.BadParameter(
             "the store is empty: pass a file path or a URL (is a shell variable unset?)"
         )
+    return value
+
+
+def output_file(value: Path | None) -> Path | None:
+    """An output file path that can be written, checked before any work is done: its folder
+    must exist and it must not be a folder itself."""
+    if value is None:
+        return None
+    if value.is_dir():
+        raise typer.BadParameter(f"{value} is a folder: name a file in it")
+    if not value.parent.is_dir():
+        raise typer.BadParameter(f"the folder {value.parent} does not exist: create it first")
+    if not os.access(value.parent, os.W_OK):
+        raise typer.BadParameter(f"the folder {value.parent} is not writable")
+    return value
+
+
+def output_folder(value: Path | None) -> Path | None:
+    """An output folder, created now (with its parents) so that a path that cannot be one
+    fails before any work is done."""
+    if value is None:
+        return None
+    try:
+        value.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot use {value} as a folder: {exc.strerror}") from None
+    if not os.access(value, os.W_OK):
+        raise typer.BadParameter(f"the folder {value} is not writable")
     return value
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from qemem.cli.common import JsonOpt, console, print_json
+from qemem.cli.common import JsonOpt, console, output_folder, print_json
 from qemem.datasets import LOCOMO_SHA256, LOCOMO_URL, download_locomo, locomo_subset
 
 data_app = typer.Typer(help="Download evaluation data.", no_args_is_help=True)
@@ -15,7 +15,9 @@ data_app = typer.Typer(help="Download evaluation data.", no_args_is_help=True)
 
 @data_app.command()
 def locomo(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("."),
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write into.", callback=output_folder)
+    ] = Path("."),
     subset: Annotated[
         str,
         typer.Option(

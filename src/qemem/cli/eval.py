@@ -25,6 +25,8 @@ from qemem.cli.common import (
     console,
     err_console,
     not_blank,
+    output_file,
+    output_folder,
     phase_bars,
     print_json,
     progress_bar,
@@ -192,7 +194,10 @@ def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:
     )
 
 
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run folder (results, report).")]
+OutOpt = Annotated[
+    Path,
+    typer.Option("--out", "-o", help="Run folder (results, report).", callback=output_folder),
+]
 RunStoreOpt = Annotated[
     str | None,
     typer.Option("--store", "-s", help="Store (default OUT/memory.db).", callback=not_blank),
@@ -361,7 +366,8 @@ def compare(
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 10_000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed.")] = 0,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write compare.json to this file.")
+        Path | None,
+        typer.Option("--out", "-o", help="Write compare.json to this file.", callback=output_file),
     ] = None,
     per_question: Annotated[
         bool, typer.Option("--per-question", help="Also list A - B for every shared question.")

@@ -14,6 +14,7 @@ from qemem.cli.common import (
     NamespaceOpt,
     StoreOpt,
     console,
+    output_file,
     print_json,
 )
 from qemem.memory import Memory
@@ -45,7 +46,8 @@ def export_memory(
     store: StoreOpt,
     conversation: ConversationOpt,
     out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write here instead of to stdout.")
+        Path | None,
+        typer.Option("--out", "-o", help="Write here instead of to stdout.", callback=output_file),
     ] = None,
     namespace: NamespaceOpt = "default",
 ) -> None:

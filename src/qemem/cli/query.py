@@ -33,6 +33,7 @@ from qemem.cli.common import (
     err_console,
     existing_store,
     markup_safe,
+    output_file,
     plain,
     print_json,
     progress_bar,
@@ -214,7 +215,11 @@ def ask(
     as_json: JsonOpt = False,
     html: Annotated[
         Path | None,
-        typer.Option("--html", help="Also write the answer and its evidence as an HTML page."),
+        typer.Option(
+            "--html",
+            help="Also write the answer and its evidence as an HTML page.",
+            callback=output_file,
+        ),
     ] = None,
 ) -> None:
     """Answer a question with verified evidence cards and cited turns."""
