@@ -321,3 +321,27 @@ def test_output_paths_are_checked_before_any_work(
     run = ["eval", "locomo", "--data", str(sample_path), "--out", "/proc/nope", "--llm", "fake"]
     result = runner.invoke(app, run)
     assert result.exit_code == 2 and "cannot use /proc/nope" in result.output
+
+
+# ---------------------------------------------------------------- 12. long runs off a terminal
+
+
+def test_progress_off_a_terminal_is_a_line_every_tenth(capsys: pytest.CaptureFixture[str]) -> None:
+    from qemem.cli.common import progress_lines
+
+    update = progress_lines(every_seconds=3600)
+    for done in range(0, 101):
+        update("questions", done, 100)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"questions: {n}/100" for n in range(0, 101, 10)]
+
+
+def test_an_offline_run_prints_progress_and_names_both_reports(
+    tmp_path: Path, sample_path: Path
+) -> None:
+    out = tmp_path / "run"
+    args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--llm", "fake"]
+    result = runner.invoke(app, [*args, "--no-build", "--limit", "3", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert "questions: 3/3" in result.output
+    assert str(out / "report.md") in result.output and str(out / "report.html") in result.output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -147,9 +148,14 @@ def print_json(data: Any) -> None:
 
 @contextmanager
 def phase_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar per phase (ingest, build, questions); None when ``quiet``."""
+    """A rich progress bar per phase (ingest, build, questions); None when ``quiet``. Off a
+    terminal (CI logs, nohup) a bar would stay silent, so a plain line is printed instead at
+    every tenth of a phase and at least every 30 seconds."""
     if quiet:
         yield None
+        return
+    if not err_console.is_terminal:
+        yield progress_lines()
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -167,6 +173,22 @@ def phase_bars(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
             bar.update(tasks[phase], completed=done, total=total)
 
         yield update
+
+
+def progress_lines(every_seconds: float = 30.0) -> Callable[[str, int, int], None]:
+    """A (phase, done, total) callback printing ``phase: done/total`` lines to stderr."""
+    shown: dict[str, tuple[int, float]] = {}
+
+    def update(phase: str, done: int, total: int) -> None:
+        step = max(1, total // 10)
+        last_done, last_time = shown.get(phase, (-step, 0.0))
+        now = time.monotonic()
+        due = done >= total or done - last_done >= step or now - last_time >= every_seconds
+        if due and done != last_done:
+            err_console.print(f"{markup_safe(phase)}: {done}/{total}")
+            shown[phase] = (done, now)
+
+    return update
 
 
 @contextmanager

@@ -331,7 +331,8 @@ def show_run(result: RunResult, mode: str, out: Path) -> None:
     )
     console.print(
         f"answered {result.answered}, resumed {result.skipped}, provider calls "
-        f"{result.provider_calls}, cached {result.cached_calls}; report: {out / 'report.md'}"
+        f"{result.provider_calls}, cached {result.cached_calls}; report: {out / 'report.md'}, "
+        f"{out / 'report.html'}"
     )
     for failure in result.failures:
         err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
