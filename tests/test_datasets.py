@@ -49,7 +49,8 @@ def test_a_different_file_is_refused_and_not_written(tmp_path: Path) -> None:
 
 def test_http_errors_say_what_to_do(tmp_path: Path) -> None:
     with pytest.raises(
-        DownloadError, match=r"cannot download .*: HTTP 404; .*pass its path with --data"
+        DownloadError,
+        match=r"cannot download .*: HTTP 404; .*pass its path to the command that reads it",
     ):
         download_locomo(tmp_path, sha256=SHA, transport=serving(b"gone", status=404))
 

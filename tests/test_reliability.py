@@ -345,3 +345,86 @@ def test_an_offline_run_prints_progress_and_names_both_reports(
     assert result.exit_code == 0, result.output
     assert "questions: 3/3" in result.output
     assert str(out / "report.md") in result.output and str(out / "report.html") in result.output
+
+
+# ---------------------------------------------------------------- 10. the smaller ones
+
+
+def test_an_input_file_without_messages_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for content in ("", "[]"):
+        source = tmp_path / "empty.json"
+        source.write_text(content, "utf-8")
+        code, printed = run_main(["ingest", str(source), "--store", str(tmp_path / "m.db")], capsys)
+        assert code == 2 and ("no messages" in printed or "no conversations" in printed), printed
+        assert not (tmp_path / "m.db").exists()
+
+
+def test_a_utf16_file_is_named_as_utf16(tmp_path: Path) -> None:
+    from qemem.errors import InputError
+    from qemem.ingest.reader import read_conversations
+
+    source = tmp_path / "chat.json"
+    source.write_bytes('[{"speaker": "Ana"}]'.encode("utf-16"))
+    with pytest.raises(InputError, match="UTF-16LE") as caught:
+        read_conversations(source)
+    assert "latin1" not in str(caught.value)
+
+
+def test_a_changed_speaker_is_named_as_the_speaker(sample_path: Path) -> None:
+    from qemem.embed import HashEmbedder
+    from qemem.errors import InputError
+    from qemem.store import SQLiteStore
+
+    with Memory(SQLiteStore(":memory:"), HashEmbedder()) as memory:
+        memory.add_messages("c1", _messages("hello"))
+        changed = _messages("hello", speaker="Bea")
+        with pytest.raises(InputError, match="its speaker differs") as caught:
+            memory.ingest([_as_input(changed)])
+        assert caught.value.field == "speaker"
+
+
+def _as_input(messages: list[dict[str, str]]) -> object:
+    from qemem.ingest.generic import parse_generic
+
+    [conv] = parse_generic([{**m, "conversation_id": "c1"} for m in messages], "<test>")
+    return conv
+
+
+def test_ask_says_when_the_offline_llm_answered_and_where_the_page_went(
+    tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = str(tmp_path / "m.db")
+    runner.invoke(app, ["ingest", str(sample_path), "--store", store, "--quiet"])
+    monkeypatch.setenv("QEMEM_LLM", "fake")
+    page = tmp_path / "a.html"
+    ask = ["ask", "What did Priya make?", "--store", store, "-c", "demo-1"]
+    result = runner.invoke(app, [*ask, "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "placeholder" in result.output and f"wrote {page}" in result.output and page.exists()
+    direct = runner.invoke(app, [*ask, "--mode", "direct"])
+    assert direct.exit_code == 0 and "termination None" not in direct.output
+
+
+def test_http_ask_without_an_llm_tells_the_operator_what_to_do() -> None:
+    from service_helpers import MESSAGES, served
+
+    with served(llm=None) as s:
+        headers = s.auth(s.alice)
+        s.client.post("/v1/conversations/c1/messages", json={"messages": MESSAGES}, headers=headers)
+        response = s.client.post(
+            "/v1/conversations/c1/ask", json={"question": "Who has a cat?"}, headers=headers
+        )
+        assert response.status_code == 503
+        detail = response.json()["detail"]
+        assert "start it with QEMEM_LLM" in detail and "--llm" not in detail
+
+
+def test_keys_create_json_names_the_key_id_and_its_access(tmp_path: Path) -> None:
+    store = str(tmp_path / "m.db")
+    args = ["keys", "create", "--store", store, "--namespace", "team", "--read-only", "--json"]
+    result = runner.invoke(app, args)
+    data = json.loads(result.output.splitlines()[-1])
+    assert data["key"].startswith("qm_") and data["id"] and data["read_only"] is True
+    assert data["namespace"] == "team"

@@ -53,8 +53,8 @@ def download_locomo(
             f"HTTP {exc.response.status_code}" if isinstance(exc, httpx.HTTPStatusError) else exc
         )
         raise DownloadError(
-            f"cannot download {url}: {reason}; check the network, or fetch the file by hand and "
-            f"pass its path with --data"
+            f"cannot download {url}: {reason}; check the network, or fetch the file by hand "
+            "and pass its path to the command that reads it (qemem eval ... --data FILE)"
         ) from exc
     got = _sha256(data)
     if got != sha256:

@@ -31,7 +31,7 @@ from qemem.cli.common import (
     print_json,
     progress_bar,
 )
-from qemem.errors import QememError
+from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory import Memory, SearchResult
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
@@ -66,8 +66,11 @@ def ingest(
     namespace: NamespaceOpt = "default",
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
-    """Add a file's conversations to the store (idempotent; new sessions are appended)."""
-    read_conversations(file, cast(Format, str(fmt)))  # a bad file never creates a store
+    """Add a file's conversations to the store (idempotent; new sessions are appended). A file
+    without any message is refused (exit 2): it is almost always a failed export."""
+    parsed = read_conversations(file, cast(Format, str(fmt)))  # a bad file creates no store
+    if not any(session.turns for conv in parsed for session in conv.sessions):
+        raise InputError("the file holds no messages: nothing to ingest", file=str(file))
     with (
         Memory.open(store, embedder=embedder, namespace=namespace) as memory,
         progress_bar("embedding", quiet) as p,

@@ -194,9 +194,11 @@ def show_answer(answer: Answer) -> None:
             )
         console.print(table)
     totals = answer.trace.totals.get("total", {}) if answer.trace.totals else {}
+    stopped = answer.evidence.termination
     console.print(
-        f"[dim]mode {answer.mode}; termination {answer.evidence.termination}; "
-        f"{totals.get('calls', 0)} LLM calls; {answer.trace.seconds:.2f} s[/]"
+        f"[dim]mode {answer.mode}; "
+        + (f"termination {stopped}; " if stopped else "")
+        + f"{totals.get('calls', 0)} LLM calls; {answer.trace.seconds:.2f} s[/]"
     )
 
 
@@ -229,12 +231,19 @@ def ask(
     )
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
+        offline = memory.llm is not None and memory.llm.provider.name == "fake"
     if html is not None:
         html.write_text(answer_html(answer_to_json(answer)), "utf-8")
+        err_console.print(f"wrote {markup_safe(html)}")
     if as_json:
         print_json(answer_to_json(answer))
-    else:
-        show_answer(answer)
+        return
+    show_answer(answer)
+    if offline and answer.mode != "retrieval":
+        err_console.print(
+            "[yellow]note:[/] the offline LLM (fake) wrote this answer: a placeholder that "
+            "exercises the pipeline, not a real answer (set QEMEM_LLM to a model; docs/llm.md)"
+        )
 
 
 def time(

@@ -137,7 +137,7 @@ def keys_create(
     finally:
         keys.close()
     if as_json:
-        print_json({"key": key, "namespace": record.namespace})
+        print_json({"key": key, **vars(record)})
         return
     access = "read-only" if read_only else "read-write"
     console.print(

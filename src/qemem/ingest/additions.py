@@ -164,12 +164,14 @@ def _check_after_latest(
 def _check_unchanged(old: Turn, message: TurnInput, file: str, where: str) -> None:
     """Refuse an input message that differs from the stored turn at its place."""
     if (old.speaker, old.text) != (message.speaker, message.text):
+        changed = "speaker" if old.speaker != message.speaker else "text"
         raise InputError(
-            f"conflicts with the stored turn {old.id} ({old.speaker}: {old.text[:60]!r}); "
-            "stored sessions can only grow, so delete the conversation first to replace it",
+            f"conflicts with the stored turn {old.id} ({old.speaker}: {old.text[:60]!r}): its "
+            f"{changed} differs; stored sessions can only grow, so delete the conversation "
+            "first to replace it",
             file=file,
             record=where,
-            field="text",
+            field=changed,
         )
 
 

@@ -44,7 +44,19 @@ def read_text(path: str | Path) -> str:
         raise not_utf8(path, exc) from None
 
 
+_UTF16_BOMS = {b"\xff\xfe": "UTF-16LE", b"\xfe\xff": "UTF-16BE"}
+
+
 def not_utf8(path: str | Path, exc: UnicodeDecodeError) -> InputError:
+    """The error for a file that is not UTF-8, with the conversion to run: from UTF-16 when
+    the file starts with a UTF-16 byte order mark, else from Latin-1 (the usual other one)."""
+    source = _UTF16_BOMS.get(bytes(exc.object[:2]))
+    if source is not None:
+        return InputError(
+            f"the file is {source} text (it starts with a UTF-16 byte order mark), not UTF-8: "
+            f"convert it first, e.g. iconv -f {source.lower()} -t utf-8 FILE > FILE.utf8",
+            file=str(path),
+        )
     return InputError(
         f"not UTF-8 text (byte {exc.object[exc.start : exc.start + 1]!r} at offset {exc.start}): "
         "convert it first, e.g. iconv -f latin1 -t utf-8 FILE > FILE.utf8",

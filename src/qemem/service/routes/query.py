@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 
 from qemem.answer import Answer
 from qemem.answer.wire import answer_to_json
-from qemem.errors import InputError
+from qemem.errors import InputError, LLMError
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
 from qemem.service.schemas import AskIn, SearchIn, SearchOut
@@ -37,6 +37,12 @@ def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONRespon
         raise InputError("the question is empty", field="question")
     memory = state.memory(key.namespace)
     existing_conversation(memory, conversation)  # 404 before 503
+    if body.mode != "retrieval" and memory.llm is None:
+        raise LLMError(
+            f"mode {body.mode!r} needs an LLM and this server has none: start it with "
+            "QEMEM_LLM set (e.g. anthropic:claude-haiku-4-5; fake for an offline trial), or "
+            "ask with mode 'retrieval', which needs none"
+        )
     answer = memory.ask(conversation, body.question, mode=body.mode)
     return JSONResponse(answer_to_json(answer))
 
