@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.eval.audit.markdown import audit_markdown, load_audits
 from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
 from qemem.eval.grounding import VISIBILITY_RULES, grounding
 from qemem.eval.markdown import render_markdown
@@ -314,7 +315,9 @@ def write_report(
             f"Memory construction (one-off, not in the per-question cost): {calls} calls, "
             f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
         ).strip()
-    (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
+    audits = audit_markdown(out)
+    markdown = render_markdown(summary, made, note)
+    (out / "report.md").write_text(markdown + ("\n" + audits if audits else ""), "utf-8")
     write_report_html(out, records)
     return summary
 
@@ -333,7 +336,9 @@ def write_report_html(out: Path, records: Sequence[Record] | None = None) -> Pat
         manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
         summary = summarise(records, manifest)
     ordered = sorted(records, key=record_key)
-    html = report_html(ordered, summary, plot_images(out), load_run_sources(out))
+    html = report_html(
+        ordered, summary, plot_images(out), load_run_sources(out), audits=load_audits(out)
+    )
     target = out / "report.html"
     target.write_text(html, "utf-8")
     return target

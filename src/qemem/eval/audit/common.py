@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from qemem.errors import InputError
-from qemem.eval.report import load_records
 from qemem.eval.sources import load_run_sources
 
 T = TypeVar("T")
@@ -35,6 +34,8 @@ class Run:
 
 def load_run(path: Path) -> Run:
     """The run folder ``path`` (its results.jsonl and sources.json)."""
+    from qemem.eval.report import load_records  # the report module shows the audits
+
     results = path / "results.jsonl"
     if not results.exists():
         raise InputError(f"{path} holds no results.jsonl: give the folder of a LoCoMo run")
@@ -59,6 +60,9 @@ def allocate(sizes: Mapping[str, int], n: int) -> dict[str, int]:
     floor = 1 if n >= len(sizes) else 0
     quota = {k: n * v / total for k, v in sizes.items()}
     alloc = {k: min(sizes[k], max(floor, int(q))) for k, q in quota.items()}
+    while sum(alloc.values()) > n:  # the one-per-stratum floor overshot: trim the largest
+        largest = max(sorted(alloc), key=lambda k: alloc[k])
+        alloc[largest] -= 1
     order = sorted(sizes, key=lambda k: (-(quota[k] - int(quota[k])), k))
     while sum(alloc.values()) < n:
         for key in order:
