@@ -13,7 +13,9 @@ from qemem.llm import LLMRequest
 
 def make_run(sample_path: Path, out: Path) -> Path:
     """A run of the offline answerer and judge over the sample's first eight questions."""
-    run_locomo(LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=8, embedder="hash"))
+    run_locomo(
+        LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=8, embedder="hash")
+    )
     return out
 
 

@@ -15,7 +15,10 @@ from qemem.llm.spec import open_llm
 audit_app = typer.Typer(help="LLM-judged audits of a run folder.", no_args_is_help=True)
 
 JudgeOpt = Annotated[
-    str, typer.Option("--judge", envvar="QEMEM_JUDGE", help="Judge LLM spec (a real model for real figures).")
+    str,
+    typer.Option(
+        "--judge", envvar="QEMEM_JUDGE", help="Judge LLM spec (a real model for real figures)."
+    ),
 ]
 SampleOpt = Annotated[int, typer.Option("--sample", min=1, help="Sample size.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Sampling and bootstrap seed.")]
@@ -85,9 +88,15 @@ def answers(
     for run in runs:
         _refresh(run)
     if as_json:
-        print_json({"runs": [{"run": r["run"], "summary": r["summary"]} for r in record["runs"]],
-                    "differences": record["differences"]})
+        print_json(
+            {
+                "runs": [{"run": r["run"], "summary": r["summary"]} for r in record["runs"]],
+                "differences": record["differences"],
+            }
+        )
         return
     for entry in record["runs"]:
         grounded = entry["summary"]["fully_grounded"]
-        console.print(f"{entry['run']}: fully grounded {grounded['share']} (95% CI {grounded['ci95']})")
+        console.print(
+            f"{entry['run']}: fully grounded {grounded['share']} (95% CI {grounded['ci95']})"
+        )

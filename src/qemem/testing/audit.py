@@ -25,8 +25,13 @@ def claim(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
     if "claim" not in inputs:
         return None
     share = _overlap(str(inputs["claim"]), (str(s["text"]) for s in inputs.get("sources", [])))
-    label = ("fully supported" if share == 1.0 else
-             "partially supported" if share >= 0.5 else "unsupported")
+    label = (
+        "fully supported"
+        if share == 1.0
+        else "partially supported"
+        if share >= 0.5
+        else "unsupported"
+    )
     return {"label": label, "reason": f"{share:.0%} of the claim's words are in its sources"}
 
 

@@ -21,8 +21,14 @@ from qemem.retrieve.bm25 import BM25Index, tokenize
 ANSWERS_FILE = "audit-answers.json"
 SPLIT_STAGE, JUDGE_STAGE = "audit.split", "audit.answer"
 NEIGHBOURS, PASSAGES = 2, 3
-METRICS = ("fully_grounded", "core_grounded", "claim_support", "claims_per_answer",
-           "abstention", "correct_and_grounded")
+METRICS = (
+    "fully_grounded",
+    "core_grounded",
+    "claim_support",
+    "claims_per_answer",
+    "abstention",
+    "correct_and_grounded",
+)
 
 
 class Claim(pydantic.BaseModel):
@@ -48,12 +54,19 @@ class Conversation:
     """A conversation's turns in order, with a BM25 index over them."""
 
     def __init__(self, sources: Mapping[str, Any]) -> None:
-        turns = sorted(sources.get("turns", {}).items(),
-                       key=lambda kv: (kv[1]["session"], kv[1]["position"]))
+        turns = sorted(
+            sources.get("turns", {}).items(), key=lambda kv: (kv[1]["session"], kv[1]["position"])
+        )
         sessions = sources.get("sessions", {})
-        self.passages = [{"id": tid, "speaker": t["speaker"], "text": t["text"],
-                          "date": str(sessions.get(str(t["session"]), ""))[:10]}
-                         for tid, t in turns]
+        self.passages = [
+            {
+                "id": tid,
+                "speaker": t["speaker"],
+                "text": t["text"],
+                "date": str(sessions.get(str(t["session"]), ""))[:10],
+            }
+            for tid, t in turns
+        ]
         self.order = {p["id"]: n for n, p in enumerate(self.passages)}
         self.sessions = [t["session"] for _, t in turns]
         self.index = BM25Index([tokenize(f"{p['speaker']} {p['text']}") for p in self.passages])
@@ -80,24 +93,39 @@ def split_request(question: str, answer: str) -> LLMRequest:
     """Split an answer into factual claims (the question, for telling core from auxiliary)."""
     return LLMRequest(
         system=render("audit_split"),
-        messages=[Message("user", render("audit_split_input", question=as_data(question),
-                                         answer=as_data(answer)))],
-        stage=SPLIT_STAGE, max_tokens=1024,
-        schema=Split.model_json_schema(), schema_name="claims",
+        messages=[
+            Message(
+                "user",
+                render("audit_split_input", question=as_data(question), answer=as_data(answer)),
+            )
+        ],
+        stage=SPLIT_STAGE,
+        max_tokens=1024,
+        schema=Split.model_json_schema(),
+        schema_name="claims",
         inputs={"question": question, "answer": answer},
     )
 
 
 def label_request(claim: str, passages: Sequence[Mapping[str, str]], attempt: int) -> LLMRequest:
     """Label one claim against the passages (no run, gold answer or correctness label)."""
-    lines = [f"[{p['id']}] ({p['date'] or 'undated'}) {p['speaker']}: {as_data(p['text'])}"
-             for p in passages]
-    user = render("audit_answer_input", claim=as_data(claim), attempt=attempt,
-                  passages="\n".join(lines) or "(none)")
+    lines = [
+        f"[{p['id']}] ({p['date'] or 'undated'}) {p['speaker']}: {as_data(p['text'])}"
+        for p in passages
+    ]
+    user = render(
+        "audit_answer_input",
+        claim=as_data(claim),
+        attempt=attempt,
+        passages="\n".join(lines) or "(none)",
+    )
     return LLMRequest(
-        system=render("audit_answer"), messages=[Message("user", user)],
-        stage=JUDGE_STAGE, max_tokens=512,
-        schema=ClaimLabel.model_json_schema(), schema_name="claim_label",
+        system=render("audit_answer"),
+        messages=[Message("user", user)],
+        stage=JUDGE_STAGE,
+        max_tokens=512,
+        schema=ClaimLabel.model_json_schema(),
+        schema_name="claim_label",
         inputs={"claim": claim, "passages": [dict(p) for p in passages]},
     )
 
@@ -109,7 +137,9 @@ def _label(llm: LLMClient, claim: str, passages: list[dict[str, str]], attempt: 
         return "unverifiable"
 
 
-def check_claim(llm: LLMClient, convo: Conversation, window: list[int], claim: str) -> dict[str, Any]:
+def check_claim(
+    llm: LLMClient, convo: Conversation, window: list[int], claim: str
+) -> dict[str, Any]:
     """A claim's final label: against the window and its BM25 passages, and once more with
     further passages when the first pass found no support."""
     shown = window + convo.retrieve(claim, set(window), PASSAGES)
@@ -130,9 +160,13 @@ def audit_answer(llm: LLMClient, convo: Conversation, record: Mapping[str, Any])
     except StructuredOutputError:
         claims = [Claim(text=answer, core=True)]
     window = convo.window([str(e) for e in record.get("evidence") or []])
-    return {"abstained": False, "claims": [
-        {"text": c.text, "core": c.core, **check_claim(llm, convo, window, c.text)}
-        for c in claims]}
+    return {
+        "abstained": False,
+        "claims": [
+            {"text": c.text, "core": c.core, **check_claim(llm, convo, window, c.text)}
+            for c in claims
+        ],
+    }
 
 
 def scores(audited: Mapping[str, Any], correct: bool) -> dict[str, float]:
@@ -141,11 +175,14 @@ def scores(audited: Mapping[str, Any], correct: bool) -> dict[str, float]:
     supported = [c["label"] == "supported" for c in claims]
     core = [s for s, c in zip(supported, claims, strict=True) if c["core"]]
     grounded = bool(claims) and all(supported)
-    return {"fully_grounded": float(grounded),
-            "core_grounded": float(bool(core) and all(core)),
-            "supported_claims": float(sum(supported)), "claims": float(len(claims)),
-            "abstention": float(audited["abstained"]),
-            "correct_and_grounded": float(grounded and correct)}
+    return {
+        "fully_grounded": float(grounded),
+        "core_grounded": float(bool(core) and all(core)),
+        "supported_claims": float(sum(supported)),
+        "claims": float(len(claims)),
+        "abstention": float(audited["abstained"]),
+        "correct_and_grounded": float(grounded and correct),
+    }
 
 
 def _key(record: Mapping[str, Any]) -> str:
@@ -163,12 +200,20 @@ def _stratum(records: Sequence[Mapping[str, Any]]) -> str:
 def summary(rows: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     """Weighted figures (with CIs) of one run over the audited questions."""
     w, s = [r["weight"] for r in rows], [r["stratum"] for r in rows]
-    out = {m: weighted_share([r["scores"][m] for r in rows], w, s, seed=seed)
-           for m in ("fully_grounded", "core_grounded", "abstention", "correct_and_grounded")}
-    out["claim_support"] = weighted_share([r["scores"]["supported_claims"] for r in rows], w, s,
-                                          seed=seed,
-                                          denominators=[r["scores"]["claims"] for r in rows])
-    out["claims_per_answer"] = weighted_share([r["scores"]["claims"] for r in rows], w, s, seed=seed)
+    out = {
+        m: weighted_share([r["scores"][m] for r in rows], w, s, seed=seed)
+        for m in ("fully_grounded", "core_grounded", "abstention", "correct_and_grounded")
+    }
+    out["claim_support"] = weighted_share(
+        [r["scores"]["supported_claims"] for r in rows],
+        w,
+        s,
+        seed=seed,
+        denominators=[r["scores"]["claims"] for r in rows],
+    )
+    out["claims_per_answer"] = weighted_share(
+        [r["scores"]["claims"] for r in rows], w, s, seed=seed
+    )
     return out
 
 
@@ -192,27 +237,56 @@ def audit_answers(
         for n, b in enumerate(by_run):
             audited = audit_answer(llm, convo, b[d.item])
             correct = float(b[d.item].get("score") or 0) >= 0.5
-            per_run[n].append({"key": d.item, "stratum": d.stratum, "weight": d.weight,
-                               **audited, "scores": scores(audited, correct)})
+            per_run[n].append(
+                {
+                    "key": d.item,
+                    "stratum": d.stratum,
+                    "weight": d.weight,
+                    **audited,
+                    "scores": scores(audited, correct),
+                }
+            )
     record = _record(runs, llm, per_run, sample, seed, len(shared))
     for run in runs:
         write_audit(run.path, ANSWERS_FILE, record)
     return record
 
 
-def _record(runs: Sequence[Run], llm: LLMClient, per_run: list[list[dict[str, Any]]],
-            sample: int, seed: int, population: int) -> dict[str, Any]:
+def _record(
+    runs: Sequence[Run],
+    llm: LLMClient,
+    per_run: list[list[dict[str, Any]]],
+    sample: int,
+    seed: int,
+    population: int,
+) -> dict[str, Any]:
     names = [str(run.path) for run in runs]
     differences = {}
     for n in range(1, len(runs)):
-        differences[f"{names[0]} - {names[n]}"] = {
-            m: vars(paired_bootstrap([r["scores"][m] for r in per_run[0]],
-                                     [r["scores"][m] for r in per_run[n]], seed=seed))
-            for m in ("fully_grounded", "correct_and_grounded")
-        } if per_run[0] else {}
-    return {"audit": "answers", "judge": f"{llm.provider.name}:{llm.provider.model}",
-            "sample": sample, "seed": seed, "population": population,
-            "sampled": len(per_run[0]),
-            "runs": [{"run": name, "summary": summary(rows, seed), "questions": rows}
-                     for name, rows in zip(names, per_run, strict=True)],
-            "differences": differences}
+        differences[f"{names[0]} - {names[n]}"] = (
+            {
+                m: vars(
+                    paired_bootstrap(
+                        [r["scores"][m] for r in per_run[0]],
+                        [r["scores"][m] for r in per_run[n]],
+                        seed=seed,
+                    )
+                )
+                for m in ("fully_grounded", "correct_and_grounded")
+            }
+            if per_run[0]
+            else {}
+        )
+    return {
+        "audit": "answers",
+        "judge": f"{llm.provider.name}:{llm.provider.model}",
+        "sample": sample,
+        "seed": seed,
+        "population": population,
+        "sampled": len(per_run[0]),
+        "runs": [
+            {"run": name, "summary": summary(rows, seed), "questions": rows}
+            for name, rows in zip(names, per_run, strict=True)
+        ],
+        "differences": differences,
+    }

@@ -38,7 +38,9 @@ class ClaimVerdict(pydantic.BaseModel):
     @pydantic.field_validator("label", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
-        return " ".join(value.lower().replace("_", " ").split()) if isinstance(value, str) else value
+        return (
+            " ".join(value.lower().replace("_", " ").split()) if isinstance(value, str) else value
+        )
 
 
 def card_refs(card: Mapping[str, Any]) -> list[tuple[str | None, str]]:
@@ -61,8 +63,12 @@ def source_entry(sources: Mapping[str, Any], space: str | None, rid: str) -> dic
             text = f"{found['title']}: {found['content']}"
         else:
             text = str(found["content"])
-        return {"id": rid, "kind": kind, "date": session_date(sources, found["session"]),
-                "text": text}
+        return {
+            "id": rid,
+            "kind": kind,
+            "date": session_date(sources, found["session"]),
+            "text": text,
+        }
     return None
 
 
@@ -86,10 +92,12 @@ def card_time(card: Mapping[str, Any]) -> str:
 
 def claim_request(claim: str, time: str, cited: Sequence[Mapping[str, str]]) -> LLMRequest:
     """The judge request for one card: its claim, time and cited sources, nothing else."""
-    lines = [f"[{s['id']}] ({s['kind']}, {s['date'] or 'undated'}) {as_data(s['text'])}"
-             for s in cited] or ["(no cited source could be found)"]
-    user = render("audit_claim_input", claim=as_data(claim), time=as_data(time),
-                  sources="\n".join(lines))
+    lines = [
+        f"[{s['id']}] ({s['kind']}, {s['date'] or 'undated'}) {as_data(s['text'])}" for s in cited
+    ] or ["(no cited source could be found)"]
+    user = render(
+        "audit_claim_input", claim=as_data(claim), time=as_data(time), sources="\n".join(lines)
+    )
     return LLMRequest(
         system=render("audit_claim"),
         messages=[Message("user", user)],
@@ -101,7 +109,9 @@ def claim_request(claim: str, time: str, cited: Sequence[Mapping[str, str]]) -> 
     )
 
 
-def population(records: Sequence[Mapping[str, Any]], sources: Mapping[str, Any]) -> list[dict[str, Any]]:
+def population(
+    records: Sequence[Mapping[str, Any]], sources: Mapping[str, Any]
+) -> list[dict[str, Any]]:
     """Every card of the run with its stratum inputs and its resolved cited sources."""
     cards = []
     for record in records:
@@ -109,15 +119,17 @@ def population(records: Sequence[Mapping[str, Any]], sources: Mapping[str, Any])
         for number, card in enumerate(record_cards(record)):
             refs = card_refs(card)
             cited = [e for s, i in refs if (e := source_entry(convo, s, i)) is not None]
-            cards.append({
-                "key": f"{record['conversation']}#{record['index']}/{number}",
-                "category": int(record["category"]),
-                "grounded_in": grounding(card),
-                "claim": str(card.get("claim", "")),
-                "time": card_time(card),
-                "cited": cited,
-                "unresolved": len(cited) < len(refs) or bool(card.get("unresolved_sources")),
-            })
+            cards.append(
+                {
+                    "key": f"{record['conversation']}#{record['index']}/{number}",
+                    "category": int(record["category"]),
+                    "grounded_in": grounding(card),
+                    "claim": str(card.get("claim", "")),
+                    "time": card_time(card),
+                    "cited": cited,
+                    "unresolved": len(cited) < len(refs) or bool(card.get("unresolved_sources")),
+                }
+            )
     return cards
 
 
@@ -153,13 +165,18 @@ def audit_claims(out: Path, llm: LLMClient, *, sample: int = 60, seed: int = 0) 
     cards = population(run.records, run.sources)
     drawn: list[Drawn] = (
         stratified_sample(cards, lambda c: f"{c['category']}|{c['grounded_in']}", sample, seed)
-        if cards else []
+        if cards
+        else []
     )
-    judged = [{**d.item, "stratum": d.stratum, "weight": d.weight, **judge_card(llm, d.item)}
-              for d in drawn]
+    judged = [
+        {**d.item, "stratum": d.stratum, "weight": d.weight, **judge_card(llm, d.item)}
+        for d in drawn
+    ]
     by_stratum = {
-        key: {"population": sum(1 for c in cards if f"{c['category']}|{c['grounded_in']}" == key),
-              **shares([j for j in judged if j["stratum"] == key], seed)}
+        key: {
+            "population": sum(1 for c in cards if f"{c['category']}|{c['grounded_in']}" == key),
+            **shares([j for j in judged if j["stratum"] == key], seed),
+        }
         for key in sorted({j["stratum"] for j in judged})
     }
     record = {
@@ -170,12 +187,27 @@ def audit_claims(out: Path, llm: LLMClient, *, sample: int = 60, seed: int = 0) 
         "population": len(cards),
         "sampled": len(judged),
         "unresolved_share": round(sum(c["unresolved"] for c in cards) / len(cards), 4)
-        if cards else None,
+        if cards
+        else None,
         "overall": shares(judged, seed),
         "by_stratum": by_stratum,
-        "cards": [{k: j[k] for k in ("key", "stratum", "weight", "claim", "time", "label",
-                                     "reason", "unresolved")} | {"sources": [c["id"] for c in j["cited"]]}
-                  for j in judged],
+        "cards": [
+            {
+                k: j[k]
+                for k in (
+                    "key",
+                    "stratum",
+                    "weight",
+                    "claim",
+                    "time",
+                    "label",
+                    "reason",
+                    "unresolved",
+                )
+            }
+            | {"sources": [c["id"] for c in j["cited"]]}
+            for j in judged
+        ],
     }
     write_audit(out, CLAIMS_FILE, record)
     return record

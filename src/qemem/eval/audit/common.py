@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from qemem.errors import InputError
+from qemem.eval.results import load_records
 from qemem.eval.sources import load_run_sources
 
 T = TypeVar("T")
@@ -34,8 +35,6 @@ class Run:
 
 def load_run(path: Path) -> Run:
     """The run folder ``path`` (its results.jsonl and sources.json)."""
-    from qemem.eval.report import load_records  # the report module shows the audits
-
     results = path / "results.jsonl"
     if not results.exists():
         raise InputError(f"{path} holds no results.jsonl: give the folder of a LoCoMo run")
@@ -117,8 +116,11 @@ def weighted_share(
         den = float((w[idx] * d[idx]).sum())
         draws[b] = float((w[idx] * v[idx]).sum()) / den if den else share
     low, high = np.quantile(draws, [0.025, 0.975])
-    return {"share": round(share, 4), "ci95": [round(float(low), 4), round(float(high), 4)],
-            "n": int(v.size)}
+    return {
+        "share": round(share, 4),
+        "ci95": [round(float(low), 4), round(float(high), 4)],
+        "n": int(v.size),
+    }
 
 
 def write_audit(out: Path, name: str, data: Mapping[str, Any]) -> Path:
