@@ -15,6 +15,7 @@ from qemem.eval.audit import audit_claims
 from qemem.eval.audit.common import allocate, stratified_sample, weighted_share
 from qemem.llm import LLMCache, LLMClient, LLMRequest
 from qemem.testing import OfflineLLM
+from qemem.view import report_html
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +109,15 @@ def test_cli_claim_audit_adds_report_and_page_sections(base_run: Path, tmp_path:
     assert "## Claim audit" in (run / "report.md").read_text()
     assert 'id="audit-claims"' in (run / "report.html").read_text()
     assert (run / "llm-cache.db").exists()
+
+
+def test_the_page_section_renders_the_record_and_escapes_its_text(
+    base_run: Path, tmp_path: Path
+) -> None:
+    run = copy_run(base_run, tmp_path / "run")
+    record = audit_claims(run, LLMClient(OfflineLLM()), sample=3, seed=0)
+    record["cards"][0]["reason"] = "<script>alert(1)</script>"
+    page = report_html(records(run), {}, audits={"claims": record})
+    assert 'id="audit-claims"' in page and 'id="audit-answers"' not in page
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

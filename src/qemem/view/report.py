@@ -155,7 +155,8 @@ def report_html(
     """The run page for the results.jsonl ``records`` (in table order) with the run's
     ``summary`` (see the module doc). ``plots`` are ``{"name", "src"}`` images; ``sources`` are
     the source records by conversation (a run's sources.json); for a conversation it lacks, the
-    sources the records carry themselves are used."""
+    sources the records carry themselves are used. ``audits`` are the run's audit records by
+    kind (``claims``, ``answers``: its audit-*.json), each shown in its own section."""
     views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
