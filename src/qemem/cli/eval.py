@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem.cli.audit import audit_app
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
@@ -424,3 +425,6 @@ def compare(
         f"over {result.questions} shared "
         f"questions (only A {result.only_a}, only B {result.only_b}). {result.note}"
     )
+
+
+eval_app.add_typer(audit_app, name="audit")

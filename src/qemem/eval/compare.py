@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
-from qemem.eval.report import load_records
+from qemem.eval.results import load_records
 from qemem.eval.stats import (
     BootstrapResult,
     cluster_bootstrap,

@@ -26,7 +26,8 @@ from qemem.eval.coverage import alias_keys
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.records import make_record
-from qemem.eval.report import load_records, record_key, write_report
+from qemem.eval.report import write_report
+from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import write_run_sources
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.eval.audit.markdown import audit_markdown, load_audits
 from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
 from qemem.eval.grounding import VISIBILITY_RULES, grounding
 from qemem.eval.markdown import render_markdown
 from qemem.eval.plots import plot_images, write_plots
+from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import load_run_sources
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
@@ -32,31 +34,6 @@ EVIDENCE_TURN_BUCKETS = ("1", "2", ">=3")
 SPAN_BUCKETS = ("same session", "<=30 days", "31-180 days", ">180 days")
 #: the evidence visibility stages, in order: initial pool, refined pool, final context, cited
 VISIBILITY = tuple(VISIBILITY_RULES)
-
-
-def record_key(record: Record) -> tuple[str, int, str]:
-    """What identifies a record: conversation, question index and mode."""
-    return (str(record["conversation"]), int(record["index"]), str(record["mode"]))
-
-
-def load_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a results.jsonl (first record of each key; a cut-off last line, left by
-    an interrupted run, is ignored); [] when the file does not exist."""
-    if not path.exists():
-        return []
-    lines = path.read_text("utf-8").splitlines()
-    records: dict[tuple[str, int, str], dict[str, Any]] = {}
-    for n, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(lines) - 1:
-                continue
-            raise InputError(f"line {n + 1} of {path} is not JSON; delete it and rerun") from None
-        records.setdefault(record_key(record), record)
-    return list(records.values())
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
@@ -314,7 +291,9 @@ def write_report(
             f"Memory construction (one-off, not in the per-question cost): {calls} calls, "
             f"USD {usd} over {len(reports)} conversation(s); see build.json.\n\n{note}"
         ).strip()
-    (out / "report.md").write_text(render_markdown(summary, made, note), "utf-8")
+    audits = audit_markdown(out)
+    markdown = render_markdown(summary, made, note)
+    (out / "report.md").write_text(markdown + ("\n" + audits if audits else ""), "utf-8")
     write_report_html(out, records)
     return summary
 
@@ -333,7 +312,9 @@ def write_report_html(out: Path, records: Sequence[Record] | None = None) -> Pat
         manifest = json.loads(manifest_path.read_text("utf-8")) if manifest_path.exists() else {}
         summary = summarise(records, manifest)
     ordered = sorted(records, key=record_key)
-    html = report_html(ordered, summary, plot_images(out), load_run_sources(out))
+    html = report_html(
+        ordered, summary, plot_images(out), load_run_sources(out), audits=load_audits(out)
+    )
     target = out / "report.html"
     target.write_text(html, "utf-8")
     return target

@@ -2,10 +2,10 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``judge``; a ``.repair`` or ``.retry`` request is answered like the request it
-follows), which reads the structured ``request.inputs`` the stage attached, never the prompt
-text; else, for a stage it does not know or a request without those inputs, the generic answer
-of :mod:`qemem.testing.generic`.
+``answer``, ``judge``, ``audit.*``; a ``.repair`` or ``.retry`` request is answered like the
+request it follows), which reads the structured ``request.inputs`` the stage attached, never
+the prompt text; else, for a stage it does not know or a request without those inputs, the
+generic answer of :mod:`qemem.testing.generic`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from qemem.llm.jsonx import extract_json
 from qemem.llm.types import LLMRequest, LLMResponse, estimate_tokens
-from qemem.testing import build, query
+from qemem.testing import audit, build, query
 from qemem.testing.generic import generic_instance, generic_text
 
 OfflineResult = str | dict[str, Any] | list[Any] | LLMResponse
@@ -33,6 +33,9 @@ ANSWERERS: dict[str, Answerer] = {
     "build.episode": build.episode,
     "build.predict": build.predict,
     "build.calibrate": build.calibrate,
+    "audit.claim": audit.claim,
+    "audit.split": audit.split,
+    "audit.answer": audit.answer,
 }
 """The stage answerers, by stage label."""
 

@@ -22,6 +22,16 @@ ANSWER_KEY = "answer"
 #: where a format-1 record (today's main before the evidence record) kept the viewer's record
 LEGACY_VIEW_KEY = "evidence_view"
 #: where a wrongly answered question lost its evidence (the table's third filter)
+#: the claim audit's labels and the answer audit's figures, as the audit records name them
+AUDIT_LABELS = ("fully supported", "partially supported", "unsupported", "contradicted")
+ANSWER_METRICS = (
+    "fully_grounded",
+    "core_grounded",
+    "claim_support",
+    "claims_per_answer",
+    "abstention",
+    "correct_and_grounded",
+)
 DIAGNOSES = {
     "never_retrieved": "evidence never retrieved",
     "not_cited": "retrieved but not cited",
@@ -140,11 +150,13 @@ def report_html(
     summary: Mapping[str, Any],
     plots: Sequence[Mapping[str, str]] = (),
     sources: Mapping[str, Any] | None = None,
+    audits: Mapping[str, Any] | None = None,
 ) -> str:
     """The run page for the results.jsonl ``records`` (in table order) with the run's
     ``summary`` (see the module doc). ``plots`` are ``{"name", "src"}`` images; ``sources`` are
     the source records by conversation (a run's sources.json); for a conversation it lacks, the
-    sources the records carry themselves are used."""
+    sources the records carry themselves are used. ``audits`` are the run's audit records by
+    kind (``claims``, ``answers``: its audit-*.json), each shown in its own section."""
     views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
@@ -160,4 +172,7 @@ def report_html(
         categories=sorted({(int(r["category"]), r.get("category_name", "")) for r in records}),
         diagnoses=DIAGNOSES,
         plots=list(plots),
+        audits=dict(audits or {}),
+        audit_labels=AUDIT_LABELS,
+        answer_metrics=ANSWER_METRICS,
     )
