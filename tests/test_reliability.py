@@ -428,3 +428,48 @@ def test_keys_create_json_names_the_key_id_and_its_access(tmp_path: Path) -> Non
     data = json.loads(result.output.splitlines()[-1])
     assert data["key"].startswith("qm_") and data["id"] and data["read_only"] is True
     assert data["namespace"] == "team"
+
+
+# ---------------------------------------------------------------- 10. MCP
+
+
+def test_mcp_names_its_version_bounds_k_refuses_ask_without_llm_and_hides_the_path(
+    tmp_path: Path,
+) -> None:
+    import logging
+
+    import anyio
+    from mcp import Client
+
+    import qemem
+    from qemem.embed import HashEmbedder
+    from qemem.service.mcp_server import create_mcp_server
+    from service_helpers import MESSAGES
+
+    logging.getLogger("bm25s").setLevel(logging.DEBUG)
+    store = tmp_path / "secret-place" / "m.db"
+    store.parent.mkdir()
+    out: dict[str, object] = {}
+
+    async def session(memory: Memory) -> None:
+        async with Client(create_mcp_server(memory)) as client:
+            out["version"] = client.server_info.version  # type: ignore[union-attr]
+            call = client.call_tool
+            await call("remember", {"conversation": "c1", "messages": MESSAGES})
+            out["k0"] = await call("recall", {"conversation": "c1", "query": "cat", "k": 0})
+            out["ask"] = await call("ask", {"conversation": "c1", "question": "Who?"})
+            out["retrieval"] = await call(
+                "ask", {"conversation": "c1", "question": "Who?", "mode": "retrieval"}
+            )
+            out["missing"] = await call("recall", {"conversation": "nope", "query": "x"})
+
+    with Memory.open(store, embedder=HashEmbedder()) as memory:
+        anyio.run(session, memory)
+    assert out["version"] == qemem.__version__
+    assert logging.getLogger("bm25s").getEffectiveLevel() >= logging.WARNING
+    k0, ask, retrieval, missing = (out[k] for k in ("k0", "ask", "retrieval", "missing"))
+    assert k0.is_error and "k must be from 1" in k0.content[0].text  # type: ignore[attr-defined]
+    assert ask.is_error and "QEMEM_LLM" in ask.content[0].text  # type: ignore[attr-defined]
+    assert not retrieval.is_error  # type: ignore[attr-defined]
+    text = missing.content[0].text  # type: ignore[attr-defined]
+    assert missing.is_error and "nope" in text and "secret-place" not in text  # type: ignore[attr-defined]

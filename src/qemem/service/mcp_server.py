@@ -6,17 +6,19 @@ answer with cited, verified evidence), ``list_conversations`` and ``forget``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
+from qemem import __version__
 from qemem.answer import Answer
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
 from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
-from qemem.service.schemas import MessageIn
+from qemem.service.schemas import MAX_K, MessageIn
 
 T = TypeVar("T")
 
@@ -69,8 +71,9 @@ def _answer(answer: Answer) -> dict[str, Any]:
 
 def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     """An MCP server over ``memory`` (its namespace); ``read_only`` refuses remember/forget."""
-    server: MCPServer = MCPServer(name="qemem", instructions=INSTRUCTIONS)
-    guard = _Guard(read_only)
+    server: MCPServer = MCPServer(name="qemem", instructions=INSTRUCTIONS, version=__version__)
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines are not for hosts
+    guard = _Guard(read_only, str(getattr(memory.store, "path", "")))
     _add_message_tools(server, memory, guard)
     _add_answer_tool(server, memory, guard)
     _add_conversation_tools(server, memory, guard)
@@ -78,10 +81,12 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
 
 
 class _Guard:
-    """Runs a tool's call: qemem errors become tool errors, writes are refused when read-only."""
+    """Runs a tool's call: qemem errors become tool errors (never naming the server's store
+    path), writes are refused when read-only."""
 
-    def __init__(self, read_only: bool) -> None:
+    def __init__(self, read_only: bool, store_path: str = "") -> None:
         self.read_only = read_only
+        self.store_path = store_path
 
     def __call__(self, fn: Callable[[], T], writes: bool = False) -> T:
         try:
@@ -89,7 +94,10 @@ class _Guard:
                 raise AuthError("this API key is read-only: remember and forget are refused")
             return fn()
         except QememError as exc:
-            raise ToolError(str(exc)) from exc
+            message = str(exc)
+            if self.store_path and self.store_path != ":memory:":
+                message = message.replace(self.store_path, "the server's store")
+            raise ToolError(message) from exc
 
 
 def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
@@ -112,6 +120,8 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         "for a query, without composing an answer. Use it to see the raw evidence yourself."
     )
     def recall(conversation: str, query: str, k: int = 8, pool: bool = True) -> dict[str, Any]:
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be from 1 to {MAX_K} (got {k})")
         if pool:
             found = run(lambda: memory.retrieve(conversation, query))
             return {
@@ -130,14 +140,20 @@ def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
         description="Answer a question about a stored conversation, with the evidence: claims "
         "with verbatim quotes checked against the original turns, resolved dates and the cited "
         "turn ids. Prefer it over recall for questions about when, how often or what happened. "
-        "mode 'retrieval' needs no LLM and returns the evidence only."
+        "mode 'retrieval' needs no LLM and returns the evidence only; the other modes need "
+        "the server's LLM."
     )
     def ask(
         conversation: str,
         question: str,
         mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
-        chosen = mode or ("full" if memory.llm is not None else "retrieval")
+        chosen = mode or "full"
+        if chosen != "retrieval" and memory.llm is None:
+            raise ToolError(
+                f"mode {chosen!r} needs an LLM and this server has none: start qemem mcp with "
+                "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
+            )
         return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
 
 

@@ -11,6 +11,9 @@ from qemem.build import BuildReport
 from qemem.memory import SearchResult
 from qemem.models import Pool, Ref, Session, Space
 
+MAX_K = 1000
+"""The most search results one request may ask for (HTTP and MCP alike)."""
+
 
 class Problem(BaseModel):
     """An error (RFC 9457 problem details)."""
@@ -69,7 +72,7 @@ class ConversationOut(BaseModel):
 
 class SearchIn(BaseModel):
     query: str | list[str] = Field(description="one query, or several fused together")
-    k: int | None = Field(default=10, ge=1, le=1000, description="results; null ranks all")
+    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
     pool: bool = Field(default=False, description="return the evidence pool of all spaces")
     space: Space = Field(default="turn", description="space searched when pool is false")
     exclude: list[Ref] = Field(
