@@ -16,10 +16,10 @@ from qemem.evidence import (
     ViewCard,
     construct_cards,
     merge_cards,
+    resolve_card_time,
     time_agrees,
     verify_card,
 )
-from qemem.evidence.cards import resolve_card_time
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory

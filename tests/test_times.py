@@ -10,6 +10,9 @@ from qemem.errors import InputError
 from qemem.evidence.agreement import time_ranges
 from qemem.evidence.times import (
     TimeResolution,
+    annotate_times,
+    event_expressions,
+    is_planned,
     normalise_time,
     resolve_times,
 )
@@ -597,19 +600,19 @@ CASES: list[tuple[str, str, date, list[Row]]] = [
         "this-winter-in-january",
         "this winter",
         D(2023, 1, 15),
-        [("this winter", D(2022, 12, 1), D(2023, 2, 28), "season", "winter 2022")],
+        [("this winter", D(2022, 12, 1), D(2023, 2, 28), "season", "winter 2022-23")],
     ),
     (
         "last-winter-in-january",
         "last winter",
         D(2023, 1, 15),
-        [("last winter", D(2021, 12, 1), D(2022, 2, 28), "season", "winter 2021")],
+        [("last winter", D(2021, 12, 1), D(2022, 2, 28), "season", "winter 2021-22")],
     ),
     (
         "next-winter-leap",
         "next winter",
         MON_8_MAY,
-        [("next winter", D(2023, 12, 1), D(2024, 2, 29), "season", "winter 2023")],
+        [("next winter", D(2023, 12, 1), D(2024, 2, 29), "season", "winter 2023-24")],
     ),
     (
         "this-fall",
@@ -741,3 +744,54 @@ def test_parse_anchor_rejects_garbage(value: str) -> None:
 def test_a_month_name_the_pattern_matches_case_insensitively_always_names_a_month() -> None:
     # re.IGNORECASE matches the long s (ſ) for "s"; the month lookup folds it the same way
     assert time_ranges("ſeptember 2023") == time_ranges("September 2023")
+
+
+# --- issue 20: abbreviated weekdays, winters across years, annotations, plans, events ---
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("I went last Tues.", "the Tuesday before 20 July 2023"),
+        ("last Sat was fun", "the Saturday before 20 July 2023"),
+        ("we met last Thurs", "the Thursday before 20 July 2023"),
+        ("last Fri I rested", "the Friday before 20 July 2023"),
+        ("see you next Mon", "the Monday after 20 July 2023"),
+        ("this past Sun", "the Sunday before 20 July 2023"),
+    ],
+)
+def test_abbreviated_weekdays_resolve_like_full_names(text: str, phrase: str) -> None:
+    found = resolve_times(text, D(2023, 7, 20))
+    assert [r.phrase for r in found] == [phrase]
+
+
+def test_a_bare_abbreviation_is_not_a_weekday() -> None:
+    assert resolve_times("I sat on sun loungers", D(2023, 7, 20)) == []
+
+
+def test_a_winter_is_labelled_with_both_its_years() -> None:
+    (found,) = resolve_times("last winter", D(2023, 10, 13))
+    assert (found.start, found.end, found.phrase) == (
+        D(2022, 12, 1),
+        D(2023, 2, 28),
+        "winter 2022-23",
+    )
+
+
+def test_annotations_stand_after_their_expressions() -> None:
+    text = annotate_times("I made it last night, and next Sat we go.", D(2023, 8, 15))
+    assert text == (
+        "I made it last night [14 August 2023], and next Sat "
+        "[the Saturday after 15 August 2023] we go."
+    )
+
+
+def test_event_relative_phrases_are_recognised() -> None:
+    text = "a gaming party two weekends later, a few days after the show, the day before yesterday"
+    assert [e for _, e in event_expressions(text)] == ["two weekends later", "a few days after"]
+
+
+def test_plans_are_recognised() -> None:
+    assert is_planned("we're planning a camping trip")
+    assert is_planned("I want to go hiking") and is_planned("we'll see")
+    assert not is_planned("I went hiking with my dog")

@@ -25,6 +25,11 @@ MONTHS = (
     "October", "November", "December",
 )
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+#: Weekday abbreviations by lowercase form: the weekday index (0 = Monday) each names.
+WEEKDAY_ABBREVIATIONS = {
+    "mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3, "fri": 4,
+    "sat": 5, "sun": 6,
+}
 #: Number words by value: ``NUMBER_WORDS[n]`` is the word of ``n`` (0 to 20).
 NUMBER_WORDS = (
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
@@ -93,6 +98,14 @@ def month_number(name: str, *, prefix: bool = False) -> int | None:
     case; with ``prefix``, any word whose first three letters are one ("Sept", "Mays"). None
     when it names no month."""
     return MONTH_NUMBERS.get(name[:3].casefold() if prefix else name.lower())
+
+
+def weekday_number(name: str) -> int | None:
+    """The weekday (0 = Monday) a full English weekday name or its abbreviation ("Tues",
+    "Thurs", "Sat.") names, in any case; None when it names none."""
+    low = name.lower().rstrip(".")
+    full = [w.lower() for w in WEEKDAYS]
+    return full.index(low) if low in full else WEEKDAY_ABBREVIATIONS.get(low)
 
 
 def day_phrase(day: date) -> str:

@@ -10,14 +10,24 @@ from qemem.evidence.cards import (
     construct_cards,
     format_pool,
     merge_cards,
+    resolve_card_time,
     verify_card,
 )
 from qemem.evidence.context import SourceIndex, format_memories
 from qemem.evidence.quotes import QuoteCheck, best_quote_match, verify_quote
 from qemem.evidence.refine import Evidence, RoundTrace, build_evidence, merge_pools
-from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
+from qemem.evidence.times import (
+    ANNOTATION,
+    TimeResolution,
+    annotate_times,
+    event_expressions,
+    is_planned,
+    normalise_time,
+    resolve_times,
+)
 
 __all__ = [
+    "ANNOTATION",
     "CardDraft",
     "Construction",
     "ConstructorOutput",
@@ -28,14 +38,18 @@ __all__ = [
     "SourceIndex",
     "TimeResolution",
     "ViewCard",
+    "annotate_times",
     "best_quote_match",
     "build_evidence",
     "construct_cards",
+    "event_expressions",
     "format_memories",
     "format_pool",
+    "is_planned",
     "merge_cards",
     "merge_pools",
     "normalise_time",
+    "resolve_card_time",
     "resolve_times",
     "time_agrees",
     "time_ranges",

@@ -9,10 +9,13 @@ method's form:
 * weekday-relative: kept relative, "the Friday before 13 March 2023" / "the Friday after ...";
 * weeks (ISO, Monday..Sunday): "the week before 9 June 2023", "the week of ...", "two weeks
   before ..."; weekends (Saturday..Sunday) likewise with "weekend";
-* months: "May 2023"; years: "2022"; seasons: "summer 2023".
+* months: "May 2023"; years: "2022"; seasons: "summer 2023", a winter by both its years
+  ("winter 2022-23": December 2022 to February 2023).
 
 Conventions (documented choices):
 
+* Weekdays may be abbreviated after "last", "next" and "this past" ("last Tues", "next Sat.",
+  see ``qemem.lexicon.WEEKDAY_ABBREVIATIONS``); a bare "on Sun" is left alone.
 * "last/next <weekday>": the nearest such weekday strictly before/after the anchor ("last
   Monday" said on a Monday is seven days earlier). A weekday said without "last" or "next"
   ("on Friday", "this Friday") is the last such day before the anchor ("the Friday before
@@ -32,7 +35,7 @@ Conventions (documented choices):
   units ago (calendar-aligned) and the granularity is widened one step (day -> week, week and
   weekend -> month, month and year -> year); the phrase reads "a few days before 8 May 2023".
 * Seasons are northern meteorological: spring Mar-May, summer Jun-Aug, autumn/fall Sep-Nov,
-  winter Dec-Feb labelled with the year of its December ("winter 2022" = Dec 2022-Feb 2023).
+  winter Dec-Feb labelled with both its years ("winter 2022-23" = Dec 2022-Feb 2023).
   "last <season>": the latest one that ended before the anchor; "next": the first that starts
   after it; "this": the one containing the anchor, else the nearest one.
 
@@ -53,12 +56,14 @@ from qemem.lexicon import (
     MONTHS,
     NUMBER_WORDS,
     SEASONS,
+    WEEKDAY_ABBREVIATIONS,
     WEEKDAYS,
     day_phrase,
     month_range,
     parse_anchor,
     season_range,
     shift_month,
+    weekday_number,
 )
 
 Granularity = Literal["day", "week", "weekend", "month", "season", "year"]
@@ -233,7 +238,7 @@ def _future_clause(text: str, position: int) -> bool:
 
 def _weekday(m: re.Match[str], anchor: date) -> _Resolved:
     rel = " ".join(m.group("rel").lower().split())
-    target = [w.lower() for w in WEEKDAYS].index(m.group("wd").lower())
+    target = weekday_number(m.group("wd")) or 0  # the pattern matches only weekday names
     name = WEEKDAYS[target]
     if rel in ("on", "this") and anchor.weekday() == target:
         day = anchor
@@ -263,13 +268,15 @@ def _season(m: re.Match[str], anchor: date) -> _Resolved:
         start, end, year = min(
             spans, key=lambda s: max((s[0] - anchor).days, (anchor - s[1]).days, 0)
         )
-    return start, end, "season", f"{season} {year}"
+    label = f"{season} {year}-{(year + 1) % 100:02d}" if season == "winter" else f"{season} {year}"
+    return start, end, "season", label
 
 
 _COUNT = r"\d+|a\s+couple\s+of|a\s+couple|couple\s+of|a\s+few|few|several|an?|" + "|".join(
     NUMBER_WORDS
 )
 _WD = "|".join(WEEKDAYS)
+_WD_SHORT = "|".join(sorted(WEEKDAY_ABBREVIATIONS, key=len, reverse=True))
 _SEASON = "|".join(SEASONS)
 _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]] = [
     (re.compile(p, re.IGNORECASE), handler)
@@ -289,6 +296,7 @@ _RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str], date], _Resolved]]]
         (r"\b(?P<rel>last|this|next)\s+(?P<unit>weekend|week|month|year)\b", _relative_unit),
         (r"\b(?:(?:on|over)\s+the|this\s+past|the\s+past)\s+weekend\b", _past_weekend),
         (rf"\b(?P<rel>last|this\s+past|past|this|next|on)\s+(?P<wd>{_WD})\b", _weekday),
+        (rf"\b(?P<rel>last|this\s+past|next)\s+(?P<wd>{_WD_SHORT})\b", _weekday),
         (
             rf"\b(?P<rel>last|this\s+past|this|next)\s+(?P<season>{_SEASON})\b",
             _season,
@@ -332,3 +340,58 @@ def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:
         return found[0]
     day = parse_anchor(anchor)
     return TimeResolution("", day, day, "day", day_phrase(day), anchor=day)
+
+
+#: The one annotation format of a resolved expression in prompt text: the expression, then its
+#: phrase in brackets ("I made it last night [14 August 2023]").
+ANNOTATION = "{expression} [{phrase}]"
+
+
+def annotate_times(text: str, anchor: date | datetime | str) -> str:
+    """``text`` with every relative expression followed by its resolution against ``anchor``
+    in ``ANNOTATION`` form, where it stands; event-relative phrases stay as they are."""
+    out, at = [], 0
+    for r in resolve_times(text, anchor):
+        out.append(text[at : r.position])
+        out.append(ANNOTATION.format(expression=r.expression, phrase=r.phrase))
+        at = r.position + len(r.expression)
+    out.append(text[at:])
+    return "".join(out)
+
+
+_EVENT = re.compile(
+    rf"\b(?:(?:{_COUNT}|the)\s+(?:day|night|weekend|week|month|year)s?\s+"
+    r"(?:later|after(?:wards)?|before|earlier|on)|the\s+(?:next|following)\s+"
+    r"(?:day|morning|evening|night|weekend|week|month|year)|later\s+that\s+"
+    r"(?:day|night|week|weekend|month|year))\b",
+    re.IGNORECASE,
+)
+
+
+def event_expressions(text: str) -> list[tuple[int, str]]:
+    """Event-relative phrases of ``text`` ("two weekends later", "a few days after", "the
+    next day"): relative, but to another event, so no date follows from the session date.
+    (position, phrase) in text order; phrases overlapping a resolvable expression are left out."""
+    taken = [
+        (r.position, r.position + len(r.expression)) for r in _resolve(text, date(2000, 6, 15))
+    ]
+    return [
+        (m.start(), m.group())
+        for m in _EVENT.finditer(text)
+        if not any(m.start() < end and start < m.end() for start, end in taken)
+    ]
+
+
+#: Plans and future-tense statements: "will"/"'ll"/"shall", "going to"/"gonna", "plan"/
+#: "planning", "want to"/"wanna", "hope to", "about to", "next <word>".
+_PLANNED = re.compile(
+    r"(?:\b(?:will|shall|gonna|going\s+to|plan(?:s|ning)?|want(?:s)?\s+to|wanna|"
+    r"hop(?:e|es|ing)\s+to|about\s+to|next\s+\w+)\b|['\u2019]ll\b)",
+    re.IGNORECASE,
+)
+
+
+def is_planned(text: str) -> bool:
+    """Whether ``text`` states a plan or speaks in the future tense (a deterministic rule: see
+    ``_PLANNED``); such a statement is timed as said on its date, not as a past event."""
+    return bool(_PLANNED.search(text))
