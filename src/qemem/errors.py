@@ -60,6 +60,10 @@ class DownloadError(QememError):
     """A dataset could not be downloaded, or its bytes are not the expected ones."""
 
 
+class OutputError(QememError):
+    """An output file (``--html``, ``--out``) cannot be written."""
+
+
 class LLMError(QememError):
     """An LLM call failed after retries, or no LLM is configured where one is needed."""
 

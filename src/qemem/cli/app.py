@@ -31,6 +31,7 @@ from qemem.cli.common import (
     print_json,
     progress_bar,
 )
+from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory import Memory, SearchResult
@@ -43,6 +44,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=FlagGroup,
 )
 
 
@@ -328,6 +330,7 @@ def _register_subcommands() -> None:
     serve.register(app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")
+    plain_flag_help(app)
 
 
 _register_subcommands()

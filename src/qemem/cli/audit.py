@@ -8,11 +8,14 @@ from typing import Annotated
 import typer
 
 from qemem.cli.common import JsonOpt, console, print_json
+from qemem.cli.flags import FlagGroup
 from qemem.errors import LLMError
 from qemem.llm import LLMClient
 from qemem.llm.spec import open_llm
 
-audit_app = typer.Typer(help="LLM-judged audits of a run folder.", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="LLM-judged audits of a run folder.", no_args_is_help=True, cls=FlagGroup
+)
 
 JudgeOpt = Annotated[
     str,

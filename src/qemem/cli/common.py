@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +24,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from qemem.errors import StoreError
+from qemem.errors import OutputError, StoreError
 from qemem.store import parse_store_url
 
 console = Console(emoji=False, highlight=False)
@@ -51,9 +52,28 @@ def output_file(value: Path | None) -> Path | None:
         raise typer.BadParameter(f"{value} is a folder: name a file in it")
     if not value.parent.is_dir():
         raise typer.BadParameter(f"the folder {value.parent} does not exist: create it first")
-    if not os.access(value.parent, os.W_OK):
+    if not os.access(value.parent, os.W_OK) or not _takes_files(value.parent):
         raise typer.BadParameter(f"the folder {value.parent} is not writable")
     return value
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to the output file ``path``; a write that fails even so (a full
+    disk, a file removed meanwhile) is an OutputError, never a traceback."""
+    try:
+        path.write_text(text, "utf-8")
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _takes_files(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (one is, and removed at once): permission
+    bits do not tell for root, a read-only mount or a virtual file system such as /proc."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def output_folder(value: Path | None) -> Path | None:
@@ -65,7 +85,7 @@ def output_folder(value: Path | None) -> Path | None:
         value.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise typer.BadParameter(f"cannot use {value} as a folder: {exc.strerror}") from None
-    if not os.access(value, os.W_OK):
+    if not os.access(value, os.W_OK) or not _takes_files(value):
         raise typer.BadParameter(f"the folder {value} is not writable")
     return value
 

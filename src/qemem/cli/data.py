@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from qemem.cli.common import JsonOpt, console, output_folder, print_json
+from qemem.cli.flags import FlagGroup
 from qemem.datasets import LOCOMO_SHA256, LOCOMO_URL, download_locomo, locomo_subset
 
-data_app = typer.Typer(help="Download evaluation data.", no_args_is_help=True)
+data_app = typer.Typer(help="Download evaluation data.", no_args_is_help=True, cls=FlagGroup)
 
 
 @data_app.command()

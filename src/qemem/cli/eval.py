@@ -31,7 +31,9 @@ from qemem.cli.common import (
     phase_bars,
     print_json,
     progress_bar,
+    write_output,
 )
+from qemem.cli.flags import FlagGroup
 from qemem.errors import LLMError
 from qemem.eval.coverage import (
     CoverageReport,
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from qemem.answer.ask import Mode
     from qemem.eval.locomo import RunResult
 
-eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True, cls=FlagGroup)
 
 DataOpt = Annotated[Path, typer.Option("--data", "-d", help="LoCoMo JSON file.")]
 CategoriesOpt = Annotated[str, typer.Option("--categories", help="Comma-separated QA categories.")]
@@ -384,7 +386,7 @@ def compare(
     result = compare_runs(run_a, run_b, metric=metric, n_resamples=resamples, seed=seed)
     data = result.to_dict()
     if out is not None:
-        out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", "utf-8")
+        write_output(out, json.dumps(data, indent=2, sort_keys=True) + "\n")
     if as_json:
         print_json(data)
         return

@@ -16,6 +16,7 @@ from qemem.cli.common import (
     console,
     output_file,
     print_json,
+    write_output,
 )
 from qemem.memory import Memory
 from qemem.memory_file import dumps, load
@@ -57,7 +58,7 @@ def export_memory(
     if out is None:
         typer.echo(text, nl=False)
     else:
-        out.write_text(text, "utf-8")
+        write_output(out, text)
 
 
 def register(app: typer.Typer) -> None:

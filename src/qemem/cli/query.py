@@ -37,6 +37,7 @@ from qemem.cli.common import (
     plain,
     print_json,
     progress_bar,
+    write_output,
 )
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
@@ -233,7 +234,7 @@ def ask(
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
         offline = memory.llm is not None and memory.llm.provider.name == "fake"
     if html is not None:
-        html.write_text(answer_html(answer_to_json(answer)), "utf-8")
+        write_output(html, answer_html(answer_to_json(answer)))
         err_console.print(f"wrote {markup_safe(html)}")
     if as_json:
         print_json(answer_to_json(answer))

@@ -17,6 +17,7 @@ from qemem.cli.common import (
     existing_store,
     print_json,
 )
+from qemem.cli.flags import FlagGroup
 from qemem.errors import ConfigError
 from qemem.keys import create_key, open_key_store, revoke_key, verify_key
 from qemem.memory import Memory
@@ -24,6 +25,7 @@ from qemem.memory import Memory
 keys_app = typer.Typer(
     help="API keys of the HTTP service and MCP server (one namespace each).",
     no_args_is_help=True,
+    cls=FlagGroup,
 )
 
 HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
