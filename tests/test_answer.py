@@ -202,7 +202,8 @@ def test_assembly_with_cards(index: SourceIndex) -> None:
     assert "[1] Priya went to her first pottery class." in text
     assert "(verified)" in text and "(UNVERIFIED: quote not found in the cited sources)" in text
     assert "(unknown ids: Z1)" in text
-    assert 'by the session-date rule ("last Saturday"): the Saturday before 14 March 2024' in text
+    rule = 'by the session-date rule ("last Saturday" in the quote): the Saturday before 14 March'
+    assert rule in text
     assert "*[D1:3] Priya:" in text and "\n[D1:1] Priya:" in text
     assert "--- Session 1 (Thursday, 14 March 2024, 19:15)" in text
     cited, background = text.split("Other retrieved memories (background):")

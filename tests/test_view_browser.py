@@ -20,7 +20,7 @@ from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.store import SQLiteStore
+from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM
 from qemem.view import answer_html, report_html
 
@@ -112,7 +112,15 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     builder = Memory(store, HashEmbedder(), llm=LLMClient(OfflineLLM()))
     builder.ingest(sample_path)
     builder.build("demo-1")  # episodes E1... and facts S1... for the episode and fact cards
-    cards = (POTTERY, MARATHON, {**POTTERY, "sources": ["E1"]}, {**POTTERY, "sources": ["S1"]})
+    learned = " ".join(store.facts(Scope("demo-1"), ["S1"])[0].content.split()[:6])
+    written = {"claim": "From a fact.", "sources": ["S1"], "quote": learned, "time": ""}
+    cards = (
+        POTTERY,
+        MARATHON,
+        {**POTTERY, "sources": ["E1"]},
+        {**POTTERY, "sources": ["S1"]},
+        written,
+    )
     with Memory(store, HashEmbedder(), llm=scripted(*cards)) as mem:
         answer = mem.ask("demo-1", "When did Priya go to her first pottery class?")
     path = tmp_path / "answer.html"
@@ -133,6 +141,8 @@ def test_answer_page(browser: Browser, sample_path: Path, tmp_path: Path) -> Non
     expect(page.locator('[id="e-E1"] .turn')).to_have_count(min(12, len(episode.turn_ids)))
     expect(page.locator('[id="f-S1"]')).to_contain_text(fact.content)
     expect(page.locator('[id="f-S1"]')).to_contain_text(f"from {fact.episode_ids[0]}")
+    expect(page.locator('[id="card-4"] .badge.warn')).to_have_text("model-written fact")
+    expect(page.locator('[id="card-0"]')).to_contain_text("rules from the quote the Saturday")
 
     turn = page.locator('[id="t-D5:8"]')
     expect(turn).not_to_be_in_viewport()

@@ -1,8 +1,10 @@
 """Evidence assembly: what the answerer reads.
 
-With cards: the cards (unverified ones marked), then the cited sources in context (each cited
-turn with up to ``neighbours`` turns on each side in its session, each cited episode with its
-first ``episode_turns`` turns, cited facts; session dates shown), then the rest of the pool as
+With cards: the cards (unverified ones marked, and those checked only against model-written
+memory; each with its rule time and what it rests on, plans marked), then the cited sources in
+context (each cited turn with up to ``neighbours`` turns on each side in its session, each
+cited episode with its first ``episode_turns`` turns, cited facts with their provenance turns;
+session dates shown, relative times annotated), then the rest of the pool as
 background (an episode whose turns are all shown appears by id and title only). Without
 cards (direct answering, or a degraded constructor): the pool alone.
 """
@@ -14,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qemem.evidence.cards import ViewCard, pool_records
-from qemem.evidence.context import SourceIndex, format_memories
+from qemem.evidence.context import FoundRecord, SourceIndex, format_memories
 from qemem.evidence.refine import Shown
+from qemem.lexicon import day_phrase
 from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
 from qemem.prompts import as_data
+from qemem.tokens import tokenize
 
 
 @dataclass(frozen=True)
@@ -34,24 +38,58 @@ class Assembly:
     inputs: Mapping[str, Any] = field(default_factory=dict)
 
 
+CONTEXT_HEADER = (
+    "Cited sources in their context (cited turns are marked with *; each relative time is "
+    "followed by its resolution against its session date in [brackets]):"
+)
+
+
+def _check_text(card: ViewCard) -> str:
+    """How the card's quote was checked, as the answerer is told."""
+    if not card.verified:
+        return "UNVERIFIED: quote not found in the cited sources"
+    if card.model_written:
+        return (
+            f"MODEL-WRITTEN: found only in a memory {card.grounded_in} a model wrote, not in "
+            "what was said; check it against the original turns shown"
+        )
+    return "verified"
+
+
+def _rule_text(card: ViewCard) -> str:
+    """The card's rule time (see ``qemem.evidence.card_time``), saying what it rests on."""
+    rule = card.resolved_time
+    if rule is None:
+        return ""
+    said = day_phrase(rule.anchor or rule.start)
+    if card.time_basis == "quote":
+        return f'by the session-date rule ("{rule.expression}" in the quote): {rule.phrase}'
+    if card.time_basis == "cited":
+        where = card.time_source or "a cited turn"
+        return f'by the session-date rule ("{rule.expression}" in {where}): {rule.phrase}'
+    if card.time_event:
+        return (
+            f'"{card.time_event}" is relative to another event (no date follows from the '
+            f"session date); said on {said}"
+        )
+    return f"no relative expression in the quote; said on {said} (not necessarily when it happened)"
+
+
 def format_card(number: int, card: ViewCard) -> str:
     """One card as the answerer reads it."""
-    check = "verified" if card.verified else "UNVERIFIED: quote not found in the cited sources"
     lines = [f"[{number}] {as_data(card.claim)}", f"    sources: {', '.join(card.sources) or '-'}"]
     if card.unresolved_sources:
         lines[-1] += f" (unknown ids: {', '.join(card.unresolved_sources)})"
-    lines.append(f'    quote: "{as_data(card.quote)}" ({check})')
-    times = []
-    if card.time:
-        times.append(card.time)
-    if card.resolved_time is not None:
-        rule = card.resolved_time
-        said = f' "{rule.expression}"' if rule.expression else " no relative expression"
-        times.append(f"by the session-date rule ({said.strip()}): {rule.phrase}")
+    lines.append(f'    quote: "{as_data(card.quote)}" ({_check_text(card)})')
+    times = [as_data(card.time)] if card.time else []
+    if rule := _rule_text(card):
+        times.append(rule)
+    if card.planned:
+        times.append("PLANNED: stated as a plan or intention, not as something that had happened")
     if times:
         lines.append(f"    time: {'; '.join(times)}")
     if card.relation:
-        lines.append(f"    relation: {card.relation}")
+        lines.append(f"    relation: {as_data(card.relation)}")
     return "\n".join(lines)
 
 
@@ -91,6 +129,15 @@ def _cited(
     return cited_turns, cited_episodes, cited_facts, citations
 
 
+def provenance_turns(index: SourceIndex, fact: SemanticFact, limit: int) -> list[Turn]:
+    """The ``limit`` turns of the episodes a fact was learned from that share the most words
+    with it (ties: conversation order), in conversation order."""
+    words = set(tokenize(fact.content))
+    turns = index.in_order(index.turns_of(FoundRecord("fact", fact)))
+    ranked = sorted(turns, key=lambda t: -len(words & set(tokenize(t.text))))
+    return index.in_order(ranked[:limit])
+
+
 def assemble(
     index: SourceIndex,
     cards: Sequence[ViewCard],
@@ -98,14 +145,20 @@ def assemble(
     *,
     neighbours: int = 2,
     episode_turns: int = 12,
+    fact_turns: int = 3,
 ) -> Assembly:
-    """Cards, cited sources in context, and the rest of ``pool`` as background."""
+    """Cards, cited sources in context, and the rest of ``pool`` as background. The context
+    holds each cited turn with ``neighbours`` on each side, each cited episode's first
+    ``episode_turns`` turns and each cited fact's ``fact_turns`` provenance turns (so a card
+    grounded in model-written text comes with the original words), relative times annotated."""
     if not cards:
         return assemble_pool(index, pool)
     cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
     context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
     for episode in cited_episodes.values():
         context.extend(index.episode_turns(episode, episode_turns))
+    for fact in cited_facts.values():
+        context.extend(provenance_turns(index, fact, fact_turns))
     context = index.in_order(context)
     shown = {t.id for t in context}
     episodes, facts, turns = pool_records(pool)
@@ -121,9 +174,10 @@ def assemble(
         context,
         marked=[t.id for t in cited_turns],
         narratives=True,
+        annotate=True,
     )
     if cited:
-        sections.append("Cited sources in their context (cited turns are marked with *):\n" + cited)
+        sections.append(f"{CONTEXT_HEADER}\n{cited}")
     background = format_memories(
         index, rest_episodes, rest_facts, rest_turns, shown=[t.id for t in context]
     )

@@ -158,13 +158,13 @@ def show_answer(answer: Answer) -> None:
     if answer.cards:
         table = Table("#", "claim", "sources", "quote", "time", "verified")
         for n, card in enumerate(answer.cards, start=1):
-            resolved = card.resolved_time.phrase if card.resolved_time else ""
+            resolved = card.rule_time.phrase if card.rule_time else ""
             table.add_row(
                 str(n),
                 plain(card.claim),
                 plain(", ".join(card.sources)),
                 plain(card.quote),
-                plain(card.time or resolved),
+                plain((card.time or resolved) + (" (planned)" if card.planned else "")),
                 "yes" if card.verified else "[red]no[/]",
             )
         console.print(table)

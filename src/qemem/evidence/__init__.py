@@ -1,6 +1,7 @@
 """Evidence construction, verification, refinement and time resolution."""
 
 from qemem.evidence.agreement import time_agrees, time_ranges
+from qemem.evidence.card_time import CardTime, CitedText, card_time, resolve_card_time
 from qemem.evidence.cards import (
     CardDraft,
     Construction,
@@ -10,7 +11,6 @@ from qemem.evidence.cards import (
     construct_cards,
     format_pool,
     merge_cards,
-    resolve_card_time,
     verify_card,
 )
 from qemem.evidence.context import SourceIndex, format_memories
@@ -29,6 +29,8 @@ from qemem.evidence.times import (
 __all__ = [
     "ANNOTATION",
     "CardDraft",
+    "CardTime",
+    "CitedText",
     "Construction",
     "ConstructorOutput",
     "Evidence",
@@ -41,6 +43,7 @@ __all__ = [
     "annotate_times",
     "best_quote_match",
     "build_evidence",
+    "card_time",
     "construct_cards",
     "event_expressions",
     "format_memories",

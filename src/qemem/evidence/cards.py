@@ -4,25 +4,26 @@ The constructor reads a formatted pool and the plan's need and returns cards (cl
 quote, time, relation) plus a sufficiency verdict. Verification needs no LLM: a card is
 *verified* when its quote matches the text of at least one cited source (``best_quote_match``);
 unverified cards are kept and marked; cited ids that name nothing are recorded. Each card's
-time is resolved deterministically from the matched source message (``resolve_card_time``: the
-relative expression nearest the quote, else the session date) and compared with the model's
-``time`` as periods, not phrasings (``time_agrees``).
+time is resolved deterministically (``card_time``: the relative expression inside the quote,
+else one of a cited turn's that the model's own ``time`` agrees with, else the session date,
+marked as such) and compared with the model's ``time`` as periods, not phrasings
+(``time_agrees``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
+from qemem.evidence.card_time import CitedText, TimeBasis, card_time
 from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_memories
-from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match
-from qemem.evidence.times import TimeResolution, normalise_time, resolve_times
+from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match, verify_quote
+from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
 from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
 from qemem.prompts import render
@@ -103,6 +104,25 @@ class ViewCard:
     time_agrees: bool | None = None
     round: int = 0
     refs: list[Ref] = field(default_factory=list)
+    time_basis: TimeBasis | None = None
+    time_source: str | None = None
+    time_event: str = ""
+    planned: bool = False
+
+    @property
+    def rule_time(self) -> TimeResolution | None:
+        """The rule time when it rests on an expression (quote or cited turn); None when it is
+        only the session date (the day it was said) or nothing resolved."""
+        basis = self.time_basis or ("session" if not self.resolved_time else "")
+        if self.resolved_time is None or basis == "session" or not self.resolved_time.expression:
+            return None
+        return self.resolved_time
+
+    @property
+    def model_written(self) -> bool:
+        """Whether the quote was checked only against text a model wrote (an episode or a
+        fact), which shows what the memory says, not what was said."""
+        return self.grounded_in in ("episode", "fact")
 
 
 @dataclass
@@ -193,27 +213,20 @@ def construct_cards(
     return Construction(list(out.cards), feedback, list(result.responses))
 
 
-def resolve_card_time(
-    source_text: str, span: tuple[int, int] | None, anchor: datetime
-) -> TimeResolution:
-    """The deterministic time of a card from its matched source message: the relative
-    expression of ``source_text`` nearest the quoted ``span`` (inside it counts as distance 0;
-    ties go to the earlier one), else the session date ``anchor``."""
-    found = resolve_times(source_text, anchor)
-    if not found:
-        return normalise_time("", anchor)
-    start, end = span or (0, 0)
-
-    def distance(r: TimeResolution) -> int:
-        return max(start - (r.position + len(r.expression)), r.position - end, 0)
-
-    return min(found, key=lambda r: (distance(r), r.position))
-
-
 def source_text(record: Turn | Episode | SemanticFact) -> str:
     """The text a quote is checked against: a turn's message (without its speaker), an
     episode's title and narrative, a fact's content."""
     return record.text if isinstance(record, Turn) else search_text(record)
+
+
+def _match_order(
+    quote: str, texts: Mapping[str, str], speakers: Mapping[str, str], matched: str
+) -> list[str]:
+    """The cited ids, the matched one first, then the other turns by how well ``quote``
+    matches them (best first; ties in citation order)."""
+    others = [sid for sid in texts if sid != matched and sid in speakers]
+    score = {sid: verify_quote(quote, texts[sid], speaker=speakers[sid]).score for sid in others}
+    return [matched, *sorted(others, key=lambda sid: -score[sid])]
 
 
 def verify_card(
@@ -240,12 +253,13 @@ def verify_card(
     texts = {sid: source_text(loc.record) for sid, loc in known.items()}
     speakers = {sid: r.speaker for sid, loc in known.items() if isinstance(r := loc.record, Turn)}
     matched, check = best_quote_match(card.quote, texts, speakers=speakers, threshold=threshold)
-    resolved = None
-    agrees = None
+    timing = None
     if matched is not None:
-        anchor = index.session_date(known[matched].record)
-        resolved = resolve_card_time(texts[matched], check.span, anchor)
-        agrees = time_agrees(card.time, resolved)
+        cited = [
+            CitedText(sid, texts[sid], index.session_date(known[sid].record))
+            for sid in _match_order(card.quote, texts, speakers, matched)
+        ]
+        timing = card_time(cited, check.span, model_time=card.time)
     return ViewCard(
         claim=card.claim.strip(),
         sources=sources,
@@ -257,8 +271,12 @@ def verify_card(
         matched_source=matched,
         grounded_in=known[matched].space if matched is not None else None,
         unresolved_sources=unresolved,
-        resolved_time=resolved,
-        time_agrees=agrees,
+        resolved_time=timing.resolution if timing else None,
+        time_agrees=time_agrees(card.time, timing.resolution) if timing else None,
+        time_basis=timing.basis if timing else None,
+        time_source=timing.source if timing else None,
+        time_event=timing.event if timing else "",
+        planned=timing.planned if timing else False,
         round=round,
         refs=[Ref(loc.space, loc.record.id) for loc in known.values()],
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from qemem.evidence.times import annotate_times
 from qemem.lexicon import WEEKDAYS
 from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
 from qemem.prompts import as_data
@@ -113,9 +114,12 @@ def format_memories(
     marked: Iterable[str] = (),
     shown: Iterable[str] = (),
     narratives: bool = False,
+    annotate: bool = False,
 ) -> str:
     """Episodes, then facts, then turns; each section grouped by session in time order under
-    one date header per session. ``marked`` turn ids get a ``*`` before their id. An episode
+    one date header per session. ``marked`` turn ids get a ``*`` before their id; with
+    ``annotate`` every relative time expression of a turn is followed by its resolution against
+    the session date (``annotate_times``: "last night [14 August 2023]"). An episode
     whose turns are all in the text (in ``turns`` or in ``shown``, the turn ids shown elsewhere
     in the same prompt) keeps its id and title but not its narrative, which would repeat them,
     unless ``narratives`` (every narrative shown). Empty sections are left out."""
@@ -139,7 +143,8 @@ def format_memories(
         lines = ["Turns:"]
         for turn in _by_session(index, index.in_order(turns), lines):
             star = "*" if turn.id in marks else ""
-            lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(turn.text)}")
+            text = annotate_times(turn.text, index.session_date(turn)) if annotate else turn.text
+            lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(text)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 

@@ -57,7 +57,9 @@ def _answer(answer: Answer) -> dict[str, Any]:
                 "claim": card.claim,
                 "quote": card.quote,
                 "verified_quote": card.verified,
-                "time": card.resolved_time.phrase if card.resolved_time else card.time,
+                "time": card.rule_time.phrase if card.rule_time else card.time,
+                "planned": card.planned,
+                "grounded_in": card.grounded_in,
                 "sources": card.sources,
             }
             for card in answer.cards

@@ -82,11 +82,15 @@ def grounding(card: Mapping[str, Any]) -> str:
 
 
 def card_time(card: Mapping[str, Any]) -> str:
-    """The card's time field, with the rule's resolution when it has one."""
+    """The card's time field, with the rule's resolution when it has one (a session-date
+    fallback as the day it was said; a plan marked)."""
     parts = [str(card.get("time") or "")]
     resolved = card.get("resolved_time") or {}
+    fallback = card.get("time_basis") == "session" or not resolved.get("expression", "x")
     if resolved.get("phrase"):
-        parts.append(f"rule: {resolved['phrase']}")
+        parts.append(f"{'said on' if fallback else 'rule:'} {resolved['phrase']}")
+    if card.get("planned"):
+        parts.append("planned")
     return "; ".join(p for p in parts if p) or "(none)"
 
 

@@ -129,6 +129,12 @@ var qemem = (function () {
       var t = card.resolved_time;
       var agree = card.time_agrees === true ? el("span", { class: "badge ok", text: "agrees" })
         : card.time_agrees === false ? el("span", { class: "badge bad", text: "disagrees" }) : null;
+      var basis = { quote: "from the quote", cited: "from " + (card.time_source || "a cited turn"),
+        session: card.time_event ? "“" + card.time_event + "” is event-relative; said on"
+          : "no expression; said on" }[card.time_basis] || "";
+      var written = card.verified && (card.grounded_in === "episode" || card.grounded_in === "fact")
+        ? el("span", { class: "badge warn", text: "model-written " + card.grounded_in }) : null;
+      var planned = card.planned ? el("span", { class: "badge warn", text: "planned" }) : null;
       out.push(el("article", { class: "card", id: P + "card-" + n, tabindex: "-1" },
         el("div", { class: "claim" }, (n + 1) + ". " + card.claim),
         el("div", { class: "row" },
@@ -140,11 +146,12 @@ var qemem = (function () {
           card.sources.map(function (s, i) { return [i ? ", " : "", sourceLink(s)]; }),
           card.unresolved_sources.length ? el("span", { class: "bad",
             text: " (unresolved: " + card.unresolved_sources.join(", ") + ")" }) : null,
-          el("span", { class: "muted", text: " · round " + card.round })),
+          el("span", { class: "muted", text: " · round " + card.round }), " ", written),
         card.quote ? el("div", { class: "row quote", text: "“" + card.quote + "”" }) : null,
         el("div", { class: "row" }, el("span", { class: "muted", text: "relation: " }),
           card.relation || "–", el("span", { class: "muted", text: " · time: " }),
-          "model " + (card.time || "–") + " · rules " + (t ? t.phrase : "–") + " ", agree)));
+          "model " + (card.time || "–") + " · rules " + (basis ? basis + " " : "") +
+          (t ? t.phrase : "–") + " ", agree, " ", planned)));
     });
 
     /* cited sources: turns in their sessions with context, episodes, facts */
