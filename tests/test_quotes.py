@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match, verify_quote
+from qemem.evidence.quotes import (
+    DEFAULT_THRESHOLD,
+    best_quote_match,
+    verbatim_evidence,
+    verify_quote,
+)
 
 GROUP = "I went to a LGBTQ support group yesterday and it was so powerful."
 POTTERY = (
@@ -22,6 +27,14 @@ NECKLACE = (
 CAMPING = (
     "We're thinking of going camping in the mountains next month. Oliver loves the outdoors, "
     "and Luna can't wait to see the lake. We have two kids, so it's a big trip."
+)
+RECYCLE = (
+    "That's awesome, Mel! We try to be green at home too. Do you recycle at all? I've been "
+    "thinking of starting a compost bin."
+)
+SPECIAL = (
+    "Thanks, Caroline! I painted it after our trip to the lake. It's really special to me, "
+    "and I think so much of it."
 )
 
 # (id, quote, source, expected verified)
@@ -88,6 +101,12 @@ CASES: list[tuple[str, str, str, bool]] = [
     ),
     ("theyre-dropped", "Theyre a real support.", "Thanks, Caroline. They're a real support.", True),
     ("number-word-kept", "We have two kids", CAMPING, True),
+    # --- accepted: a verbatim span of three words or more, one of them a content word ---
+    ("verbatim-short-question", "Do you recycle at all?", RECYCLE, True),
+    ("verbatim-short-contraction", "It's really special to me", SPECIAL, True),
+    ("verbatim-short-lowercased", "its really special to me", SPECIAL, True),
+    ("verbatim-one-content-word", "it was so powerful", GROUP, True),
+    ("verbatim-three-words", "was so powerful", GROUP, True),
     # --- rejected: text from elsewhere ---
     ("other-text", "We made our own plates", GROUP, False),
     ("other-source-text", "I finally ran a half marathon", POTTERY, False),
@@ -125,7 +144,16 @@ CASES: list[tuple[str, str, str, bool]] = [
     # --- rejected: too short to be evidence ---
     ("single-word", "powerful", GROUP, False),
     ("single-common-word", "went", GROUP, False),
-    ("one-content-word", "it was so powerful", GROUP, False),
+    ("verbatim-two-words", "so powerful", GROUP, False),
+    ("function-words-and-it-was", "and it was", GROUP, False),
+    ("function-words-it-is", "it is", SPECIAL, False),
+    ("function-words-to-the", "to the", SPECIAL, False),
+    ("function-words-and-i", "and I", SPECIAL, False),
+    ("function-words-to-me-and-i", "to me, and I", SPECIAL, False),
+    ("reply-formula", "I think so", SPECIAL, False),
+    ("dropped-word-one-content-word", "it was powerful", GROUP, False),
+    ("changed-word-short", "Do you recycle often?", RECYCLE, False),
+    ("foreign-short", "Do you recycle at all?", GROUP, False),
     # --- rejected: a number found only outside the matched span ---
     (
         "number-elsewhere",
@@ -160,7 +188,13 @@ def test_table_is_separated_by_the_threshold() -> None:
         "weekday-name-changed",
         "number-elsewhere",
     }
-    too_short = {"single-word", "single-common-word", "one-content-word"}
+    too_short = {
+        "single-word",
+        "single-common-word",
+        "verbatim-two-words",
+        "dropped-word-one-content-word",
+    }
+    too_short |= {case[0] for case in CASES if case[0].startswith(("function-", "reply-"))}
     for case_id, quote, source, expected in CASES:
         score = verify_quote(quote, source).score
         if expected:
@@ -224,3 +258,29 @@ def test_best_quote_match_strips_each_sources_speaker() -> None:
     speakers = {"D1:1": "Caroline", "D1:2": "Melanie"}
     found, check = best_quote_match("Melanie: that lake sunrise", sources, speakers=speakers)
     assert found == "D1:2" and check.verified
+
+
+def test_verbatim_evidence_needs_a_contiguous_span_and_a_content_word() -> None:
+    source = "do you recycle at all".split()
+    assert verbatim_evidence([["do", "you", "recycle"]], source)
+    assert not verbatim_evidence([["do", "you"], ["at", "all", "recycle"]], source)  # reordered
+    assert not verbatim_evidence([["you", "at", "all"]], source)  # not contiguous
+    assert not verbatim_evidence([["you", "recycle"]], source)  # two words
+    assert not verbatim_evidence([["at", "all"], ["do", "you"]], source)  # function words only
+    assert not verbatim_evidence([["i", "think", "so"]], "i think so".split())  # reply formula
+    assert verbatim_evidence([["you", "recycle"]], source, min_words=2)
+
+
+def test_short_verbatim_quote_is_verified_through_the_speaker_prefix() -> None:
+    found, check = best_quote_match(
+        "Melanie: It's really special to me",
+        {"D1:1": GROUP, "D1:2": SPECIAL},
+        speakers={"D1:2": "Melanie"},
+    )
+    assert found == "D1:2" and check.verified
+
+
+def test_short_verbatim_rule_can_be_turned_off() -> None:
+    """Without the verbatim rule, the content-word floor alone decides (the rule before)."""
+    assert not verify_quote("Do you recycle at all?", RECYCLE, min_verbatim_words=None).verified
+    assert verify_quote("Do you recycle at all?", RECYCLE).verified

@@ -7,9 +7,10 @@ standard library and ``qemem.errors``. Names are English whatever the process lo
 
 Stages that need different word lists keep their own *named* list here rather than share one,
 since each list is part of what that stage computes: ``BM25_STOPWORDS`` (search tokens),
-``FUNCTION_WORDS`` (a quote's content-word count), ``TITLE_STOPWORDS`` (fallback episode
-titles), ``LOCOMO_ARTICLES`` (the official answer scorer), ``OFFLINE_PLAN_STOPWORDS`` and
-``OFFLINE_MATCH_STOPWORDS`` (the offline LLM's planner and constructor).
+``FUNCTION_WORDS`` and ``REPLY_WORDS`` (a quote's content-word count), ``TITLE_STOPWORDS``
+(fallback episode titles), ``LOCOMO_ARTICLES`` (the official answer scorer),
+``OFFLINE_PLAN_STOPWORDS`` and ``OFFLINE_MATCH_STOPWORDS`` (the offline LLM's planner and
+constructor).
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ could may might must not no yes just very really too also then than there here w
 who whom when where why how all any some much many more most such own same oh ok okay yeah
 yep wow hey hi hello well im ive id ill""".split()
 )
+#: Words of reply formulas ("I think so", "thank you so much", "I know, right?"): a short
+#: verbatim quote needs a word that is neither one of these nor a function word.
+REPLY_WORDS = frozenset("agree guess know mean right sure suppose thank thanks think".split())
 #: Words a fallback episode title skips (besides words of one or two letters).
 TITLE_STOPWORDS = frozenset(
     "a an and are as at be but by for from had has have hey hi how i i'm im in is it it's "

@@ -21,23 +21,28 @@ the source:
 
 A quote must hold at least ``MIN_CONTENT_WORDS`` content words (words that are not function
 words), or all of the source's when the source has fewer: a single common word ("went") is
-never evidence. A quote may join parts of the same source with an ellipsis (``...`` / ``…``):
-each part is checked and the weakest part decides. ``score = min(char_score, order_score)``
-over the parts.
+never evidence. A verbatim quote (``verbatim_evidence``: every part a contiguous run of the
+source's tokens) needs only ``MIN_VERBATIM_WORDS`` tokens, one of them a content word that is
+not a reply formula's (``REPLY_WORDS``): "Do you recycle at all?" and "It's really special to
+me" are evidence when the turn says them, while "and it was", "I think so" or "so powerful"
+are not, and a fuzzy match (a dropped or changed word) keeps the two-content-word floor, since
+a short quote matches too much by chance. A quote may join parts of the same source with an
+ellipsis (``...`` / ``…``): each part is checked and the weakest part decides.
+``score = min(char_score, order_score)`` over the parts.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
 from rapidfuzz import fuzz
 from rapidfuzz.distance import LCSseq
 
-from qemem.lexicon import FUNCTION_WORDS, NUMERAL_WORDS
+from qemem.lexicon import FUNCTION_WORDS, NUMERAL_WORDS, REPLY_WORDS
 
 #: Chosen from the case table in ``tests/test_quotes.py``: every accepted case there (verbatim,
 #: case, punctuation, curly quotes, dashes, contractions, one or two dropped filler words,
@@ -79,6 +84,8 @@ _BARE = {
 # fmt: on
 #: A quote must hold at least this many content words (or all of a shorter source's).
 MIN_CONTENT_WORDS = 2
+#: A verbatim quote needs only this many tokens, one a content word (``verbatim_evidence``).
+MIN_VERBATIM_WORDS = 3
 _MAX_GAP = 3  # adjacent quote tokens may be up to this many positions apart in the source
 
 
@@ -177,21 +184,40 @@ class _PartCheck:
     window: frozenset[str]  # normalised tokens of the matched span, two words of slack
 
 
+def _span_start(words: Sequence[str], source: Sequence[str]) -> int | None:
+    """Where ``words`` first occur as a contiguous run of ``source`` (both token lists), or
+    None."""
+    if not words or f" {' '.join(words)} " not in f" {' '.join(source)} ":
+        return None
+    n = len(words)
+    return next(i for i in range(len(source) - n + 1) if list(source[i : i + n]) == list(words))
+
+
+def verbatim_evidence(
+    parts: Sequence[Sequence[str]], source: Sequence[str], *, min_words: int = MIN_VERBATIM_WORDS
+) -> bool:
+    """Whether the quote ``parts`` (normalised tokens) are each a contiguous run of the
+    ``source`` tokens and together hold at least ``min_words`` tokens, one of them in neither
+    ``FUNCTION_WORDS`` nor ``REPLY_WORDS``."""
+    words = [w for part in parts for w in part]
+    return (
+        len(words) >= min_words
+        and any(w not in FUNCTION_WORDS and w not in REPLY_WORDS for w in words)
+        and all(_span_start(part, source) is not None for part in parts)
+    )
+
+
 def _check_part(part: _Tokens, source: _Tokens) -> _PartCheck:
     """Scores, matched span and its tokens for one quote part."""
     if not source.words:
         return _PartCheck(0.0, 0.0, None, frozenset())
-    joined_quote = " ".join(part.words)
-    joined_source = " ".join(source.words)
-    if f" {joined_quote} " in f" {joined_source} ":  # verbatim: exact, whatever repeats around
+    at = _span_start(part.words, source.words)
+    if at is not None:  # verbatim: exact, whatever repeats around
         n = len(part.words)
-        at = next(
-            i for i in range(len(source.words) - n + 1) if source.words[i : i + n] == part.words
-        )
         window = source.words[max(0, at - 2) : at + n + 2]
         span = (source.spans[at][0], source.spans[at + n - 1][1])
         return _PartCheck(1.0, 1.0, span, frozenset(window))
-    found = fuzz.partial_ratio_alignment(joined_quote, joined_source)
+    found = fuzz.partial_ratio_alignment(" ".join(part.words), " ".join(source.words))
     if found is None or found.score == 0:
         return _PartCheck(0.0, 0.0, None, frozenset())
     inside = [
@@ -221,14 +247,20 @@ def strip_speaker(quote: str, speaker: str) -> str:
 
 
 def verify_quote(
-    quote: str, source_text: str, *, speaker: str = "", threshold: float = DEFAULT_THRESHOLD
+    quote: str,
+    source_text: str,
+    *,
+    speaker: str = "",
+    threshold: float = DEFAULT_THRESHOLD,
+    min_verbatim_words: int | None = MIN_VERBATIM_WORDS,
 ) -> QuoteCheck:
     """Check that ``quote`` is a (lightly normalised) span of ``source_text``.
 
     ``source_text`` is a message's text; its ``speaker`` may only lead the quote ("Name: ...").
     Verified when ``score >= threshold``, every name and number of the quote occurs in the
-    matched span and the quote is long enough (``MIN_CONTENT_WORDS``). An empty quote (or one
-    without words) is never verified and scores 0.
+    matched span and the quote is long enough: ``MIN_CONTENT_WORDS`` content words, or
+    ``verbatim_evidence`` with ``min_verbatim_words`` (None: the content-word floor alone). An
+    empty quote (or one without words) is never verified and scores 0.
     """
     raw_parts = _ELLIPSIS.split(strip_speaker(quote, speaker) if speaker else quote)
     parts = [(raw, tokens) for raw in raw_parts if (tokens := _tokenise(raw)).words]
@@ -249,7 +281,11 @@ def verify_quote(
         )
     )
     needed = min(MIN_CONTENT_WORDS, content_words(source.words))
-    long_enough = content_words([w for _, tokens in parts for w in tokens.words]) >= max(needed, 1)
+    words = [tokens.words for _, tokens in parts]
+    long_enough = content_words([w for part in words for w in part]) >= max(needed, 1) or (
+        min_verbatim_words is not None
+        and verbatim_evidence(words, source.words, min_words=min_verbatim_words)
+    )
     return QuoteCheck(
         verified=score >= threshold and not missing and long_enough,
         score=score,
