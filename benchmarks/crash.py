@@ -1,6 +1,10 @@
 """Crash safety: SIGKILL an ingest + build at a random moment, then check the store.
 
 python benchmarks/crash.py --store /tmp/crash.db --data locomo10.json --rounds 50
+python benchmarks/crash.py --postgres --data locomo10.json --rounds 20
+
+``--postgres`` starts a throwaway PostgreSQL (``pgserver``) in a temporary folder and uses it as
+the store; ``--store`` also takes any ``postgresql://`` URL.
 
 First one uninterrupted run (ingest, then build with the fake LLM slowed by ``--delay`` s per
 call; hash embedder for speed: vectors are compared, not their quality) gives the reference
@@ -22,6 +26,7 @@ failures, partial records seen, differences after the rerun.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import random
@@ -29,7 +34,9 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -206,9 +213,25 @@ def empty(store: str) -> None:
             memory.delete(conv.id)
 
 
+@contextlib.contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """The URL of a PostgreSQL server started by ``pgserver`` in a temporary folder, removed
+    at the end."""
+    import pgserver  # the [postgres] extra
+
+    with tempfile.TemporaryDirectory(prefix="qemem-crash-pg-") as folder:
+        server = pgserver.get_server(folder, cleanup_mode="delete")
+        try:
+            yield server.get_uri()
+        finally:
+            server.cleanup()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--store", required=True, help="store path or URL (emptied each round)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", help="store path or URL (emptied each round)")
+    where.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL store")
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--delay", type=float, default=0.01, help="seconds per fake LLM call")
@@ -218,6 +241,16 @@ def main() -> None:
     if args.child:
         child(args.store, args.data, args.delay, ready=True)
         return
+    if args.postgres:
+        with throwaway_postgres() as url:
+            args.store = url
+            trial(args)
+    else:
+        trial(args)
+
+
+def trial(args: argparse.Namespace) -> None:
+    """The reference run, then ``args.rounds`` killed runs against ``args.store``."""
     rng = random.Random(args.seed)
     info = run_info(
         args.data, embedder="hash-256", llm=f"fake (+{args.delay} s per call)", seed=args.seed
