@@ -48,7 +48,7 @@ def append_messages(
     if not records:
         return Appended()
     [conv] = parse_generic(records, "<messages>")
-    digest = fingerprint(scope.conversation, records)
+    digest = _fingerprint(scope.conversation, records)
     with store.transaction():
         if key is not None:
             replayed = _replay(store, scope.namespace, key, digest, retention)
@@ -61,7 +61,7 @@ def append_messages(
     return done
 
 
-def fingerprint(conversation: str, records: Sequence[Mapping[str, Any]]) -> str:
+def _fingerprint(conversation: str, records: Sequence[Mapping[str, Any]]) -> str:
     """The SHA-256 of a request: its conversation and messages as canonical JSON."""
     body = {"conversation": conversation, "messages": list(records)}
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
