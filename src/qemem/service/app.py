@@ -18,7 +18,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import ConfigError
 from qemem.keys import KeyStore, open_key_store
 from qemem.llm import LLMClient
-from qemem.memory import Memory
+from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.service import problems, routes
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
@@ -47,16 +47,21 @@ def create_app(
     embedder: Embedder | str | None = None,
     llm: LLMClient | str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    idempotency_hours: float = IDEMPOTENCY_HOURS,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
-    are used when ``keys`` is None). ``embedder``/``llm`` as for ``Memory``."""
+    are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
+    ``Memory``."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
         keys = open_key_store(store)
     opened = isinstance(store, str | Path)
     root = Memory(
-        open_store(str(store)) if isinstance(store, str | Path) else store, embedder, llm=llm
+        open_store(str(store)) if isinstance(store, str | Path) else store,
+        embedder,
+        llm=llm,
+        idempotency_hours=idempotency_hours,
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
@@ -70,8 +75,17 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """The app of ``qemem serve`` (uvicorn factory): store from ``QEMEM_STORE``, body limit
-    from ``QEMEM_MAX_BODY``; embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
+    from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``;
+    embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
-    return create_app(store, max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)))
+    try:
+        hours = float(os.environ.get("QEMEM_IDEMPOTENCY_HOURS") or IDEMPOTENCY_HOURS)
+    except ValueError as exc:
+        raise ConfigError(f"QEMEM_IDEMPOTENCY_HOURS must be a number of hours ({exc})") from exc
+    return create_app(
+        store,
+        max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)),
+        idempotency_hours=hours,
+    )

@@ -27,7 +27,11 @@ class Tenants:
         with self._lock:
             if namespace not in self._memories:
                 self._memories[namespace] = Memory(
-                    self.root.store, self.root.embedder, llm=self.root.llm, namespace=namespace
+                    self.root.store,
+                    self.root.embedder,
+                    llm=self.root.llm,
+                    namespace=namespace,
+                    idempotency_hours=self.root.idempotency_hours,
                 )
             return self._memories[namespace]
 

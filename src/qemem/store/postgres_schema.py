@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, create
+from qemem.store.ddl import API_KEYS, IDEMPOTENCY, create
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -25,6 +25,8 @@ UPGRADES: dict[int, str] = {
         TO turns_conv_session_position_key;
     ALTER TABLE episodes RENAME COLUMN ts TO timestamp;
     """,
+    # 4: responses of appends sent with an Idempotency-Key (retried id-less batches)
+    4: IDEMPOTENCY,
 }
 SCHEMA_VERSION = max(UPGRADES)
 

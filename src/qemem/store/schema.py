@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, FACT_EPISODES_INDEX, create, fact_episodes
+from qemem.store.ddl import API_KEYS, FACT_EPISODES_INDEX, IDEMPOTENCY, create, fact_episodes
 from qemem.store.dialect import SQLITE
 
 UPGRADES: dict[int, str] = {
@@ -31,6 +31,8 @@ UPGRADES: dict[int, str] = {
     ALTER TABLE fact_episodes_4 RENAME TO fact_episodes;
     """
     + FACT_EPISODES_INDEX,
+    # 5: responses of appends sent with an Idempotency-Key (retried id-less batches)
+    5: IDEMPOTENCY,
 }
 SCHEMA_VERSION = max(UPGRADES)
 
