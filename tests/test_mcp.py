@@ -14,7 +14,7 @@ from qemem.service.mcp_server import create_mcp_server
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES
 
-TOOLS = {"remember", "recall", "ask", "list_conversations", "forget"}
+TOOLS = {"remember", "recall", "context", "ask", "list_conversations", "forget"}
 
 
 def _payload(result: Any) -> Any:

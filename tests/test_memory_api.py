@@ -164,6 +164,18 @@ def test_ask_returns_the_same_evidence_record(
     assert retrieval.text == "" and retrieval.evidence.shown.turns
 
 
+def test_context_gives_the_same_block(
+    make: Factory, reference: Memory, sample_path: Path
+) -> None:
+    memory = make(llm=None)
+    memory.ingest(sample_path)
+    block = memory.context("demo-1", QUESTION, budget_tokens=400)
+    assert block == reference.context("demo-1", QUESTION, budget_tokens=400)
+    assert block.items and block.tokens <= 400
+    with pytest.raises(LLMError):
+        memory.context("demo-1", QUESTION, mode="llm")
+
+
 def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -> None:
     memory = make(llm=None)
     memory.ingest(sample_path)

@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
-from qemem.answer.wire import answer_from_json
+from qemem.answer.wire import answer_from_json, context_from_json
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -32,11 +32,14 @@ from qemem.errors import (
     QememError,
     StoreError,
 )
+from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import (
+    CONTEXT_BUDGET,
     IDEMPOTENCY_HEADER,
     Appended,
+    ContextMode,
     MemoryAPI,
     Progress,
     SearchResult,
@@ -228,6 +231,19 @@ class RemoteMemory(MemoryAPI):
         body = {"query": question, "pool": True, "exclude": refs}
         out = self._call("POST", f"/v1/conversations/{conversation}/search", body)
         return _load(Pool, out["pool"])
+
+    def context(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``Memory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
+        body = {"question": question, "budget_tokens": budget_tokens, "mode": mode}
+        out = self._call("POST", f"/v1/conversations/{conversation}/context", body)
+        return context_from_json(out)
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``Memory.ask`` (the server's LLM and settings)."""

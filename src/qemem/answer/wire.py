@@ -1,6 +1,6 @@
-"""The one JSON form of an ``Answer`` (and of a ``Pool``): what the CLI prints with ``--json``,
-what the HTTP service returns, what ``RemoteMemory`` reads back, and (compact) what a run
-keeps per question.
+"""The one JSON form of an ``Answer`` (and of a ``Pool`` and a context block ``Context``):
+what the CLI prints with ``--json``, what the HTTP service returns, what ``RemoteMemory`` reads
+back, and (compact) what a run keeps per question.
 
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from qemem.answer.ask import Answer
+from qemem.evidence.block import Context
 from qemem.models import Pool
 
 
@@ -57,3 +58,16 @@ def pool_to_json(pool: Pool) -> dict[str, Any]:
     """A pool as JSON-ready data (the same form as an answer's ``evidence.pool``)."""
     data: dict[str, Any] = _adapter(Pool).dump_python(pool, mode="json")
     return data
+
+
+def context_to_json(context: Context) -> dict[str, Any]:
+    """A context block as JSON-ready data: ``text``, ``items`` (each with its ``ref``),
+    ``tokens`` and the rest of :class:`~qemem.evidence.block.Context`."""
+    data: dict[str, Any] = _adapter(Context).dump_python(context, mode="json")
+    return data
+
+
+def context_from_json(data: Any) -> Context:
+    """A ``Context`` from :func:`context_to_json`'s form."""
+    context: Context = _adapter(Context).validate_python(data)
+    return context

@@ -1,4 +1,4 @@
-"""Memory construction and query-time commands: build, import-nemori, ask, time."""
+"""Memory construction and query-time commands: build, import-nemori, ask, context, time."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rich.table import Table
 
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
-from qemem.answer.wire import answer_to_json
+from qemem.answer.wire import answer_to_json, context_to_json
 from qemem.build import BuildReport
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
@@ -42,6 +42,7 @@ from qemem.cli.common import (
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
+from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.view import answer_html
 
 SHOWN = 8
@@ -247,6 +248,45 @@ def ask(
         )
 
 
+class ContextPlanner(StrEnum):
+    rule = "rule"
+    llm = "llm"
+
+
+def context(
+    question: Annotated[str, typer.Argument(help="A question about the conversation.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    budget: Annotated[
+        int,
+        typer.Option("--budget", min=1, max=MAX_CONTEXT_BUDGET, help="Tokens of the block."),
+    ] = CONTEXT_BUDGET,
+    mode: Annotated[
+        ContextPlanner,
+        typer.Option("--mode", help="rule: no LLM call; llm: the LLM planner (needs --llm)."),
+    ] = ContextPlanner.rule,
+    llm: LLMOpt = None,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a ready-to-paste evidence block for your own LLM: cited ids, dates, resolved
+    times, cut to --budget tokens (no LLM call unless --mode llm)."""
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    with memory:
+        block = memory.context(
+            conversation, question, budget_tokens=budget, mode=cast(ContextMode, str(mode))
+        )
+    if as_json:
+        print_json(context_to_json(block))
+        return
+    typer.echo(block.text)
+    err_console.print(
+        f"[dim]{block.tokens} of {block.budget_tokens} tokens; {len(block.items)} records "
+        f"shown, {block.left_out} left out[/]"
+    )
+
+
 def time(
     text: Annotated[str, typer.Argument(help="Text with relative time expressions.")],
     anchor: Annotated[
@@ -275,4 +315,5 @@ def register(app: typer.Typer) -> None:
     app.command()(build)
     app.command(name="import-nemori")(import_nemori)
     app.command()(ask)
+    app.command()(context)
     app.command()(time)

@@ -7,12 +7,13 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.build import BuildReport
 from qemem.errors import InputError
+from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.models import (
@@ -47,6 +48,15 @@ def check_query(text: str, what: str = "question") -> str:
         )
     return text
 
+
+ContextMode = Literal["rule", "llm"]
+"""How ``context`` plans its retrieval: the rule plan (no LLM call) or the LLM planner."""
+
+CONTEXT_BUDGET = 2000
+"""Tokens of a context block unless the caller says otherwise."""
+
+MAX_CONTEXT_BUDGET = 200_000
+"""Larger context budgets are refused."""
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
@@ -147,6 +157,18 @@ class MemoryAPI(Protocol):
         self, conversation: str | None = None, *, progress: Progress | None = None
     ) -> list[BuildReport]:
         """Build the episodes and facts the memory lacks (needs an LLM)."""
+        ...
+
+    def context(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """A ready-to-paste evidence block cut to ``budget_tokens`` (no LLM call unless
+        ``mode`` is "llm": the LLM planner)."""
         ...
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:

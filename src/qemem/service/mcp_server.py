@@ -17,6 +17,7 @@ from qemem import __version__
 from qemem.answer import Answer
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
+from qemem.memory.api import MAX_CONTEXT_BUDGET
 from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
 from qemem.service.schemas import MAX_K, MessageIn
 
@@ -140,6 +141,18 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
             }
         results = run(lambda: memory.search(conversation, query, k=k))
         return {"turns": [_record(r.record) for r in results]}
+
+    @server.tool(
+        description="Get a ready-to-paste evidence block for a question, for you to answer from "
+        "yourself: the relevant turns grouped by session with their dates and citable ids, "
+        "relative times resolved in [brackets], episode summaries and facts when built, cut to "
+        "budget_tokens. Makes no LLM call. Cite the ids in brackets when you answer."
+    )
+    def context(conversation: str, question: str, budget_tokens: int = 2000) -> dict[str, Any]:
+        if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
+            raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+        block = run(lambda: memory.context(conversation, question, budget_tokens=budget_tokens))
+        return {"text": block.text, "tokens": block.tokens, "ids": [i.ref.id for i in block.items]}
 
 
 def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:

@@ -6,11 +6,12 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from qemem.answer import Answer
-from qemem.answer.wire import answer_to_json
+from qemem.answer.wire import answer_to_json, context_to_json
 from qemem.errors import InputError, LLMError
+from qemem.evidence.block import Context
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
-from qemem.service.schemas import AskIn, SearchIn, SearchOut
+from qemem.service.schemas import AskIn, ContextIn, SearchIn, SearchOut
 from qemem.service.state import State, existing_conversation
 
 
@@ -47,6 +48,23 @@ def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONRespon
     return JSONResponse(answer_to_json(answer))
 
 
+def context(conversation: str, body: ContextIn, key: Reader, state: State) -> JSONResponse:
+    """A ready-to-paste evidence block for the caller's own LLM, cut to ``budget_tokens``:
+    turns grouped by session with dates and citable ids, relative times resolved, episodes and
+    facts when the store has them, and the same items as data. No LLM call in mode ``rule``."""
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)
+    if body.mode == "llm" and memory.llm is None:
+        raise LLMError(
+            "context mode 'llm' needs an LLM and this server has none: start it with QEMEM_LLM "
+            "set, or use mode 'rule', which needs none"
+        )
+    block = memory.context(
+        conversation, body.question, budget_tokens=body.budget_tokens, mode=body.mode
+    )
+    return JSONResponse(context_to_json(block))
+
+
 def register(app: FastAPI) -> None:
     """Add these routes to ``app``."""
     app.add_api_route(
@@ -63,4 +81,12 @@ def register(app: FastAPI) -> None:
         tags=["query"],
         responses=error_responses(404, 503),
         response_model=Answer,
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/context",
+        context,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=Context,
     )
