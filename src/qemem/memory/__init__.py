@@ -2,6 +2,7 @@
 The CLI, the service and the evaluation harness call this and nothing deeper."""
 
 from qemem.memory.api import (
+    MAX_CHECK_CHARS,
     MAX_QUESTION_CHARS,
     Appended,
     MemoryAPI,
@@ -13,6 +14,7 @@ from qemem.memory.facade import EMBED_CHARS, Memory
 
 __all__ = [
     "EMBED_CHARS",
+    "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Memory",

@@ -14,6 +14,7 @@ import numpy as np
 
 from qemem.answer import Answer, AskConfig, ask
 from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult, check_statement
 from qemem.build import (
     BuildConfig,
     BuildReport,
@@ -25,20 +26,23 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import (
-    EmbedderMismatchError,
-    LLMError,
-    NotFoundError,
-    StoreError,
-)
-from qemem.ingest.additions import Additions, IngestReport, find_additions
+from qemem.errors import EmbedderMismatchError, LLMError, NotFoundError
+from qemem.ingest.additions import IngestReport, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
-from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult, check_query
+from qemem.memory.api import (
+    MAX_CHECK_CHARS,
+    Appended,
+    MemoryAPI,
+    Progress,
+    SearchResult,
+    check_query,
+)
 from qemem.memory.appending import after_stored_turns, message_ids
 from qemem.memory.files import import_memory_file
+from qemem.memory.ingesting import recheck
 from qemem.memory_file import (
     NOTE_KEY,
     MemoryFile,
@@ -216,7 +220,7 @@ class Memory(MemoryAPI):
 
             vectors = self.embed_documents(additions.turns, step)
             with self.store.transaction():
-                additions, vectors, skipped = self._recheck(scope, additions, vectors, file)
+                additions, vectors, skipped = recheck(self.store, scope, additions, vectors, file)
                 report.skipped += skipped
                 self.store.put_conversation(scope, additions.conversation.speakers)
                 if additions.sessions:
@@ -258,25 +262,6 @@ class Memory(MemoryAPI):
                 self.store.add_turns(scope, additions.turns, vectors, self.embedder.id)
         ids = message_ids(records, {t.id for t in stored}, additions.turns, fresh_counts)
         return Appended(ids, len(additions.turns), len(additions.sessions))
-
-    def _recheck(
-        self, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
-    ) -> tuple[Additions, np.ndarray, int]:
-        """Inside the write transaction: drop what another writer stored since ``additions``
-        were found (so two ingests of one file never collide); returns the additions, their
-        vectors and how many turns were dropped."""
-        existing = self._existing(scope)
-        fresh = find_additions(
-            additions.conversation, existing, self.store.turns(scope) if existing else [], file
-        )
-        rows = {t.id: n for n, t in enumerate(additions.turns)}
-        if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
-            raise StoreError(
-                f"another writer changed conversation {scope} while this ingest ran: "
-                "run the command again (it adds only what is missing)"
-            )
-        keep = [rows[t.id] for t in fresh.turns]
-        return fresh, vectors[keep], len(additions.turns) - len(keep)
 
     def _existing(self, scope: Scope) -> Conversation | None:
         try:
@@ -487,3 +472,12 @@ class Memory(MemoryAPI):
             mode=mode,
             config=config,
         )
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """Label each claim of ``text`` (any answer or statement) against the conversation's
+        turns, with the turns that support or contradict it and verified quotes. Needs an
+        LLM; see :mod:`qemem.answer.check`."""
+        check_query(text, "text to check", MAX_CHECK_CHARS)
+        self._check_embedder()
+        llm = self._require_llm("checking a statement")
+        return check_statement(self.store, self.scope(conversation), self.embedder, llm, text)
