@@ -92,6 +92,10 @@ class AskIn(BaseModel):
     mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")
 
 
+class CheckIn(BaseModel):
+    text: str = Field(description="the answer or statement whose claims to check")
+
+
 class Job(BaseModel):
     """A background build: ``status`` is queued, running, done or failed."""
 
