@@ -180,7 +180,7 @@ def test_the_check_command_prints_claims_and_json(
     for label in LABELS:
         assert label in shown.output
     assert "D1:3 supports" in shown.output and "D1:2 contradicts" in shown.output
-    assert "5 LLM calls" in shown.output
+    assert "5 LLM calls" in shown.output and "offline LLM (fake)" in shown.output
     as_json = runner.invoke(app, [*args, "--json"], catch_exceptions=False)
     data = json.loads(as_json.output.splitlines()[-1])
     assert [c["label"] for c in data["claims"]] == LABELS

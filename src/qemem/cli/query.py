@@ -286,10 +286,16 @@ def check(
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     with memory:
         result = memory.check(conversation, text)
+        offline = memory.llm is not None and memory.llm.provider.name == "fake"
     if as_json:
         print_json(check_to_json(result))
         return
     show_check(result)
+    if offline:
+        err_console.print(
+            "[yellow]note:[/] the offline LLM (fake) labelled these claims by word overlap, "
+            "not by reading them (set QEMEM_LLM to a model; docs/llm.md)"
+        )
 
 
 def time(
