@@ -21,7 +21,8 @@ from pydantic import TypeAdapter
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
-from qemem.answer.wire import answer_from_json, context_from_json
+from qemem.answer.check import CheckResult
+from qemem.answer.wire import answer_from_json, check_from_json, context_from_json
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -249,6 +250,11 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.ask`` (the server's LLM and settings)."""
         body = {"question": question, "mode": mode}
         return answer_from_json(self._call("POST", f"/v1/conversations/{conversation}/ask", body))
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """As ``Memory.check`` (the server's LLM): the claims of ``text``, labelled."""
+        out = self._call("POST", f"/v1/conversations/{conversation}/check", {"text": text})
+        return check_from_json(out)
 
 
 def _conversation(data: Mapping[str, Any]) -> Conversation:

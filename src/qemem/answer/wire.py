@@ -1,5 +1,6 @@
-"""The one JSON form of an ``Answer`` (and of a ``Pool`` and a context block ``Context``):
-what the CLI prints with ``--json``, what the HTTP service returns, what ``RemoteMemory`` reads
+"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context`` and a
+``CheckResult``): what the CLI prints with ``--json``, what the HTTP service and MCP return,
+what ``RemoteMemory`` reads
 back, and (compact) what a run keeps per question.
 
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
@@ -18,6 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from qemem.answer.ask import Answer
+from qemem.answer.check import CheckResult
 from qemem.evidence.block import Context
 from qemem.models import Pool
 
@@ -71,3 +73,15 @@ def context_from_json(data: Any) -> Context:
     """A ``Context`` from :func:`context_to_json`'s form."""
     context: Context = _adapter(Context).validate_python(data)
     return context
+
+
+def check_to_json(result: CheckResult) -> dict[str, Any]:
+    """A check result as JSON-ready data (what ``--json``, HTTP and MCP return)."""
+    data: dict[str, Any] = _adapter(CheckResult).dump_python(result, mode="json")
+    return data
+
+
+def check_from_json(data: Any) -> CheckResult:
+    """A ``CheckResult`` from the JSON form :func:`check_to_json` wrote."""
+    result: CheckResult = _adapter(CheckResult).validate_python(data)
+    return result

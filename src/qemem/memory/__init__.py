@@ -3,6 +3,7 @@ The CLI, the service and the evaluation harness call this and nothing deeper."""
 
 from qemem.memory.api import (
     IDEMPOTENCY_HEADER,
+    MAX_CHECK_CHARS,
     MAX_QUESTION_CHARS,
     Appended,
     MemoryAPI,
@@ -17,6 +18,7 @@ __all__ = [
     "EMBED_CHARS",
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
+    "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Memory",

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult
 from qemem.build import BuildReport
 from qemem.errors import InputError
 from qemem.evidence.block import Context
@@ -36,15 +37,19 @@ MAX_QUESTION_CHARS = 2000
 """Longer questions and search queries are refused."""
 
 
-def check_query(text: str, what: str = "question") -> str:
-    """``text`` when it is a usable question or query, else InputError saying why."""
+MAX_CHECK_CHARS = 20000
+"""Longer statements to check are refused."""
+
+
+def check_query(text: str, what: str = "question", limit: int = MAX_QUESTION_CHARS) -> str:
+    """``text`` when it is a usable question or query (at most ``limit`` characters), else
+    InputError saying why."""
     if not text.strip():
         raise InputError(f"the {what} is empty: say what to look for")
     check_text(text, what)
-    if len(text) > MAX_QUESTION_CHARS:
+    if len(text) > limit:
         raise InputError(
-            f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "
-            "shorten it"
+            f"the {what} has {len(text)} characters, more than the {limit} allowed: shorten it"
         )
     return text
 
@@ -173,4 +178,9 @@ class MemoryAPI(Protocol):
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """Answer a question with its evidence record (``Answer.evidence``)."""
+        ...
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """Label each claim of ``text`` against the conversation's turns, with the turns that
+        support or contradict it and verified quotes (needs an LLM)."""
         ...

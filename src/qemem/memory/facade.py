@@ -15,6 +15,7 @@ import numpy as np
 
 from qemem.answer import Answer, AskConfig, ask
 from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult, check_statement
 from qemem.build import (
     BuildConfig,
     BuildReport,
@@ -35,6 +36,7 @@ from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
 from qemem.memory.api import (
     CONTEXT_BUDGET,
+    MAX_CHECK_CHARS,
     MAX_CONTEXT_BUDGET,
     Appended,
     ContextMode,
@@ -465,3 +467,12 @@ class Memory(MemoryAPI):
             mode=mode,
             config=config,
         )
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """Label each claim of ``text`` (any answer or statement) against the conversation's
+        turns, with the turns that support or contradict it and verified quotes. Needs an
+        LLM; see :mod:`qemem.answer.check`."""
+        check_query(text, "text to check", MAX_CHECK_CHARS)
+        self._check_embedder()
+        llm = self._require_llm("checking a statement")
+        return check_statement(self.store, self.scope(conversation), self.embedder, llm, text)

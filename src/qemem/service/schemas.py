@@ -101,6 +101,10 @@ class ContextIn(BaseModel):
     mode: ContextMode = Field(default="rule", description="llm: the LLM planner (needs an LLM)")
 
 
+class CheckIn(BaseModel):
+    text: str = Field(description="the answer or statement whose claims to check")
+
+
 class Job(BaseModel):
     """A background build: ``status`` is queued, running, done or failed."""
 

@@ -1,4 +1,5 @@
-"""Questions to one conversation: hybrid search and the evidence pool, and answers."""
+"""Questions to one conversation: hybrid search and the evidence pool, answers, context blocks
+and checks of statements against it."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from qemem.answer import Answer
-from qemem.answer.wire import answer_to_json, context_to_json
+from qemem.answer.check import CheckResult
+from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
 from qemem.errors import InputError, LLMError
 from qemem.evidence.block import Context
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
-from qemem.service.schemas import AskIn, ContextIn, SearchIn, SearchOut
+from qemem.service.schemas import AskIn, CheckIn, ContextIn, SearchIn, SearchOut
 from qemem.service.state import State, existing_conversation
 
 
@@ -46,6 +48,22 @@ def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONRespon
         )
     answer = memory.ask(conversation, body.question, mode=body.mode)
     return JSONResponse(answer_to_json(answer))
+
+
+def check(conversation: str, body: CheckIn, key: Reader, state: State) -> JSONResponse:
+    """Check an answer or statement: its claims, each labelled supported, unsupported,
+    contradicted or unverifiable, with the turns that support or contradict it and verified
+    quotes. Needs the server's LLM (503 without)."""
+    if not body.text.strip():
+        raise InputError("the text to check is empty: send the statement", field="text")
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)  # 404 before 503
+    if memory.llm is None:
+        raise LLMError(
+            "checking a statement needs an LLM and this server has none: start it with "
+            "QEMEM_LLM set (e.g. anthropic:claude-haiku-4-5; fake for an offline trial)"
+        )
+    return JSONResponse(check_to_json(memory.check(conversation, body.text)))
 
 
 def context(conversation: str, body: ContextIn, key: Reader, state: State) -> JSONResponse:
@@ -89,4 +107,12 @@ def register(app: FastAPI) -> None:
         tags=["query"],
         responses=error_responses(404, 503),
         response_model=Context,
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/check",
+        check,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=CheckResult,
     )
