@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.text import Text
 
 from qemem.errors import OutputError, StoreError
-from qemem.store import parse_store_url
+from qemem.store import parse_store_url, redact, store_exists
 
 console = Console(emoji=False, highlight=False)
 err_console = Console(stderr=True, emoji=False, highlight=False)
@@ -149,13 +149,18 @@ def markup_safe(text: object) -> str:
 
 
 def existing_store(url: str) -> str:
-    """``url`` when it names a store that exists (a PostgreSQL URL is checked on opening); a
-    writing command that only changes what a store holds (build, delete) never creates a SQLite
-    file at a mistyped path."""
-    backend, target = parse_store_url(url)
-    if backend == "sqlite" and target != ":memory:" and not Path(target).is_file():
+    """``url`` when it names a qemem store that exists: a writing command that only changes
+    what a store holds (build, delete; serve and mcp without --create) never creates a SQLite
+    file at a mistyped path, nor qemem's schema in a PostgreSQL database that has none."""
+    if not store_exists(url):
+        backend, target = parse_store_url(url)
+        where = (
+            target
+            if backend == "sqlite"
+            else f"{redact(target)} (the database has no qemem schema)"
+        )
         raise StoreError(
-            f"no qemem store at {target}: check the path (--store / QEMEM_STORE), "
+            f"no qemem store at {where}: check the path (--store / QEMEM_STORE), "
             "or create one with qemem ingest FILE --store PATH"
         )
     return url

@@ -19,6 +19,7 @@ __all__ = [
     "open_store",
     "parse_store_url",
     "redact",
+    "store_exists",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//|$)?")
@@ -26,10 +27,14 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 _KNOWN = ("sqlite", *POSTGRES_SCHEMES)
 
 
+_PASSWORD_PARAMETER = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
+
+
 def redact(url: str | Path) -> str:
     """A store argument as messages show it: a URL's password replaced by ``***`` (also in a
-    malformed URL such as ``postgresql:/user:pw@host``)."""
-    text = str(url)
+    malformed URL such as ``postgresql:/user:pw@host``), and so is the value of a
+    ``password=`` parameter of a libpq key/value DSN (``host=h password=pw``) or URL query."""
+    text = _PASSWORD_PARAMETER.sub(r"\1***", str(url))
     head, at, tail = text.rpartition("@")
     if not at:
         return text
@@ -74,6 +79,25 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
         f"unknown store scheme {scheme!r} in {redact(url)!r}: use a file path or sqlite:///PATH "
         "(SQLite), or postgresql://USER@HOST/DB (PostgreSQL with pgvector)"
     )
+
+
+def store_exists(url: str | Path) -> bool:
+    """Whether ``url`` names an existing qemem store without creating anything: a SQLite file
+    that exists (the in-memory store always does), or a reachable PostgreSQL database that
+    holds qemem's schema (a database without it counts as missing, like a missing file; an
+    unreachable one is a StoreError)."""
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        return target == ":memory:" or Path(target).is_file()
+    try:
+        from qemem.store.postgres_schema import has_schema
+
+        return has_schema(target, redact(target))
+    except ImportError as exc:
+        raise ConfigError(
+            f"the PostgreSQL store needs psycopg ({exc.name} is missing): "
+            "pip install 'qemem[postgres]'"
+        ) from None
 
 
 def open_store(
