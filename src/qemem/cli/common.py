@@ -24,7 +24,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from qemem.errors import OutputError, StoreError
+from qemem.errors import InputError, OutputError, StoreError
+from qemem.models import check_path
 from qemem.store import parse_store_url, redact, store_exists
 
 console = Console(emoji=False, highlight=False)
@@ -43,10 +44,26 @@ def not_blank(value: str | None) -> str | None:
     return value
 
 
+def input_path(value: Path | None) -> Path | None:
+    """An input file or folder path the file system can take (a NUL, an unencodable
+    character or a name too long is a usage error, not a traceback)."""
+    if value is None:
+        return None
+    try:
+        return check_path(value, "path")
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def input_paths(values: list[Path]) -> list[Path]:
+    """``input_path`` of each path."""
+    return [path for value in values if (path := input_path(value)) is not None]
+
+
 def output_file(value: Path | None) -> Path | None:
     """An output file path that can be written, checked before any work is done: its folder
     must exist and it must not be a folder itself."""
-    if value is None:
+    if input_path(value) is None or value is None:
         return None
     if value.is_dir():
         raise typer.BadParameter(f"{value} is a folder: name a file in it")
@@ -79,7 +96,7 @@ def _takes_files(folder: Path) -> bool:
 def output_folder(value: Path | None) -> Path | None:
     """An output folder, created now (with its parents) so that a path that cannot be one
     fails before any work is done."""
-    if value is None:
+    if input_path(value) is None or value is None:
         return None
     try:
         value.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from qemem.errors import ConfigError
+from qemem.models import check_path, check_text
 from qemem.store.base import IndexRows, MemoryStore, Ranked, Scope
 from qemem.store.sqlite import SQLiteStore
 
@@ -60,17 +61,17 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
             "QEMEM_STORE (is a shell variable unset?)"
         )
     if isinstance(url, Path):
-        return "sqlite", str(url)
+        return "sqlite", _sqlite_path(str(url))
     match = _SCHEME.match(url)
     if match is None or (match.group(2) is None and match.group(1).lower() not in _KNOWN):
-        return "sqlite", url
+        return "sqlite", _sqlite_path(url)
     scheme = match.group(1).lower()
     if scheme == "sqlite":
         if url.rstrip("/") == "sqlite:":
             return "sqlite", ":memory:"
         if not url.startswith("sqlite:///"):
             raise ConfigError(f"store URL {url!r}: write sqlite:///PATH (or a plain path)")
-        return "sqlite", url[len("sqlite:///") :] or ":memory:"
+        return "sqlite", _sqlite_path(url[len("sqlite:///") :] or ":memory:")
     if scheme in POSTGRES_SCHEMES:
         if not url.startswith(f"{match.group(1)}://"):
             raise ConfigError(f"store URL {redact(url)!r}: write postgresql://USER@HOST/DB")
@@ -79,6 +80,15 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
         f"unknown store scheme {scheme!r} in {redact(url)!r}: use a file path or sqlite:///PATH "
         "(SQLite), or postgresql://USER@HOST/DB (PostgreSQL with pgvector)"
     )
+
+
+def _sqlite_path(path: str) -> str:
+    """A SQLite store path the file system can take (else InputError: a control character,
+    a lone surrogate, too long)."""
+    if path == ":memory:":
+        return path
+    check_text(path, "store path")  # SQLite takes UTF-8 file names only
+    return str(check_path(path, "store path"))
 
 
 def store_exists(url: str | Path) -> bool:
