@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from qemem.errors import AuthError, ConfigError, InputError, NotFoundError, StoreError
 from qemem.models import check_text
 from qemem.store import parse_store_url
+from qemem.store.guard import write_error
 from qemem.store.schema import migrate
 
 PREFIX = "qm"
@@ -156,7 +157,10 @@ class _SQLKeyStore:
             if isinstance(value, str):
                 check_text(value, "key field")
         with self._lock:
-            cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
+            try:
+                cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
+            except sqlite3.OperationalError as exc:  # a read-only file, a writer's lock
+                raise write_error(getattr(self, "path", ""), exc) or exc from None
             rows = cursor.fetchall() if cursor.description else []
             return rows, cursor.rowcount
 
