@@ -84,8 +84,13 @@ def test_every_command_with_a_store_or_an_output_has_a_row() -> None:
 # ---------------------------------------------------------------- running qemem
 
 
+COMMAND = get_command(app)
+
+
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    # typer builds the click command anew on each call otherwise (a quarter second)
+    monkeypatch.setattr("typer.main.get_command", lambda typer_app: COMMAND)
     for name in ("QEMEM_LLM", "QEMEM_STORE", "QEMEM_API_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
