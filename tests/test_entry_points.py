@@ -407,6 +407,7 @@ def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
 HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
+    "GET /metrics": _http_plain("/metrics"),
     "GET /v1/conversations": _http_plain("/v1/conversations"),
     "GET /v1/conversations/{conversation}": _http_plain("/v1/conversations/{}"),
     "DELETE /v1/conversations/{conversation}": _http_plain("/v1/conversations/{}", "DELETE"),

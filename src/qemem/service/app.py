@@ -20,6 +20,7 @@ from qemem.keys import KeyStore, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.service import problems, routes
+from qemem.service.metrics import CountRequests, Metrics
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
 
@@ -48,10 +49,11 @@ def create_app(
     llm: LLMClient | str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     idempotency_hours: float = IDEMPOTENCY_HOURS,
+    metrics: bool = True,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
     are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
-    ``Memory``."""
+    ``Memory``; ``metrics``: serve ``GET /metrics`` (Prometheus, see ``service.metrics``)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -65,8 +67,15 @@ def create_app(
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
-    app.state.service = ServiceState(root, keys, owned=opened)
+    state = ServiceState(root, keys, owned=opened)
+    app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
+    if metrics:
+        counted = Metrics(
+            state.jobs.by_status, lambda: root.llm.ledger.total() if root.llm else None
+        )
+        app.add_middleware(CountRequests, metrics=counted)
+        app.add_api_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     problems.install(app)
     routes.register(app)
     problems.use_problem_media_type(app)
@@ -88,4 +97,5 @@ def app_from_env() -> FastAPI:
         store,
         max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)),
         idempotency_hours=hours,
+        metrics=os.environ.get("QEMEM_METRICS", "1") != "0",
     )

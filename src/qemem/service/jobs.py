@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -44,6 +45,11 @@ class Jobs:
         with self._lock:
             owner, job = self._jobs.get(job_id, ("", None))
             return job.model_copy() if job is not None and owner == namespace else None
+
+    def by_status(self) -> dict[str, int]:
+        """How many remembered jobs are in each status (all namespaces)."""
+        with self._lock:
+            return dict(Counter(job.status for _, job in self._jobs.values()))
 
     def active(self, namespace: str, conversation: str) -> str | None:
         with self._lock:
