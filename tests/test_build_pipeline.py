@@ -43,7 +43,7 @@ def _answers(request: LLMRequest) -> object:
     facts = [*json.loads(default.text)["facts"], "Priya has a cat named Biscuit."]
     text = request.prompt_text
     block = (
-        text.split("Facts already known:")[1].split("What we predicted")[0]
+        text.split("Facts already known:")[1].split("A guess of what")[0]
         if ("Facts already known:" in text)
         else ""
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from qemem.llm.ledger import Ledger, Tally
 
 STEPS: tuple[str, ...] = ("segment", "episode", "predict", "calibrate")
+CalibrateRule = Literal["complete", "method"]
 """The four LLM steps of a build; their stage labels are ``build.<step>``."""
 
 
@@ -47,6 +48,12 @@ class BuildConfig:
     episode_max_tokens: int = 1500
     predict_max_tokens: int = 800
     calibrate_max_tokens: int = 1000
+    calibrate_rule: CalibrateRule = "complete"
+    """``complete`` (default): extract every durable fact the messages state that no known fact
+    states; the prediction is shown as a guess that may point at what is new, not as knowledge
+    (with the method's wording, a new fact the episode's title gave away was "predicted" and
+    never stored). ``method``: the published wording, facts the known facts *and the
+    prediction* miss or get wrong, for reproductions."""
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,8 @@ class Fallback:
 
 @dataclass
 class BuildReport:
-    """What one build did: counts, degradations, LLM usage by step and wall time."""
+    """What one build did: counts, degradations, LLM usage by step, wall time and the
+    calibration rule it extracted facts with."""
 
     conversation: str
     sessions: list[int] = field(default_factory=list)
@@ -70,6 +78,7 @@ class BuildReport:
     degraded: list[str] = field(default_factory=list)
     llm: dict[str, Tally] = field(default_factory=dict)
     seconds: float = 0.0
+    calibrate_rule: str = "complete"
 
     @property
     def llm_calls(self) -> int:
@@ -88,6 +97,7 @@ class BuildReport:
             "degraded": self.degraded,
             "llm": {step: tally.to_dict() for step, tally in self.llm.items()},
             "seconds": self.seconds,
+            "calibrate_rule": self.calibrate_rule,
         }
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from qemem.build.config import BuildConfig
+from qemem.build.config import BuildConfig, CalibrateRule
 from qemem.build.prompting import (
     CalibrateOut,
     PredictOut,
@@ -60,14 +60,7 @@ def extract_facts(
                 ledger=ledger,
             ).value.prediction
             prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
-            context = (
-                f"Facts already known:\n{facts_block}\n\n"
-                f"What we predicted this episode would say:\n{prediction}"
-            )
-            rule = (
-                "these messages state and that the known facts and the prediction miss or get "
-                "wrong; do not repeat anything already known"
-            )
+            context, rule = calibrate_context(facts_block, prediction, config.calibrate_rule)
         else:
             context = "Nothing is known about these people yet."
             rule = "these messages state"
@@ -91,6 +84,25 @@ def extract_facts(
         return [], str(exc)
     cleaned = [" ".join(f.split()) for f in out.facts]
     return list(dict.fromkeys(f for f in cleaned if f)), None
+
+
+def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:
+    """The calibrate prompt's known-facts block and extraction rule (see
+    ``BuildConfig.calibrate_rule``)."""
+    if rule == "method":
+        return (
+            f"Facts already known:\n{known}\n\nWhat we predicted this episode would say:\n"
+            f"{prediction}",
+            "these messages state and that the known facts and the prediction miss or get "
+            "wrong; do not repeat anything already known",
+        )
+    return (
+        f"Facts already known:\n{known}\n\nA guess of what this episode would say, made from "
+        f"its title before reading it (a guess, not known facts):\n{prediction}",
+        "these messages state and that no known fact states, including facts the guess "
+        "foresaw (a fact the guess got right is still new when no known fact states it; "
+        "use the guess only to notice what is surprising); do not repeat a known fact",
+    )
 
 
 def _subject(text: str) -> str:

@@ -116,7 +116,9 @@ def build_memory(
     for turn in store.turns(scope):
         if turn.id not in covered:
             pending.setdefault(turn.session, []).append(turn)
-    report = BuildReport(scope.conversation, sessions=sorted(pending))
+    report = BuildReport(
+        scope.conversation, sessions=sorted(pending), calibrate_rule=config.calibrate_rule
+    )
     if not pending:
         report.seconds = time.perf_counter() - started
         return report

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem.build.config import CalibrateRule
 from qemem.cli.audit import audit_app
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
@@ -237,6 +238,22 @@ BuildOpt = Annotated[
         "(turns only when nothing was built) to measure the query-time stages alone.",
     ),
 ]
+
+
+def _calibrate_rule(value: str) -> CalibrateRule:
+    if value not in ("complete", "method"):
+        raise typer.BadParameter("use complete or method", param_hint="--calibrate-rule")
+    return cast(CalibrateRule, value)
+
+
+CalibrateOpt = Annotated[
+    str,
+    typer.Option(
+        "--calibrate-rule",
+        help="Fact extraction of the build: complete (every durable fact not yet known) or "
+        "method (the published wording); recorded in the manifest.",
+    ),
+]
 LimitOpt = Annotated[
     int | None, typer.Option("--limit", help="Only the first N selected questions.")
 ]
@@ -265,6 +282,7 @@ def locomo(
     judge_runs: JudgeRunsOpt = 1,
     judge_max_tokens: JudgeTokensOpt = DEFAULT_JUDGE_MAX_TOKENS,
     build: BuildOpt = True,
+    calibrate_rule: CalibrateOpt = "complete",
     categories: CategoriesOpt = "1,2,3,4",
     conversations: ConversationsOpt = "",
     limit: LimitOpt = None,
@@ -294,6 +312,7 @@ def locomo(
         judge_runs=judge_runs,
         judge_max_tokens=judge_max_tokens,
         build=build,
+        calibrate_rule=_calibrate_rule(calibrate_rule),
         categories=parse_categories(categories),
         conversations=tuple(c.strip() for c in conversations.split(",") if c.strip()),
         limit=limit,

@@ -16,7 +16,8 @@ from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
 from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
-from qemem.build import BuildReport
+from qemem.build import BuildConfig, BuildReport
+from qemem.build.config import CalibrateRule
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
@@ -58,6 +59,11 @@ class AskMode(StrEnum):
     matched = "matched"
 
 
+class CalibrateChoice(StrEnum):
+    complete = "complete"
+    method = "method"
+
+
 def build(
     store: StoreOpt,
     conversation: Annotated[
@@ -70,12 +76,20 @@ def build(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Also replace memory another LLM built.")
     ] = False,
+    calibrate_rule: Annotated[
+        CalibrateChoice,
+        typer.Option(
+            "--calibrate-rule",
+            help="complete: every durable fact not yet known; method: the published wording.",
+        ),
+    ] = CalibrateChoice.complete,
 ) -> None:
     """Build the episodes and semantic facts the store lacks, and rebuild degraded ones (needs
     an LLM; resumable). Exits with status 3 when any call degraded."""
     memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
-        reports = memory.build(conversation, progress=progress, rebuild=rebuild)
+        config = BuildConfig(calibrate_rule=cast(CalibrateRule, str(calibrate_rule)))
+        reports = memory.build(conversation, progress=progress, rebuild=rebuild, config=config)
     if as_json:
         print_json([r.to_dict() for r in reports])
         _exit_if_degraded(reports)

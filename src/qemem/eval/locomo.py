@@ -21,6 +21,8 @@ from typing import Any
 
 from qemem.answer import AskConfig
 from qemem.answer.ask import MODES, Mode
+from qemem.build import BuildConfig
+from qemem.build.config import CalibrateRule
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer
@@ -79,6 +81,7 @@ class LocomoRunConfig:
     cache_mode: str | None = None
     plots: bool = True
     retrieval: RetrievalConfig | None = None
+    calibrate_rule: CalibrateRule = "complete"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text; a store URL's password masked)."""
@@ -191,12 +194,16 @@ def _check_fingerprint(path: Path, manifest: Mapping[str, Any]) -> None:
 
 
 def _build(
-    memory: Memory, conversations: Sequence[str], out: Path, progress: RunProgress | None
+    memory: Memory,
+    conversations: Sequence[str],
+    config: LocomoRunConfig,
+    progress: RunProgress | None,
 ) -> None:
     """Build what the store lacks; record the builds that did work in build.json."""
-    path = out / "build.json"
+    path = config.out / "build.json"
     done = json.loads(path.read_text("utf-8")) if path.exists() else {}
-    reports = memory.build(list(conversations))  # several conversations at once
+    build = BuildConfig(calibrate_rule=config.calibrate_rule)
+    reports = memory.build(list(conversations), config=build)  # several at once
     for n, (cid, report) in enumerate(zip(conversations, reports, strict=True)):
         if report.llm_calls or report.episodes:
             done[cid] = report.to_dict()
@@ -322,7 +329,7 @@ def _prepare_memory(
     )
     clock["ingested"] = time.perf_counter()
     if build:
-        _build(memory, needed, config.out, progress)
+        _build(memory, needed, config, progress)
     clock["built"] = time.perf_counter()
     write_run_sources(config.out, memory, needed)
     context: Context = {}
