@@ -19,6 +19,7 @@ from qemem.errors import ConfigError
 from qemem.keys import KeyStore, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import Memory
+from qemem.memory.worker import DEFAULT_LEASE_S
 from qemem.service import problems, routes
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
@@ -35,8 +36,9 @@ DESCRIPTION = (
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
     state: ServiceState = app.state.service
+    state.start()
+    yield
     state.close()
 
 
@@ -47,9 +49,13 @@ def create_app(
     embedder: Embedder | str | None = None,
     llm: LLMClient | str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    job_lease: float = DEFAULT_LEASE_S,
+    job_attempts: int = 3,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
-    are used when ``keys`` is None). ``embedder``/``llm`` as for ``Memory``."""
+    are used when ``keys`` is None). ``embedder``/``llm`` as for ``Memory``. The app runs the
+    store's background jobs, each under a lease of ``job_lease`` seconds, started at most
+    ``job_attempts`` times (a job whose worker died is started again)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -60,7 +66,9 @@ def create_app(
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
-    app.state.service = ServiceState(root, keys, owned=opened)
+    app.state.service = ServiceState(
+        root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts
+    )
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
     problems.install(app)
     routes.register(app)
@@ -70,8 +78,17 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """The app of ``qemem serve`` (uvicorn factory): store from ``QEMEM_STORE``, body limit
-    from ``QEMEM_MAX_BODY``; embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
+    from ``QEMEM_MAX_BODY``, job lease and attempts from ``QEMEM_JOB_LEASE`` and
+    ``QEMEM_JOB_ATTEMPTS``; embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
-    return create_app(store, max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)))
+    try:
+        max_body = int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY))
+        lease = float(os.environ.get("QEMEM_JOB_LEASE", DEFAULT_LEASE_S))
+        attempts = int(os.environ.get("QEMEM_JOB_ATTEMPTS", 3))
+    except ValueError as exc:
+        raise ConfigError(
+            f"QEMEM_MAX_BODY, QEMEM_JOB_LEASE and QEMEM_JOB_ATTEMPTS must be numbers ({exc})"
+        ) from exc
+    return create_app(store, max_body=max_body, job_lease=lease, job_attempts=attempts)
