@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
@@ -35,6 +37,7 @@ from qemem.errors import (
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult
+from qemem.memory.jobs import Job
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
 
 T = TypeVar("T")
@@ -167,16 +170,31 @@ class RemoteMemory(MemoryAPI):
         targets = [conversation] if conversation else [c.id for c in self.conversations()]
         reports: list[BuildReport] = []
         for cid in targets:
-            job = self._call("POST", f"/v1/conversations/{cid}/build")
-            while job["status"] in ("queued", "running"):
+            job = self.enqueue_build(cid)
+            while job.status in ("queued", "running"):
                 time.sleep(self.poll_seconds)
-                job = self._call("GET", f"/v1/jobs/{job['id']}")
-                if progress and job["total"]:
-                    progress(job["done"], job["total"])
-            if job["status"] == "failed":
-                raise QememError(f"the build of {cid} failed on the server: {job['error']}")
-            reports.extend(_load(list[BuildReport], job["reports"]))
+                job = self.job(job.id)
+                if progress and job.total:
+                    progress(job.done, job.total)
+            if job.status != "done":
+                raise QememError(f"the build of {cid} {job.status} on the server: {job.error}")
+            reports.extend(job.reports)
         return reports
+
+    # ------------------------------------------------------------------ jobs
+    def enqueue_build(self, conversation: str) -> Job:
+        """As ``Memory.enqueue_build``: a background build that the server's workers run."""
+        return _job(self._call("POST", f"/v1/conversations/{conversation}/build"))
+
+    def job(self, job_id: str) -> Job:
+        return _job(self._call("GET", f"/v1/jobs/{job_id}"))
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        query = f"?status={quote(status)}" if status is not None else ""
+        return [_job(j) for j in self._call("GET", f"/v1/jobs{query}")]
+
+    def cancel_job(self, job_id: str) -> Job:
+        return _job(self._call("DELETE", f"/v1/jobs/{job_id}"))
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:
@@ -209,6 +227,12 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.ask`` (the server's LLM and settings)."""
         body = {"question": question, "mode": mode}
         return answer_from_json(self._call("POST", f"/v1/conversations/{conversation}/ask", body))
+
+
+def _job(data: Mapping[str, Any]) -> Job:
+    known = {f.name for f in fields(Job)}
+    reports = _load(list[BuildReport], data["reports"])
+    return Job(**{k: v for k, v in data.items() if k in known} | {"reports": reports})
 
 
 def _conversation(data: Mapping[str, Any]) -> Conversation:

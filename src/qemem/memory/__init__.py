@@ -10,11 +10,13 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.facade import EMBED_CHARS, Memory
+from qemem.memory.jobs import Job
 
 __all__ = [
     "EMBED_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
+    "Job",
     "Memory",
     "MemoryAPI",
     "Progress",

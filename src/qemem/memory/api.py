@@ -14,6 +14,7 @@ from qemem.build import BuildReport
 from qemem.errors import InputError
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
+from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -126,4 +127,21 @@ class MemoryAPI(Protocol):
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """Answer a question with its evidence record (``Answer.evidence``)."""
+        ...
+
+    def enqueue_build(self, conversation: str) -> Job:
+        """Queue a background build of the conversation (or return the queued or running one);
+        a worker of the store (``qemem serve``) runs it."""
+        ...
+
+    def job(self, job_id: str) -> Job:
+        """A background job of the namespace (NotFoundError if there is none)."""
+        ...
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """The namespace's background jobs (of ``status``, when given), newest first."""
+        ...
+
+    def cancel_job(self, job_id: str) -> Job:
+        """Cancel a queued or running job (a finished one is returned as it is)."""
         ...
