@@ -231,7 +231,7 @@ class RemoteMemory(MemoryAPI):
 
 def _job(data: Mapping[str, Any]) -> Job:
     known = {f.name for f in fields(Job)}
-    reports = _load(list[BuildReport], data["reports"])
+    reports: list[BuildReport] = _load(list[BuildReport], data["reports"])
     return Job(**{k: v for k, v in data.items() if k in known} | {"reports": reports})
 
 
