@@ -96,6 +96,7 @@ class JobWorker:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.threads = max(1, threads)
         self._stopping = threading.Event()
+        self._wake = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
@@ -109,24 +110,29 @@ class JobWorker:
         for thread in self._threads:
             thread.start()
 
+    def wake(self) -> None:
+        """Look for jobs now (one was just queued) rather than at the next poll."""
+        self._wake.set()
+
     def close(self) -> None:
         """Stop claiming; running jobs stop at their next step and are queued again."""
         self._stopping.set()
+        self._wake.set()
         for thread in self._threads:
             thread.join()
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
             owner = f"{self.name}:{secrets.token_hex(4)}"
+            self._wake.clear()  # a job queued from now on wakes the wait below
             try:
                 job = self.table.claim(owner, self.lease_s)
-            except QememError as exc:
-                log.warning("cannot claim jobs: %s", exc)
-                job = None
-            if job is None:
-                self._stopping.wait(self.poll_s)
-                continue
-            self.run(job, Lease(job.id, owner))
+                if job is not None:
+                    self.run(job, Lease(job.id, owner))
+                    continue
+            except QememError as exc:  # e.g. the store is unreachable: try again later
+                log.warning("background jobs: %s", exc)
+            self._wake.wait(self.poll_s)
 
     def run(self, job: JobRow, lease: Lease) -> None:
         """Run a claimed job to its end (or until it is to stop)."""

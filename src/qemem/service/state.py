@@ -61,8 +61,10 @@ class ServiceState:
         return self.tenants.memory(namespace)
 
     def start(self) -> None:
-        """Start the job worker (the app's startup)."""
-        self.worker.start()
+        """Start the job worker (the app's startup), unless the server has no LLM to run
+        builds with (another server of the store may have one)."""
+        if self.root.llm is not None:
+            self.worker.start()
 
     def close(self) -> None:
         """Stop the job worker (its running jobs are queued again); close the store and key

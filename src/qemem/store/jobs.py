@@ -146,7 +146,7 @@ class JobTable:
     def list(
         self, namespace: str, status: JobStatus | None = None, *, limit: int = 100
     ) -> list[JobRow]:
-        """The namespace's jobs (of ``status``, when given), newest first."""
+        """The namespace's ``limit`` newest jobs (of ``status``, when given), newest first."""
         where, params = "namespace = ?", [namespace]
         if status is not None:
             where, params = where + " AND status = ?", [*params, status]
@@ -165,14 +165,13 @@ class JobTable:
         a queued one, or a running one whose lease expired. A job whose expired lease ends its
         last attempt is failed instead (and the next one looked at). None when none is left."""
         skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
+        claimable = "status = 'queued' OR (status = 'running' AND lease_until < ?)"
         while True:
             now = time.time()
+            if not self._query(f"SELECT 1 FROM jobs WHERE {claimable} LIMIT 1", (now,)):
+                return None  # the usual case, answered without a write transaction
             with self._transaction():
-                rows = self._select(
-                    "status = 'queued' OR (status = 'running' AND lease_until < ?)",
-                    (now,),
-                    f"ORDER BY created, id LIMIT 1{skip}",
-                )
+                rows = self._select(claimable, (now,), f"ORDER BY created, id LIMIT 1{skip}")
                 if not rows:
                     return None
                 job = rows[0]

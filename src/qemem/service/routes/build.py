@@ -29,7 +29,9 @@ def build(conversation: str, key: Writer, state: State) -> Job:
             "building episodes and facts needs an LLM: start the server with QEMEM_LLM set "
             "(e.g. anthropic:claude-haiku-4-5; fake for an offline trial)"
         )
-    return job_out(memory.enqueue_build(conversation))
+    job = memory.enqueue_build(conversation)
+    state.worker.wake()
+    return job_out(job)
 
 
 def list_jobs(key: Reader, state: State, status: JobStatus | None = None) -> list[Job]:
