@@ -173,7 +173,7 @@ def test_a_job_whose_worker_died_is_retried_and_its_build_lock_abandoned(
     expired, another worker runs the job, taking the lock over at once (not after hours)."""
     jobs = table(memory)
     job = memory.enqueue_build(CONV)
-    assert jobs.claim("otherhost:1:dead", 1.0) is not None
+    assert jobs.claim("otherhost:1:dead", 3.0) is not None
     dead = {"pid": 1, "host": "otherhost", "since": time.time(), "job": job.id}
     lock = json.dumps(dead | {"lease": "otherhost:1:dead"})
     memory.store.set_state(memory.scope(CONV), "lock.build", lock)
