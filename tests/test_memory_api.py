@@ -110,6 +110,19 @@ def test_add_messages_is_retry_safe_by_id_and_refuses_conflicts(make: Factory) -
     assert memory.conversation("c1").speakers == ("Ana", "Ben")
 
 
+def test_add_messages_with_an_idempotency_key_is_retry_safe_without_ids(make: Factory) -> None:
+    memory = make(llm=None)
+    batch = [{k: v for k, v in m.items() if k != "id"} for m in MESSAGES[:2]]
+    first = memory.add_messages("c1", batch, idempotency_key="batch-1")
+    assert (first.ids, first.turns_added, first.sessions_added) == (["D1:1", "D1:2"], 2, 1)
+    assert memory.add_messages("c1", batch, idempotency_key="batch-1") == first
+    with pytest.raises(InputError, match="different request"):
+        memory.add_messages("c1", batch[:1], idempotency_key="batch-1")
+    with pytest.raises(InputError, match="printable ASCII"):
+        memory.add_messages("c1", batch, idempotency_key="")
+    assert memory.add_messages("c1", batch).ids == ["D1:3", "D1:4"]  # no key: appended again
+
+
 def test_search_ranks_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:

@@ -18,7 +18,8 @@ from mcp import Client, StdioServerParameters
 from typer.testing import CliRunner
 
 from qemem.cli import app
-from qemem.errors import AuthError
+from qemem.errors import AuthError, ConfigError
+from qemem.service.app import app_from_env
 from service_helpers import MESSAGES
 
 runner = CliRunner()
@@ -72,7 +73,7 @@ def test_serve_answers_on_localhost(tmp_path: Path) -> None:
     key = new_key(store, "team-a")
     port = _free_port()
     server = subprocess.Popen(
-        [*QEMEM, "serve", "--store", store, "--port", str(port)],
+        [*QEMEM, "serve", "--store", store, "--port", str(port), "--idempotency-hours", "0.5"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -89,10 +90,38 @@ def test_serve_answers_on_localhost(tmp_path: Path) -> None:
             f"{base}/v1/conversations/c1/messages", json={"messages": MESSAGES}, headers=headers
         )
         assert r.status_code == 200 and r.json()["turns_added"] == 3
+        retried = [
+            httpx.post(
+                f"{base}/v1/conversations/c1/messages",
+                json={"messages": MESSAGES[2:]},
+                headers={**headers, "Idempotency-Key": "batch-7"},
+            ).json()
+            for _ in range(2)
+        ]
+        assert retried == [{"ids": ["D2:2"], "turns_added": 1, "sessions_added": 0}] * 2
         assert httpx.get(f"{base}/v1/conversations").status_code == 401
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_serve_takes_the_idempotency_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = str(tmp_path / "m.db")
+    new_key(store, "team-a")
+    with pytest.raises(ConfigError, match="--idempotency-hours must be more than 0"):
+        runner.invoke(
+            app, ["serve", "--store", store, "--idempotency-hours", "0"], catch_exceptions=False
+        )
+    monkeypatch.setenv("QEMEM_STORE", store)
+    monkeypatch.setenv("QEMEM_IDEMPOTENCY_HOURS", "2.5")
+    served = app_from_env()
+    assert served.state.service.memory("team-a").idempotency_hours == 2.5
+    served.state.service.close()
+    monkeypatch.setenv("QEMEM_IDEMPOTENCY_HOURS", "a day")
+    with pytest.raises(ConfigError, match="QEMEM_IDEMPOTENCY_HOURS must be a number"):
+        app_from_env()
 
 
 async def _stdio_tools(store: str, key: str) -> tuple[set[str], str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -187,3 +187,79 @@ def test_every_landed_schema_migrates_to_the_new_one(store_url: str, tmp_path: P
         with psycopg.connect(target) as conn:
             [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
         assert number == postgres_schema.SCHEMA_VERSION
+
+
+def previous(url: str) -> None:
+    """Bring the legacy store at ``url`` to the schema before idempotency keys (SQLite 4,
+    PostgreSQL 3), the last that main had before them, with the steps that made it."""
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {schema.UPGRADES[4]} PRAGMA user_version = 4; COMMIT;"
+            )
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn, conn.transaction():
+        conn.execute(postgres_schema.UPGRADES[3])
+        conn.execute("UPDATE schema_version SET version = 3")
+
+
+def test_the_schema_before_idempotency_keys_gains_their_table(legacy_url: str) -> None:
+    previous(legacy_url)
+    retention = timedelta(hours=1)
+    with closing(open_store(legacy_url)) as store:
+        assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
+        assert store.recorded_response("default", "k", retention) is None
+        with store.transaction():
+            store.record_response("default", "k", "f" * 64, '{"ids": []}', retention)
+    with closing(open_store(legacy_url)) as store:
+        assert store.recorded_response("default", "k", retention) == ("f" * 64, '{"ids": []}')
+        assert store.recorded_response("team", "k", retention) is None
+    backend, target = parse_store_url(legacy_url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target)) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        return
+    import psycopg
+
+    with psycopg.connect(target) as conn:
+        [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert number == postgres_schema.SCHEMA_VERSION
+
+
+def _before_jobs(url: str) -> None:
+    """Bring the legacy store at ``url`` to the schema before jobs (SQLite 5, PostgreSQL 4)."""
+    previous(url)
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {schema.UPGRADES[5]} PRAGMA user_version = 5; COMMIT;"
+            )
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn, conn.transaction():
+        conn.execute(postgres_schema.UPGRADES[4])
+        conn.execute("UPDATE schema_version SET version = 4")
+
+
+def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
+    _before_jobs(legacy_url)
+    with closing(open_store(legacy_url)) as store:
+        assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
+        job = store.jobs.enqueue("default", "build", SCOPE.conversation)  # type: ignore[attr-defined]
+    with closing(open_store(legacy_url)) as store:
+        assert store.jobs.get(job.id).status == "queued"  # type: ignore[attr-defined]
+    backend, target = parse_store_url(legacy_url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target)) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 6 == schema.SCHEMA_VERSION
+        return
+    import psycopg
+
+    with psycopg.connect(target) as conn:
+        [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert number == 5 == postgres_schema.SCHEMA_VERSION

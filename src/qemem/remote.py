@@ -36,7 +36,14 @@ from qemem.errors import (
 )
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult
+from qemem.memory.api import (
+    IDEMPOTENCY_HEADER,
+    Appended,
+    MemoryAPI,
+    Progress,
+    SearchResult,
+    check_idempotency_key,
+)
 from qemem.memory.jobs import Job
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
 
@@ -86,9 +93,13 @@ class RemoteMemory(MemoryAPI):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, body: object = None) -> Any:
+    def _call(
+        self, method: str, path: str, body: object = None, headers: Mapping[str, str] = {}
+    ) -> Any:
         try:
-            response = self._client.request(method, path, json=body, headers=self._headers)
+            response = self._client.request(
+                method, path, json=body, headers={**self._headers, **headers}
+            )
         except httpx.TransportError as exc:
             raise QememError(
                 f"cannot reach the qemem server at {self.base_url}: {exc} (is `qemem serve` "
@@ -106,10 +117,23 @@ class RemoteMemory(MemoryAPI):
         return response.json() if response.content else None
 
     # ------------------------------------------------------------------ writing
-    def add_messages(self, conversation: str, messages: Sequence[Mapping[str, Any]]) -> Appended:
-        """As ``Memory.add_messages``: append generic-format messages, retry-safe by id."""
+    def add_messages(
+        self,
+        conversation: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        """As ``Memory.add_messages``: append generic-format messages, retry-safe by id, or
+        by ``idempotency_key`` (sent as the ``Idempotency-Key`` header) for id-less ones."""
+        headers = {}
+        if idempotency_key is not None:
+            headers[IDEMPOTENCY_HEADER] = check_idempotency_key(idempotency_key)
         out = self._call(
-            "POST", f"/v1/conversations/{conversation}/messages", {"messages": list(messages)}
+            "POST",
+            f"/v1/conversations/{conversation}/messages",
+            {"messages": list(messages)},
+            headers,
         )
         return Appended(out["ids"], out["turns_added"], out["sessions_added"])
 

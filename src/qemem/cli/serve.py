@@ -20,7 +20,7 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup
 from qemem.errors import ConfigError
 from qemem.keys import create_key, open_key_store, revoke_key, verify_key
-from qemem.memory import Memory
+from qemem.memory import IDEMPOTENCY_HOURS, Memory
 
 keys_app = typer.Typer(
     help="API keys of the HTTP service and MCP server (one namespace each).",
@@ -75,17 +75,31 @@ def serve(
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
+    idempotency_hours: Annotated[
+        float,
+        typer.Option(
+            "--idempotency-hours",
+            help="How long an append's Idempotency-Key is remembered (a retry within it is "
+            "answered with the first response).",
+        ),
+    ] = IDEMPOTENCY_HOURS,
 ) -> None:
     """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key. Every
     process (``--workers``, replicas on one PostgreSQL) runs the store's background jobs."""
     _server_extra()
     import uvicorn
 
+    if not idempotency_hours > 0:
+        raise ConfigError(
+            f"--idempotency-hours must be more than 0 (got {idempotency_hours:g}): it is how "
+            "long a retried batch's Idempotency-Key is remembered"
+        )
     store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
     os.environ["QEMEM_MAX_BODY"] = str(max_body)
     os.environ["QEMEM_JOB_LEASE"] = str(job_lease)
     os.environ["QEMEM_JOB_ATTEMPTS"] = str(job_attempts)
+    os.environ["QEMEM_IDEMPOTENCY_HOURS"] = repr(idempotency_hours)
     for name, value in (("QEMEM_EMBEDDER", embedder), ("QEMEM_LLM", llm)):
         if value:
             os.environ[name] = value

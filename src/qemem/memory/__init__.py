@@ -2,6 +2,7 @@
 The CLI, the service and the evaluation harness call this and nothing deeper."""
 
 from qemem.memory.api import (
+    IDEMPOTENCY_HEADER,
     MAX_QUESTION_CHARS,
     Appended,
     MemoryAPI,
@@ -9,11 +10,14 @@ from qemem.memory.api import (
     SearchResult,
     check_query,
 )
+from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.jobs import Job
 
 __all__ = [
     "EMBED_CHARS",
+    "IDEMPOTENCY_HEADER",
+    "IDEMPOTENCY_HOURS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Job",

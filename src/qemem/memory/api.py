@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,23 @@ def check_query(text: str, what: str = "question") -> str:
     return text
 
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+
+
+def check_idempotency_key(key: str) -> str:
+    """``key`` when it is a usable idempotency key (1 to 255 printable ASCII characters),
+    else InputError saying why."""
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
+        odd = any(not " " <= c <= "~" for c in key)
+        raise InputError(
+            f"the {IDEMPOTENCY_HEADER} must be 1 to 255 printable ASCII characters (got "
+            f"{len(key)} characters{', some not printable ASCII' if odd else ''}): send a "
+            "fresh random key per batch, such as a UUID"
+        )
+    return key
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """A hit with the record it points to."""
@@ -88,8 +106,15 @@ class MemoryAPI(Protocol):
         """Add what the memory lacks of a file or of parsed conversations (idempotent)."""
         ...
 
-    def add_messages(self, conversation: str, messages: Sequence[Mapping[str, Any]]) -> Appended:
-        """Append generic-format messages to a conversation (retry-safe by id)."""
+    def add_messages(
+        self,
+        conversation: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        """Append generic-format messages to a conversation (retry-safe by id, or by
+        ``idempotency_key`` for messages without ids)."""
         ...
 
     def conversations(self) -> list[Conversation]:

@@ -1,13 +1,120 @@
-"""The two steps of ``add_messages`` that are about ids rather than storage: placing messages
-after the stored turns of their sessions, and giving each message its stored id back."""
+"""``add_messages``: one write transaction that places messages after the stored turns of
+their sessions, stores the new ones, gives each message its stored id back and, for a batch
+sent with an idempotency key, records the response (a retry with the key gets it again)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
-from qemem.errors import ConflictError
+import numpy as np
+
+from qemem.errors import ConflictError, InputError, NotFoundError
+from qemem.ingest.additions import find_additions
+from qemem.ingest.generic import parse_generic
+from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
 from qemem.models import Conversation, ConversationInput, Turn, TurnInput
+from qemem.store import MemoryStore, Scope
+
+IDEMPOTENCY_HOURS = 24.0
+"""How long an idempotency key's response is kept (and replayed) by default."""
+Embed = Callable[[Sequence[Turn]], np.ndarray]
+
+
+def append_messages(
+    store: MemoryStore,
+    scope: Scope,
+    messages: Sequence[Mapping[str, Any]],
+    embed: Embed,
+    embedder: str,
+    *,
+    key: str | None = None,
+    retention: timedelta = timedelta(hours=IDEMPOTENCY_HOURS),
+) -> Appended:
+    """Append generic-format ``messages`` to the scope's conversation in one transaction
+    (``embed`` gives the new turns' vectors, made by ``embedder``). With ``key``, a batch
+    already appended under it less than ``retention`` ago is not appended again: its recorded
+    response is returned; the key with another body is an InputError."""
+    if key is not None:
+        check_idempotency_key(key)
+    records = [
+        {**{k: v for k, v in m.items() if k != "namespace"}, "conversation_id": scope.conversation}
+        for m in messages
+    ]
+    if not records:
+        return Appended()
+    [conv] = parse_generic(records, "<messages>")
+    digest = _fingerprint(scope.conversation, records)
+    with store.transaction():
+        if key is not None:
+            replayed = _replay(store, scope.namespace, key, digest, retention)
+            if replayed is not None:
+                return replayed
+        done = _append(store, scope, conv, records, embed, embedder)
+        if key is not None:
+            response = json.dumps(asdict(done))
+            store.record_response(scope.namespace, key, digest, response, retention)
+    return done
+
+
+def _fingerprint(conversation: str, records: Sequence[Mapping[str, Any]]) -> str:
+    """The SHA-256 of a request: its conversation and messages as canonical JSON."""
+    body = {"conversation": conversation, "messages": list(records)}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _replay(
+    store: MemoryStore, namespace: str, key: str, digest: str, retention: timedelta
+) -> Appended | None:
+    """The response recorded under ``key`` for this very request; None when there is none."""
+    recorded = store.recorded_response(namespace, key, retention)
+    if recorded is None:
+        return None
+    if recorded[0] != digest:
+        hours = retention.total_seconds() / 3600
+        raise InputError(
+            f"{IDEMPOTENCY_HEADER} {key!r} was already used for a different request (other "
+            f"conversation or messages) in the last {hours:g} hours: send a new key with a new "
+            "batch, and the same body with the same key only to retry it"
+        )
+    data = json.loads(recorded[1])
+    return Appended(list(data["ids"]), int(data["turns_added"]), int(data["sessions_added"]))
+
+
+def _append(
+    store: MemoryStore,
+    scope: Scope,
+    conv: ConversationInput,
+    records: Sequence[Mapping[str, Any]],
+    embed: Embed,
+    embedder: str,
+) -> Appended:
+    """Store what is new of ``conv`` (inside the caller's transaction)."""
+    existing = stored_conversation(store, scope)
+    stored = store.turns(scope) if existing else []
+    fresh_counts = after_stored_turns(conv, existing, stored)
+    additions = find_additions(conv, existing, stored, "<messages>")
+    vectors = embed(additions.turns)
+    store.put_conversation(scope, additions.conversation.speakers)
+    if additions.sessions:
+        store.add_sessions(scope, additions.sessions)
+    if additions.turns:
+        store.add_turns(scope, additions.turns, vectors, embedder)
+    ids = message_ids(records, {t.id for t in stored}, additions.turns, fresh_counts)
+    return Appended(ids, len(additions.turns), len(additions.sessions))
+
+
+def stored_conversation(store: MemoryStore, scope: Scope) -> Conversation | None:
+    """The scope's stored conversation, or None."""
+    try:
+        return store.get_conversation(scope)
+    except NotFoundError:
+        return None
 
 
 def after_stored_turns(

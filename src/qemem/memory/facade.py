@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +27,17 @@ from qemem.build import (
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
 from qemem.errors import (
+    ConfigError,
     EmbedderMismatchError,
     LLMError,
-    NotFoundError,
     StoreError,
 )
 from qemem.ingest.additions import Additions, IngestReport, find_additions
-from qemem.ingest.generic import parse_generic
 from qemem.ingest.reader import Format, read_conversations
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
 from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult, check_query
-from qemem.memory.appending import after_stored_turns, message_ids
+from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, stored_conversation
 from qemem.memory.files import import_memory_file
 from qemem.memory.jobs import Job, MemoryJobs
 from qemem.memory_file import (
@@ -78,13 +78,20 @@ class Memory(MemoryJobs, MemoryAPI):
         llm: LLMClient | str | None = None,
         namespace: str = "default",
         embed_batch: int = 64,
+        idempotency_hours: float = IDEMPOTENCY_HOURS,
     ) -> None:
+        if not idempotency_hours > 0:
+            raise ConfigError(
+                f"idempotency_hours must be more than 0 (got {idempotency_hours}): it is how "
+                "long a retried batch's Idempotency-Key is remembered"
+            )
         self.store = store
         self._llm: LLMClient | None = llm if isinstance(llm, LLMClient) else None
         self._llm_spec = llm if isinstance(llm, str) else None
         self._llm_resolved = isinstance(llm, LLMClient)
         self.namespace = namespace
         self.embed_batch = embed_batch
+        self.idempotency_hours = idempotency_hours
         self._embedder_spec: str | None = None
         self._embedder: Embedder | None = None
         if isinstance(embedder, str) or embedder is None:
@@ -230,36 +237,32 @@ class Memory(MemoryJobs, MemoryAPI):
         report.seconds = time.perf_counter() - started
         return report
 
-    def add_messages(self, conversation: str, messages: Sequence[Mapping[str, Any]]) -> Appended:
+    def add_messages(
+        self,
+        conversation: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Appended:
         """Append messages (generic-format records without ``conversation_id``) to a
         conversation, creating it if needed; validated like ingest, all or nothing.
 
         Each message goes after the stored turns of its session. A message whose ``id`` is
         already stored with the same speaker and text is acknowledged again and not duplicated
         (safe retries); with other content it raises ``ConflictError``. Messages without an id
-        are always appended (they get ``D<session>:<position>``).
+        are appended each time (they get ``D<session>:<position>``) unless the batch carries
+        an ``idempotency_key``: a batch appended under that key within ``idempotency_hours``
+        gets its first response again, the key with another batch raises ``InputError``.
         """
-        records = [
-            {**{k: v for k, v in m.items() if k != "namespace"}, "conversation_id": conversation}
-            for m in messages
-        ]
-        if not records:
-            return Appended()
-        [conv] = parse_generic(records, "<messages>")
-        scope = self.scope(conversation)
-        with self.store.transaction():
-            existing = self._existing(scope)
-            stored = self.store.turns(scope) if existing else []
-            fresh_counts = after_stored_turns(conv, existing, stored)
-            additions = find_additions(conv, existing, stored, "<messages>")
-            vectors = self.embed_documents(additions.turns)
-            self.store.put_conversation(scope, additions.conversation.speakers)
-            if additions.sessions:
-                self.store.add_sessions(scope, additions.sessions)
-            if additions.turns:
-                self.store.add_turns(scope, additions.turns, vectors, self.embedder.id)
-        ids = message_ids(records, {t.id for t in stored}, additions.turns, fresh_counts)
-        return Appended(ids, len(additions.turns), len(additions.sessions))
+        return append_messages(
+            self.store,
+            self.scope(conversation),
+            messages,
+            self.embed_documents,
+            self.embedder.id,
+            key=idempotency_key,
+            retention=timedelta(hours=self.idempotency_hours),
+        )
 
     def _recheck(
         self, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
@@ -281,10 +284,7 @@ class Memory(MemoryJobs, MemoryAPI):
         return fresh, vectors[keep], len(additions.turns) - len(keep)
 
     def _existing(self, scope: Scope) -> Conversation | None:
-        try:
-            return self.store.get_conversation(scope)
-        except NotFoundError:
-            return None
+        return stored_conversation(self.store, scope)
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:

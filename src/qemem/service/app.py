@@ -18,7 +18,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import ConfigError
 from qemem.keys import KeyStore, open_key_store
 from qemem.llm import LLMClient
-from qemem.memory import Memory
+from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.memory.worker import DEFAULT_LEASE_S
 from qemem.service import problems, routes
 from qemem.service.state import ServiceState
@@ -49,20 +49,25 @@ def create_app(
     embedder: Embedder | str | None = None,
     llm: LLMClient | str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
+    idempotency_hours: float = IDEMPOTENCY_HOURS,
     job_lease: float = DEFAULT_LEASE_S,
     job_attempts: int = 3,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
-    are used when ``keys`` is None). ``embedder``/``llm`` as for ``Memory``. The app runs the
-    store's background jobs, each under a lease of ``job_lease`` seconds, started at most
-    ``job_attempts`` times (a job whose worker died is started again)."""
+    are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
+    ``Memory``. The app runs the store's background jobs, each under a lease of ``job_lease``
+    seconds, started at most ``job_attempts`` times (a job whose worker died is started
+    again)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
         keys = open_key_store(store)
     opened = isinstance(store, str | Path)
     root = Memory(
-        open_store(str(store)) if isinstance(store, str | Path) else store, embedder, llm=llm
+        open_store(str(store)) if isinstance(store, str | Path) else store,
+        embedder,
+        llm=llm,
+        idempotency_hours=idempotency_hours,
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
@@ -78,17 +83,27 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """The app of ``qemem serve`` (uvicorn factory): store from ``QEMEM_STORE``, body limit
-    from ``QEMEM_MAX_BODY``, job lease and attempts from ``QEMEM_JOB_LEASE`` and
-    ``QEMEM_JOB_ATTEMPTS``; embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
+    from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``, job
+    lease and attempts from ``QEMEM_JOB_LEASE`` and ``QEMEM_JOB_ATTEMPTS``; embedder and LLM
+    from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
     try:
-        max_body = int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY))
-        lease = float(os.environ.get("QEMEM_JOB_LEASE", DEFAULT_LEASE_S))
-        attempts = int(os.environ.get("QEMEM_JOB_ATTEMPTS", 3))
+        hours = float(os.environ.get("QEMEM_IDEMPOTENCY_HOURS") or IDEMPOTENCY_HOURS)
+    except ValueError as exc:
+        raise ConfigError(f"QEMEM_IDEMPOTENCY_HOURS must be a number of hours ({exc})") from exc
+    try:
+        lease = float(os.environ.get("QEMEM_JOB_LEASE") or DEFAULT_LEASE_S)
+        attempts = int(os.environ.get("QEMEM_JOB_ATTEMPTS") or 3)
     except ValueError as exc:
         raise ConfigError(
-            f"QEMEM_MAX_BODY, QEMEM_JOB_LEASE and QEMEM_JOB_ATTEMPTS must be numbers ({exc})"
+            f"QEMEM_JOB_LEASE (seconds) and QEMEM_JOB_ATTEMPTS (a count) must be numbers ({exc})"
         ) from exc
-    return create_app(store, max_body=max_body, job_lease=lease, job_attempts=attempts)
+    return create_app(
+        store,
+        max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)),
+        idempotency_hours=hours,
+        job_lease=lease,
+        job_attempts=attempts,
+    )

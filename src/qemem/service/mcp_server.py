@@ -109,11 +109,18 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         description="Store messages of a conversation in long-term memory so they can be "
         "recalled later. Call it with each new exchange worth keeping. Each message needs "
         "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text; "
-        "give each an id so that retrying never stores it twice. Returns the stored ids."
+        "give each an id so that retrying never stores it twice, or pass an idempotency_key "
+        "(a fresh UUID per batch) and the same key when retrying the batch. Returns the "
+        "stored ids."
     )
-    def remember(conversation: str, messages: list[MessageIn]) -> dict[str, Any]:
+    def remember(
+        conversation: str, messages: list[MessageIn], idempotency_key: str | None = None
+    ) -> dict[str, Any]:
         records = [m.model_dump(exclude_none=True) for m in messages]
-        done = run(lambda: memory.add_messages(conversation, records), writes=True)
+        done = run(
+            lambda: memory.add_messages(conversation, records, idempotency_key=idempotency_key),
+            writes=True,
+        )
         return {"ids": done.ids, "turns_added": done.turns_added}
 
     @server.tool(

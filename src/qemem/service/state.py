@@ -28,7 +28,11 @@ class Tenants:
         with self._lock:
             if namespace not in self._memories:
                 memory = Memory(
-                    self.root.store, self.root.embedder, llm=self.root.llm, namespace=namespace
+                    self.root.store,
+                    self.root.embedder,
+                    llm=self.root.llm,
+                    namespace=namespace,
+                    idempotency_hours=self.root.idempotency_hours,
                 )
                 memory.job_attempts = self.job_attempts
                 self._memories[namespace] = memory

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -133,6 +134,22 @@ class MemoryStore(Protocol):
     def get_state(self, scope: Scope, key: str) -> str | None: ...
 
     def set_state(self, scope: Scope, key: str, value: str) -> None: ...
+
+    # responses of requests sent with an idempotency key, per namespace
+    def recorded_response(
+        self, namespace: str, key: str, retention: timedelta
+    ) -> tuple[str, str] | None:
+        """(request fingerprint, response) recorded under ``key`` less than ``retention``
+        ago, else None; inside a transaction, a concurrent request with the key waits until
+        the transaction ends."""
+        ...
+
+    def record_response(
+        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+    ) -> None:
+        """Record a request's response under ``key`` (in the caller's transaction), purging
+        records older than ``retention``."""
+        ...
 
 
 @runtime_checkable

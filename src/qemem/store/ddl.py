@@ -113,6 +113,20 @@ CREATE TABLE api_keys (
 """
 """API keys of the HTTP service (:mod:`qemem.keys`): a salted hash per key, never the key."""
 
+IDEMPOTENCY = """
+CREATE TABLE idempotency (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX idempotency_by_created ON idempotency (created);
+"""
+"""Responses of appends sent with an ``Idempotency-Key``, per namespace: the request's
+fingerprint, the response JSON and when it was recorded (UTC ISO 8601, fixed width)."""
+
 JOBS = """
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,
@@ -157,4 +171,4 @@ def create(dialect: Dialect) -> str:
         version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
-    return dialect.versions_ddl + tables + API_KEYS + JOBS
+    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY + JOBS

@@ -36,8 +36,9 @@ class Dialect:
     bump: tuple[str, ...]
     """Statements that give a conversation a new version (``?``, where present, is its pk)."""
     lock: str | None
-    """Takes the write lock of scope ``?`` (``namespace/conversation``) for the transaction;
-    None where a write transaction already excludes every other writer."""
+    """Takes the write lock named ``?`` (a scope's ``namespace/conversation``, or an
+    idempotency key's) for the transaction; None where a write transaction already excludes
+    every other writer."""
     serialised_writes: bool
     """Whether a write transaction excludes all other writers from its start (SQLite). Where
     it does not (PostgreSQL: writers plan before they take the scope's lock), inserts of

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, JOBS, create
+from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, create
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -25,9 +25,8 @@ UPGRADES: dict[int, str] = {
         TO turns_conv_session_position_key;
     ALTER TABLE episodes RENAME COLUMN ts TO timestamp;
     """,
-    # 4: PLACEHOLDER, no schema work. The Idempotency-Key migration (PostgreSQL 4) lands from
-    # branch r21-idem: replace this entry with that one when merging.
-    4: "",
+    # 4: responses of appends sent with an Idempotency-Key (retried id-less batches)
+    4: IDEMPOTENCY,
     # 5: durable background jobs (qemem.store.jobs), visible to every process of the store
     5: JOBS,
 }
@@ -54,7 +53,6 @@ def migrate(conn: Any) -> int:
             conn.execute(create(POSTGRES))
             version = SCHEMA_VERSION
         for number in range(version + 1, SCHEMA_VERSION + 1):
-            if UPGRADES[number]:
-                conn.execute(UPGRADES[number])
+            conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
     return SCHEMA_VERSION

@@ -9,7 +9,14 @@ from __future__ import annotations
 import sqlite3
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, FACT_EPISODES_INDEX, JOBS, create, fact_episodes
+from qemem.store.ddl import (
+    API_KEYS,
+    FACT_EPISODES_INDEX,
+    IDEMPOTENCY,
+    JOBS,
+    create,
+    fact_episodes,
+)
 from qemem.store.dialect import SQLITE
 
 UPGRADES: dict[int, str] = {
@@ -31,9 +38,8 @@ UPGRADES: dict[int, str] = {
     ALTER TABLE fact_episodes_4 RENAME TO fact_episodes;
     """
     + FACT_EPISODES_INDEX,
-    # 5: PLACEHOLDER, no schema work. The Idempotency-Key migration (SQLite 5) lands from
-    # branch r21-idem: replace this entry with that one when merging.
-    5: "",
+    # 5: responses of appends sent with an Idempotency-Key (retried id-less batches)
+    5: IDEMPOTENCY,
     # 6: durable background jobs (qemem.store.jobs), visible to every process of the store
     6: JOBS,
 }

@@ -13,7 +13,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
@@ -45,6 +45,7 @@ from qemem.store.rows import (
 )
 
 T = TypeVar("T")
+_IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
 _ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
     "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)"
@@ -414,3 +415,39 @@ class SQLStore(ABC):
                 self._insert("state", ("conv", "key", "value"), ("conv", "key")),
                 (self._pk(scope), key, value),
             )
+
+    # ------------------------------------------------------------------ idempotency keys
+    def recorded_response(
+        self, namespace: str, key: str, retention: timedelta
+    ) -> tuple[str, str] | None:
+        """(request fingerprint, response JSON) recorded under ``key`` in ``namespace`` less
+        than ``retention`` ago, else None. Inside a transaction the key stays held until the
+        transaction ends, so a concurrent request with the same key waits, then reads this
+        one's response (SQLite: the write transaction excludes other writers; PostgreSQL: the
+        key's advisory lock)."""
+        if self.dialect.lock is not None and self._in_transaction():
+            self._exec(self.dialect.lock, (f"idempotency:{namespace}/{key}",))
+        rows = self._query(
+            "SELECT fingerprint, response FROM idempotency "
+            "WHERE namespace = ? AND key = ? AND created >= ?",
+            (namespace, key, _stamp(datetime.now(UTC) - retention)),
+        )
+        return (str(rows[0][0]), str(rows[0][1])) if rows else None
+
+    def record_response(
+        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+    ) -> None:
+        """Record the response of a request sent with ``key`` (join the transaction that made
+        it, so both are committed together); records older than ``retention`` are purged."""
+        with self.transaction():
+            now = datetime.now(UTC)
+            self._exec("DELETE FROM idempotency WHERE created < ?", (_stamp(now - retention),))
+            self._exec(
+                self._insert("idempotency", _IDEMPOTENCY_COLUMNS),
+                (namespace, key, fingerprint, response, _stamp(now)),
+            )
+
+
+def _stamp(moment: datetime) -> str:
+    """A UTC instant as fixed-width ISO 8601 text (such stamps sort as they compare)."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")

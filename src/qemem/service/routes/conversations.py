@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Response
+from typing import Annotated
+
+from fastapi import FastAPI, Header, Response
 
 from qemem.errors import NotFoundError
-from qemem.memory import Memory
+from qemem.memory import IDEMPOTENCY_HEADER, Memory
 from qemem.service.auth import Reader, Writer
 from qemem.service.problems import error_responses
 from qemem.service.schemas import Appended, BuildState, ConversationOut, MessagesIn
@@ -52,12 +54,30 @@ def delete_conversation(conversation: str, key: Writer, state: State) -> Respons
     return Response(status_code=204)
 
 
-def add_messages(conversation: str, body: MessagesIn, key: Writer, state: State) -> Appended:
+def add_messages(
+    conversation: str,
+    body: MessagesIn,
+    key: Writer,
+    state: State,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_HEADER,
+            description="1 to 255 printable ASCII characters (a UUID, say): a retry of the "
+            "batch with the same key is answered with the first response and stores nothing",
+        ),
+    ] = None,
+) -> Appended:
     """Append messages (validated like ingest, all or nothing); creates the conversation.
-    A message whose id is stored with the same content is acknowledged, not duplicated."""
+    A message whose id is stored with the same content is acknowledged, not duplicated.
+    Messages without ids need an ``Idempotency-Key`` to be retried safely: a batch sent again
+    with its key (within the server's ``--idempotency-hours``) gets the same response and
+    stores nothing; the key with a different body is refused (422)."""
     memory = state.memory(key.namespace)
     done = memory.add_messages(
-        conversation, [m.model_dump(exclude_none=True) for m in body.messages]
+        conversation,
+        [m.model_dump(exclude_none=True) for m in body.messages],
+        idempotency_key=idempotency_key,
     )
     return Appended(ids=done.ids, turns_added=done.turns_added, sessions_added=done.sessions_added)
 
