@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -19,6 +20,7 @@ from qemem.llm.types import LLMRequest
 from qemem.locks import writer_lock
 from qemem.memory import Memory
 from qemem.memory.worker import JobWorker
+from qemem.store import jobs as store_jobs
 from qemem.store import open_store
 from qemem.store.jobs import JobTable, Lease
 from qemem.testing import OfflineLLM
@@ -280,3 +282,18 @@ def test_a_worker_shutting_down_gives_its_running_job_back_to_the_queue(
         back = memory.job(job.id)
         assert back.status == "queued" and back.attempts == 0 and back.worker is None
         assert memory.store.get_state(memory.scope(CONV), "lock.build") == "{}"
+
+
+def test_finished_jobs_are_removed_after_a_week(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = table(memory)
+    eight_days_ago = time.time() - 8 * 86400
+    monkeypatch.setattr(store_jobs, "time", SimpleNamespace(time=lambda: eight_days_ago))
+    old = jobs.enqueue("alice", "build", "c1")
+    jobs.claim("w1", 30.0)
+    jobs.finish(old.id, "w1", "done", result="[]")
+    stuck = jobs.enqueue("alice", "build", "c2")  # queued a week ago: kept
+    monkeypatch.undo()
+    new = jobs.enqueue("alice", "build", "c1")
+    assert [j.id for j in jobs.list("alice")] == [new.id, stuck.id]
