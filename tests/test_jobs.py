@@ -297,3 +297,12 @@ def test_finished_jobs_are_removed_after_a_week(
     monkeypatch.undo()
     new = jobs.enqueue("alice", "build", "c1")
     assert [j.id for j in jobs.list("alice")] == [new.id, stuck.id]
+
+
+def test_a_server_without_an_llm_leaves_builds_to_servers_with_one() -> None:
+    with served(llm=None) as s:
+        h = s.auth(s.alice)
+        s.client.post("/v1/conversations/c1/messages", json={"messages": MESSAGES}, headers=h)
+        job = Memory(s.store, HashEmbedder(), llm="fake", namespace="alice").enqueue_build("c1")
+        time.sleep(1.5)  # more than a worker's poll
+        assert s.client.get(f"/v1/jobs/{job.id}", headers=h).json()["status"] == "queued"
