@@ -168,16 +168,24 @@ def test_two_servers_on_one_postgresql_share_jobs_and_appends(
         assert conv["turns"] == 20
 
 
-def test_a_job_of_a_killed_server_finishes_through_the_other(
+def test_a_job_of_a_killed_server_is_picked_up_by_the_other_and_finishes(
     pg_url: str, sample_path: Path, servers: list[Server]
 ) -> None:
+    """Two servers whose LLM never answers in time: the one running the job is killed, the
+    other starts it again after the lease; that one is killed too, and a third server (the
+    offline LLM) runs the job's last attempt to its end."""
     headers = _prepared(pg_url, sample_path)
-    servers.append(slow := Server(pg_url, SLOW_LLM))
-    job = slow.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
-    wait_for(lambda: slow.job(job["id"], headers)["status"] == "running")
-    assert _pid(slow.job(job["id"], headers)) == slow.process.pid
-    slow.kill()
-    servers.append(other := Server(pg_url, "fake"))
-    wait_for(lambda: other.job(job["id"], headers)["status"] == "done")
-    done = other.job(job["id"], headers)
-    assert done["attempts"] == 2 and done["reports"][0]["episodes"] > 0
+    servers.extend([one := Server(pg_url, SLOW_LLM), two := Server(pg_url, SLOW_LLM)])
+    job = one.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
+    wait_for(lambda: two.job(job["id"], headers)["status"] == "running")
+    runner = {s.process.pid: s for s in (one, two)}
+    first = _pid(one.job(job["id"], headers))
+    runner.pop(first).kill()
+    [survivor] = runner.values()
+    wait_for(lambda: survivor.job(job["id"], headers)["attempts"] == 2)
+    assert _pid(survivor.job(job["id"], headers)) == survivor.process.pid
+    survivor.kill()
+    servers.append(fast := Server(pg_url, "fake"))
+    wait_for(lambda: fast.job(job["id"], headers)["status"] == "done")
+    done = fast.job(job["id"], headers)
+    assert done["attempts"] == 3 == done["max_attempts"] and done["reports"][0]["episodes"] > 0
