@@ -8,13 +8,15 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from qemem.answer.wire import check_from_json
 from qemem.embed import HashEmbedder
 from qemem.memory import Memory
 from qemem.service.mcp_server import create_mcp_server
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES
 
-TOOLS = {"remember", "recall", "ask", "list_conversations", "forget"}
+TOOLS = {"remember", "recall", "context", "ask", "check", "list_conversations", "forget"}
+STATEMENT = "Ana adopted a grey cat named Pixel. Ben never started pottery classes."
 
 
 def _payload(result: Any) -> Any:
@@ -37,6 +39,8 @@ async def _session(memory: Memory, read_only: bool = False) -> dict[str, Any]:
             "ask", {"conversation": "c1", "question": "What is the cat called?"}
         )
         out["missing"] = await call("ask", {"conversation": "nope", "question": "Who?"})
+        out["check"] = await call("check", {"conversation": "c1", "text": STATEMENT})
+        out["blank"] = await call("check", {"conversation": "c1", "text": " "})
         out["forget"] = await call("forget", {"conversation": "c1"})
     return out
 
@@ -56,6 +60,10 @@ def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
         answer = _payload(out["ask"])
         assert answer["answer"] and answer["cards"] and answer["citations"]
         assert out["missing"].is_error and "no conversation" in out["missing"].content[0].text
+        checked = check_from_json(_payload(out["check"]))
+        assert [c.label for c in checked.claims] == ["supported", "contradicted"]
+        assert checked.claims[0].turns() == ["m1"] and checked.claims[0].citations[0].verified
+        assert out["blank"].is_error and "empty" in out["blank"].content[0].text
         assert _payload(out["forget"]) == {"deleted": True}
         assert memory.conversations() == []
 
@@ -65,4 +73,5 @@ def test_read_only_session_refuses_writes() -> None:
         out = anyio.run(_session, memory, True)
         assert out["remember"].is_error and "read-only" in out["remember"].content[0].text
         assert out["forget"].is_error
+        assert out["check"].is_error and "needs an LLM" in out["check"].content[0].text
         assert _payload(out["list"]) == {"conversations": []}

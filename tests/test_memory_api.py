@@ -14,6 +14,7 @@ import pytest
 
 from qemem import RemoteMemory
 from qemem.answer import Answer
+from qemem.answer.check import CheckResult, Citation
 from qemem.answer.wire import answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.errors import ConflictError, InputError, LLMError, NotFoundError
@@ -23,6 +24,10 @@ from qemem.store import SQLiteStore
 from service_helpers import MESSAGES, served
 
 QUESTION = "What pottery pieces has Priya made?"
+STATEMENT = (
+    "Priya went to her first pottery class. Tomas never signed up for the Riverside Half "
+    "Marathon. The submarine was painted yellow."
+)
 Factory = Callable[..., MemoryAPI]
 
 
@@ -164,11 +169,40 @@ def test_ask_returns_the_same_evidence_record(
     assert retrieval.text == "" and retrieval.evidence.shown.turns
 
 
+def test_context_gives_the_same_block(make: Factory, reference: Memory, sample_path: Path) -> None:
+    memory = make(llm=None)
+    memory.ingest(sample_path)
+    block = memory.context("demo-1", QUESTION, budget_tokens=400)
+    assert block == reference.context("demo-1", QUESTION, budget_tokens=400)
+    assert block.items and block.tokens <= 400
+    with pytest.raises(LLMError):
+        memory.context("demo-1", QUESTION, mode="llm")
+
+
+def test_check_labels_the_claims_like_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    result = memory.check("demo-1", STATEMENT)
+    assert isinstance(result, CheckResult) and result.conversation == "demo-1"
+    assert [c.label for c in result.claims] == ["supported", "contradicted", "unverifiable"]
+    assert all(isinstance(c, Citation) and c.verified for c in result.claims[0].citations)
+    expected = reference.check("demo-1", STATEMENT)
+    assert result.claims == expected.claims and result.degradations == expected.degradations
+    with pytest.raises(InputError):
+        memory.check("demo-1", " ")
+    with pytest.raises(NotFoundError):
+        memory.check("nope", STATEMENT)
+
+
 def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -> None:
     memory = make(llm=None)
     memory.ingest(sample_path)
     with pytest.raises(LLMError):
         memory.ask("demo-1", QUESTION)
+    with pytest.raises(LLMError):
+        memory.check("demo-1", STATEMENT)
     with pytest.raises(LLMError):
         memory.build("demo-1")
     assert memory.ask("demo-1", QUESTION, mode="retrieval").evidence.pool.turns

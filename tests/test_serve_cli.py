@@ -141,5 +141,13 @@ def test_mcp_over_stdio_serves_the_keys_namespace(tmp_path: Path) -> None:
     (tmp_path / "chat.json").write_text(json.dumps(records), encoding="utf-8")
     invoke("ingest", str(tmp_path / "chat.json"), "--store", store, "--quiet")
     tools, listed = anyio.run(_stdio_tools, store, key)
-    assert tools == {"remember", "recall", "ask", "list_conversations", "forget"}
+    assert tools == {
+        "remember",
+        "recall",
+        "context",
+        "ask",
+        "check",
+        "list_conversations",
+        "forget",
+    }
     assert [c["id"] for c in json.loads(listed)["conversations"]] == ["c1"]

@@ -30,6 +30,8 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/messages"): {"messages": MESSAGES[:1]},
     ("POST", "/v1/conversations/{conversation}/search"): {"query": "cat", "pool": True},
     ("POST", "/v1/conversations/{conversation}/ask"): {"question": "cat?", "mode": "retrieval"},
+    ("POST", "/v1/conversations/{conversation}/context"): {"question": "cat?"},
+    ("POST", "/v1/conversations/{conversation}/check"): {"text": "Ana has a cat."},
     ("POST", "/v1/conversations/{conversation}/build"): None,
     ("GET", "/v1/jobs"): None,
     ("GET", "/v1/jobs/{job_id}"): None,

@@ -22,11 +22,12 @@ from qemem.models import (
     Session,
     Turn,
 )
-from qemem.remote import RemoteMemory
+from qemem.remote import AsyncRemoteMemory, RemoteMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncRemoteMemory",
     "Conversation",
     "Episode",
     "Memory",

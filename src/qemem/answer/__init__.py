@@ -1,7 +1,9 @@
-"""Answering: evidence assembly, the answer call, and ``ask`` (the method end to end)."""
+"""Answering: evidence assembly, the answer call, ``ask`` (the method end to end), and
+``check`` (a statement's claims labelled against the conversation)."""
 
 from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Trace, ask
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
+from qemem.answer.check import CheckedClaim, CheckResult, Citation, check_statement
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention
 from qemem.answer.reply import Reply, answer_question
 
@@ -11,6 +13,9 @@ __all__ = [
     "Answer",
     "AskConfig",
     "Assembly",
+    "CheckResult",
+    "CheckedClaim",
+    "Citation",
     "Mode",
     "Reply",
     "Trace",
@@ -18,6 +23,7 @@ __all__ = [
     "ask",
     "assemble",
     "assemble_pool",
+    "check_statement",
     "extract_final_answer",
     "is_abstention",
 ]

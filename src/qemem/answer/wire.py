@@ -1,6 +1,7 @@
-"""The one JSON form of an ``Answer`` (and of a ``Pool``): what the CLI prints with ``--json``,
-what the HTTP service returns, what ``RemoteMemory`` reads back, and (compact) what a run
-keeps per question.
+"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context`` and a
+``CheckResult``): what the CLI prints with ``--json``, what the HTTP service and MCP return,
+what ``RemoteMemory`` reads
+back, and (compact) what a run keeps per question.
 
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
@@ -18,6 +19,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from qemem.answer.ask import Answer
+from qemem.answer.check import CheckResult
+from qemem.evidence.block import Context
 from qemem.models import Pool
 
 
@@ -57,3 +60,28 @@ def pool_to_json(pool: Pool) -> dict[str, Any]:
     """A pool as JSON-ready data (the same form as an answer's ``evidence.pool``)."""
     data: dict[str, Any] = _adapter(Pool).dump_python(pool, mode="json")
     return data
+
+
+def context_to_json(context: Context) -> dict[str, Any]:
+    """A context block as JSON-ready data: ``text``, ``items`` (each with its ``ref``),
+    ``tokens`` and the rest of :class:`~qemem.evidence.block.Context`."""
+    data: dict[str, Any] = _adapter(Context).dump_python(context, mode="json")
+    return data
+
+
+def context_from_json(data: Any) -> Context:
+    """A ``Context`` from :func:`context_to_json`'s form."""
+    context: Context = _adapter(Context).validate_python(data)
+    return context
+
+
+def check_to_json(result: CheckResult) -> dict[str, Any]:
+    """A check result as JSON-ready data (what ``--json``, HTTP and MCP return)."""
+    data: dict[str, Any] = _adapter(CheckResult).dump_python(result, mode="json")
+    return data
+
+
+def check_from_json(data: Any) -> CheckResult:
+    """A ``CheckResult`` from the JSON form :func:`check_to_json` wrote."""
+    result: CheckResult = _adapter(CheckResult).validate_python(data)
+    return result

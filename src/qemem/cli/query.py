@@ -1,4 +1,5 @@
-"""Memory construction and query-time commands: build, import-nemori, ask, time."""
+"""Memory construction and query-time commands: build, import-nemori, ask, context, check,
+time."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from rich.table import Table
 
 from qemem.answer import Answer, AskConfig
 from qemem.answer.ask import Mode
-from qemem.answer.wire import answer_to_json
+from qemem.answer.check import CheckResult
+from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
 from qemem.build import BuildReport
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
@@ -42,6 +44,7 @@ from qemem.cli.common import (
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
+from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.view import answer_html
 
 SHOWN = 8
@@ -247,6 +250,95 @@ def ask(
         )
 
 
+class ContextPlanner(StrEnum):
+    rule = "rule"
+    llm = "llm"
+
+
+def context(
+    question: Annotated[str, typer.Argument(help="A question about the conversation.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    budget: Annotated[
+        int,
+        typer.Option("--budget", min=1, max=MAX_CONTEXT_BUDGET, help="Tokens of the block."),
+    ] = CONTEXT_BUDGET,
+    mode: Annotated[
+        ContextPlanner,
+        typer.Option("--mode", help="rule: no LLM call; llm: the LLM planner (needs --llm)."),
+    ] = ContextPlanner.rule,
+    llm: LLMOpt = None,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Print a ready-to-paste evidence block for your own LLM: cited ids, dates, resolved
+    times, cut to --budget tokens (no LLM call unless --mode llm)."""
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    with memory:
+        block = memory.context(
+            conversation, question, budget_tokens=budget, mode=cast(ContextMode, str(mode))
+        )
+    if as_json:
+        print_json(context_to_json(block))
+        return
+    typer.echo(block.text)
+    err_console.print(
+        f"[dim]{block.tokens} of {block.budget_tokens} tokens; {len(block.items)} records "
+        f"shown, {block.left_out} left out[/]"
+    )
+
+
+def show_check(result: CheckResult) -> None:
+    """Each claim with its label and reason, then its cited turns with their quotes."""
+    table = Table("#", "claim", "label", "reason", "turns")
+    for n, claim in enumerate(result.claims, start=1):
+        cited = [
+            f"{c.turn} {c.stance} {c.quote!r}" + ("" if c.verified else " (quote NOT verified)")
+            for c in claim.citations
+        ]
+        cited += [f"{raw} (unknown id)" for raw in claim.unknown]
+        table.add_row(
+            str(n),
+            plain(claim.text + ("" if claim.core else " (aux)")),
+            claim.label,
+            plain(claim.reason),
+            plain("\n".join(cited) or "-", None),
+        )
+    console.print(table)
+    for problem in result.degradations:
+        err_console.print(f"[yellow]degraded:[/] {markup_safe(problem)}")
+    calls = result.trace.totals.get("total", {}).get("calls", 0) if result.trace.totals else 0
+    console.print(f"[dim]{calls} LLM calls; {result.trace.seconds:.2f} s[/]")
+
+
+def check(
+    text: Annotated[str, typer.Argument(help="An answer or statement to check.")],
+    store: StoreOpt,
+    conversation: ConversationOpt,
+    llm: LLMOpt = None,
+    embedder: EmbedderOpt = None,
+    namespace: NamespaceOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Check a statement against a conversation: each claim labelled supported, unsupported,
+    contradicted or unverifiable, with the turns that support or contradict it and verified
+    quotes (needs an LLM)."""
+    memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    with memory:
+        result = memory.check(conversation, text)
+        offline = memory.llm is not None and memory.llm.provider.name == "fake"
+    if as_json:
+        print_json(check_to_json(result))
+        return
+    show_check(result)
+    if offline:
+        err_console.print(
+            "[yellow]note:[/] the offline LLM (fake) labelled these claims by word overlap, "
+            "not by reading them (set QEMEM_LLM to a model; docs/llm.md)"
+        )
+
+
 def time(
     text: Annotated[str, typer.Argument(help="Text with relative time expressions.")],
     anchor: Annotated[
@@ -275,4 +367,6 @@ def register(app: typer.Typer) -> None:
     app.command()(build)
     app.command(name="import-nemori")(import_nemori)
     app.command()(ask)
+    app.command()(context)
+    app.command()(check)
     app.command()(time)

@@ -3,6 +3,7 @@ The CLI, the service and the evaluation harness call this and nothing deeper."""
 
 from qemem.memory.api import (
     IDEMPOTENCY_HEADER,
+    MAX_CHECK_CHARS,
     MAX_QUESTION_CHARS,
     Appended,
     MemoryAPI,
@@ -18,6 +19,7 @@ __all__ = [
     "EMBED_CHARS",
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
+    "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Job",

@@ -7,12 +7,14 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult
 from qemem.build import BuildReport
 from qemem.errors import InputError
+from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.memory.jobs import Job
@@ -36,18 +38,31 @@ MAX_QUESTION_CHARS = 2000
 """Longer questions and search queries are refused."""
 
 
-def check_query(text: str, what: str = "question") -> str:
-    """``text`` when it is a usable question or query, else InputError saying why."""
+MAX_CHECK_CHARS = 20000
+"""Longer statements to check are refused."""
+
+
+def check_query(text: str, what: str = "question", limit: int = MAX_QUESTION_CHARS) -> str:
+    """``text`` when it is a usable question or query (at most ``limit`` characters), else
+    InputError saying why."""
     if not text.strip():
         raise InputError(f"the {what} is empty: say what to look for")
     check_text(text, what)
-    if len(text) > MAX_QUESTION_CHARS:
+    if len(text) > limit:
         raise InputError(
-            f"the {what} has {len(text)} characters, more than the {MAX_QUESTION_CHARS} allowed: "
-            "shorten it"
+            f"the {what} has {len(text)} characters, more than the {limit} allowed: shorten it"
         )
     return text
 
+
+ContextMode = Literal["rule", "llm"]
+"""How ``context`` plans its retrieval: the rule plan (no LLM call) or the LLM planner."""
+
+CONTEXT_BUDGET = 2000
+"""Tokens of a context block unless the caller says otherwise."""
+
+MAX_CONTEXT_BUDGET = 200_000
+"""Larger context budgets are refused."""
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
@@ -150,8 +165,25 @@ class MemoryAPI(Protocol):
         """Build the episodes and facts the memory lacks (needs an LLM)."""
         ...
 
+    def context(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """A ready-to-paste evidence block cut to ``budget_tokens`` (no LLM call unless
+        ``mode`` is "llm": the LLM planner)."""
+        ...
+
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """Answer a question with its evidence record (``Answer.evidence``)."""
+        ...
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """Label each claim of ``text`` against the conversation's turns, with the turns that
+        support or contradict it and verified quotes (needs an LLM)."""
         ...
 
     def enqueue_build(self, conversation: str) -> Job:

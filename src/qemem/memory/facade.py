@@ -3,8 +3,8 @@ only an embedded memory offers (records by id, memory files, NEMORI import, plan
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -15,6 +15,7 @@ import numpy as np
 
 from qemem.answer import Answer, AskConfig, ask
 from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult, check_statement
 from qemem.build import (
     BuildConfig,
     BuildReport,
@@ -26,25 +27,29 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import (
-    ConfigError,
-    EmbedderMismatchError,
-    LLMError,
-    StoreError,
-)
-from qemem.ingest.additions import Additions, IngestReport, find_additions
-from qemem.ingest.reader import Format, read_conversations
+from qemem.errors import ConfigError, EmbedderMismatchError, InputError, LLMError
+from qemem.evidence.block import Context, context_block
+from qemem.evidence.context import SourceIndex
+from qemem.ingest.additions import IngestReport
+from qemem.ingest.reader import Format
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
-from qemem.memory.api import Appended, MemoryAPI, Progress, SearchResult, check_query
-from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, stored_conversation
-from qemem.memory.files import import_memory_file
-from qemem.memory.jobs import Job, MemoryJobs
-from qemem.memory_file import (
-    NOTE_KEY,
-    MemoryFile,
-    MemoryImportReport,
+from qemem.memory.api import (
+    CONTEXT_BUDGET,
+    MAX_CHECK_CHARS,
+    MAX_CONTEXT_BUDGET,
+    Appended,
+    ContextMode,
+    MemoryAPI,
+    Progress,
+    SearchResult,
+    check_query,
 )
+from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages
+from qemem.memory.files import import_memory_file
+from qemem.memory.ingesting import ingest_conversations
+from qemem.memory.jobs import Job, MemoryJobs
+from qemem.memory_file import NOTE_KEY, MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -200,42 +205,15 @@ class Memory(MemoryJobs, MemoryAPI):
         The whole input is parsed and validated before anything is written; each conversation
         is then written in one transaction. Ingesting the same input twice changes nothing.
         """
-        started = time.perf_counter()
-        file = str(source) if isinstance(source, str | Path) else "<input>"
-        conversations = (
-            read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
+        return ingest_conversations(
+            self.store,
+            source,
+            fmt,
+            self.namespace,
+            self.embed_documents,
+            self.embedder.id,
+            progress,
         )
-        pending = []
-        for conv in conversations:
-            scope = Scope(
-                conv.id, conv.namespace if conv.namespace != "default" else self.namespace
-            )
-            existing = self._existing(scope)
-            turns = self.store.turns(scope) if existing else []
-            pending.append((scope, find_additions(conv, existing, turns, file)))
-        total = sum(len(additions.turns) for _, additions in pending)
-        done = 0
-        report = IngestReport()
-        for scope, additions in pending:
-            offset = done
-
-            def step(n: int, _total: int, offset: int = offset) -> None:
-                if progress:
-                    progress(offset + n, total)
-
-            vectors = self.embed_documents(additions.turns, step)
-            with self.store.transaction():
-                additions, vectors, skipped = self._recheck(scope, additions, vectors, file)
-                report.skipped += skipped
-                self.store.put_conversation(scope, additions.conversation.speakers)
-                if additions.sessions:
-                    self.store.add_sessions(scope, additions.sessions)
-                if additions.turns:
-                    self.store.add_turns(scope, additions.turns, vectors, self.embedder.id)
-            done += len(additions.turns)
-            report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
-        report.seconds = time.perf_counter() - started
-        return report
 
     def add_messages(
         self,
@@ -263,28 +241,6 @@ class Memory(MemoryJobs, MemoryAPI):
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
         )
-
-    def _recheck(
-        self, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
-    ) -> tuple[Additions, np.ndarray, int]:
-        """Inside the write transaction: drop what another writer stored since ``additions``
-        were found (so two ingests of one file never collide); returns the additions, their
-        vectors and how many turns were dropped."""
-        existing = self._existing(scope)
-        fresh = find_additions(
-            additions.conversation, existing, self.store.turns(scope) if existing else [], file
-        )
-        rows = {t.id: n for n, t in enumerate(additions.turns)}
-        if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
-            raise StoreError(
-                f"another writer changed conversation {scope} while this ingest ran: "
-                "run the command again (it adds only what is missing)"
-            )
-        keep = [rows[t.id] for t in fresh.turns]
-        return fresh, vectors[keep], len(additions.turns) - len(keep)
-
-    def _existing(self, scope: Scope) -> Conversation | None:
-        return stored_conversation(self.store, scope)
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:
@@ -469,6 +425,30 @@ class Memory(MemoryJobs, MemoryAPI):
             exclude=exclude,
         )
 
+    def context(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """A ready-to-paste evidence block for the caller's own LLM (see
+        ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
+        "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
+        check_query(question)
+        if isinstance(budget_tokens, bool) or not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
+            raise InputError(f"budget_tokens must be 1 to {MAX_CONTEXT_BUDGET}")
+        if mode not in ("rule", "llm"):
+            raise InputError(f"unknown context mode {mode!r}: use 'rule' or 'llm'")
+        if mode == "llm":
+            self._require_llm("context mode 'llm'")
+        plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)
+        pool = self.retrieve(conversation, question, plan=plan)
+        index = SourceIndex(self.store, self.scope(conversation))
+        block = context_block(index, pool, question, budget_tokens)
+        return dataclasses.replace(block, planner=mode)
+
     def ask(
         self,
         conversation: str,
@@ -498,3 +478,12 @@ class Memory(MemoryJobs, MemoryAPI):
             mode=mode,
             config=config,
         )
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """Label each claim of ``text`` (any answer or statement) against the conversation's
+        turns, with the turns that support or contradict it and verified quotes. Needs an
+        LLM; see :mod:`qemem.answer.check`."""
+        check_query(text, "text to check", MAX_CHECK_CHARS)
+        self._check_embedder()
+        llm = self._require_llm("checking a statement")
+        return check_statement(self.store, self.scope(conversation), self.embedder, llm, text)

@@ -52,8 +52,8 @@ class _Run:
         try:
             if not self.table.heartbeat(self.lease.job, self.lease.owner, self.lease_s, progress):
                 self.lost.set()
-        except QememError as exc:  # the store is unreachable: the lease may expire meanwhile
-            log.warning("job %s: heartbeat failed: %s", self.lease.job, exc)
+        except Exception as exc:  # the store is unreachable: the lease may expire meanwhile
+            log.warning("job %s: heartbeat failed: %r", self.lease.job, exc)
 
     def _beat(self) -> None:
         while not self._ended.wait(self.lease_s / 3):
@@ -130,8 +130,8 @@ class JobWorker:
                 if job is not None:
                     self.run(job, Lease(job.id, owner))
                     continue
-            except QememError as exc:  # e.g. the store is unreachable: try again later
-                log.warning("background jobs: %s", exc)
+            except Exception as exc:  # e.g. the store is unreachable or closed: try again later
+                log.warning("background jobs: %r", exc)
             self._wake.wait(self.poll_s)
 
     def run(self, job: JobRow, lease: Lease) -> None:

@@ -1,7 +1,8 @@
 """The MCP server (``qemem mcp``): memory tools for an agent host, over ``Memory`` only.
 
 Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
-answer with cited, verified evidence), ``list_conversations`` and ``forget``.
+answer with cited, verified evidence), ``check`` (a statement's claims against the
+conversation), ``list_conversations`` and ``forget``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from qemem import __version__
 from qemem.answer import Answer
+from qemem.answer.wire import check_to_json
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
+from qemem.memory.api import MAX_CONTEXT_BUDGET
 from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
 from qemem.service.schemas import MAX_K, MessageIn
 
@@ -25,7 +28,8 @@ T = TypeVar("T")
 INSTRUCTIONS = (
     "Long-term memory of conversations. Store what is said with `remember`, look things up "
     "with `recall` (raw evidence) or `ask` (an answer with cited, verified quotes and resolved "
-    "dates). Conversations are addressed by id; `list_conversations` shows them."
+    "dates), and check a statement against what was said with `check`. Conversations are "
+    "addressed by id; `list_conversations` shows them."
 )
 
 
@@ -141,9 +145,22 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         results = run(lambda: memory.search(conversation, query, k=k))
         return {"turns": [_record(r.record) for r in results]}
 
+    @server.tool(
+        description="Get a ready-to-paste evidence block for a question, for you to answer from "
+        "yourself: the relevant turns grouped by session with their dates and citable ids, "
+        "relative times resolved in [brackets], episode summaries and facts when built, cut to "
+        "budget_tokens. Makes no LLM call. Cite the ids in brackets when you answer."
+    )
+    def context(conversation: str, question: str, budget_tokens: int = 2000) -> dict[str, Any]:
+        if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
+            raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+        block = run(lambda: memory.context(conversation, question, budget_tokens=budget_tokens))
+        return {"text": block.text, "tokens": block.tokens, "ids": [i.ref.id for i in block.items]}
+
 
 def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
-    """``ask``: an answer with cited, verified evidence (the evidence only without an LLM)."""
+    """``ask``: an answer with cited, verified evidence (the evidence only without an LLM);
+    ``check``: the claims of a statement, labelled against the conversation."""
 
     @server.tool(
         description="Answer a question about a stored conversation, with the evidence: claims "
@@ -164,6 +181,20 @@ def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
                 "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
             )
         return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
+
+    @server.tool(
+        description="Check an answer or statement (for example one you wrote, or a fact you "
+        "extracted) against what was actually said: returns its claims, each labelled "
+        "supported, unsupported, contradicted or unverifiable, with the turn ids that support "
+        "or contradict it and quotes verified against those turns. Needs the server's LLM."
+    )
+    def check(conversation: str, text: str) -> dict[str, Any]:
+        if memory.llm is None:
+            raise ToolError(
+                "check needs an LLM and this server has none: start qemem mcp with QEMEM_LLM "
+                "set (or --llm)"
+            )
+        return check_to_json(run(lambda: memory.check(conversation, text)))
 
 
 def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:

@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field
 from qemem.answer.ask import Mode
 from qemem.build import BuildReport
 from qemem.memory import SearchResult
+from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.models import Pool, Ref, Session, Space
 from qemem.store.jobs import JobStatus
 
@@ -89,6 +90,18 @@ class SearchOut(BaseModel):
 class AskIn(BaseModel):
     question: str
     mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")
+
+
+class ContextIn(BaseModel):
+    question: str
+    budget_tokens: int = Field(
+        default=CONTEXT_BUDGET, ge=1, le=MAX_CONTEXT_BUDGET, description="tokens of the block"
+    )
+    mode: ContextMode = Field(default="rule", description="llm: the LLM planner (needs an LLM)")
+
+
+class CheckIn(BaseModel):
+    text: str = Field(description="the answer or statement whose claims to check")
 
 
 class Job(BaseModel):

@@ -1,5 +1,6 @@
-"""Offline answerers of the audit stages (``audit.claim``, ``audit.split``, ``audit.answer``):
-deterministic word-overlap judgements over the structured inputs the requests attach."""
+"""Offline answerers of the audit stages (``audit.claim``, ``audit.split``, ``audit.answer``)
+and of ``check`` (``check.split``, ``check.claim``): deterministic word-overlap judgements over
+the structured inputs the requests attach."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from qemem.tokens import tokenize
+
+_SENTENCE_END = re.compile(r"(?<=[.;!?])\s+")
+_NEGATION = re.compile(r"\b(?:not|never|no|none|nothing|nobody|cannot)\b|n[’']t\b", re.IGNORECASE)
 
 
 def _overlap(claim: str, texts: Iterable[str]) -> float:
@@ -35,12 +39,17 @@ def claim(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"label": label, "reason": f"{share:.0%} of the claim's words are in its sources"}
 
 
+def _sentences(text: str) -> list[str]:
+    return [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+
+
 def split(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One claim per sentence of the answer; the first is core."""
-    if "answer" not in inputs:
+    """One claim per sentence of the answer (``audit.split``) or of the text (``check.split``);
+    the first is core."""
+    text = inputs.get("answer", inputs.get("text"))
+    if text is None:
         return None
-    parts = [p.strip() for p in re.split(r"(?<=[.;!?])\s+", str(inputs["answer"])) if p.strip()]
-    return {"claims": [{"text": p, "core": n == 0} for n, p in enumerate(parts)]}
+    return {"claims": [{"text": p, "core": n == 0} for n, p in enumerate(_sentences(str(text)))]}
 
 
 def answer(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -51,3 +60,28 @@ def answer(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
     share = _overlap(str(inputs["claim"]), (str(p["text"]) for p in inputs["passages"]))
     label = "supported" if share >= 0.6 else "unverifiable" if share == 0 else "unsupported"
     return {"label": label, "reason": f"{share:.0%} of the claim's words are in the passages"}
+
+
+def check(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Cite the passage sharing most of the claim's content words (the speaker counts), with
+    its best-matching sentence as the quote: supported when it holds at least 60% of them,
+    contradicted when, besides, exactly one of claim and quote is negated; unsupported below
+    60%, unverifiable when no word is shared."""
+    if "passages" not in inputs:
+        return None
+    claim = str(inputs["claim"])
+    scored = [(_overlap(claim, [f"{p['speaker']} {p['text']}"]), p) for p in inputs["passages"]]
+    share, best = max(scored, key=lambda sp: sp[0], default=(0.0, None))
+    reason = f"{share:.0%} of the claim's words are in the best turn"
+    if best is None or share < 0.6:
+        return {"label": "unverifiable" if share == 0 else "unsupported", "reason": reason}
+    sentences = _sentences(str(best["text"])) or [str(best["text"])]
+    quote = max(sentences, key=lambda s: _overlap(claim, [s]))
+    negated = bool(_NEGATION.search(claim)) != bool(_NEGATION.search(quote))
+    return {
+        "label": "contradicted" if negated else "supported",
+        "reason": reason,
+        "evidence": [
+            {"turn": best["id"], "stance": "contradicts" if negated else "supports", "quote": quote}
+        ],
+    }

@@ -2,10 +2,10 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``judge``, ``audit.*``; a ``.repair`` or ``.retry`` request is answered like the
-request it follows), which reads the structured ``request.inputs`` the stage attached, never
-the prompt text; else, for a stage it does not know or a request without those inputs, the
-generic answer of :mod:`qemem.testing.generic`.
+``answer``, ``judge``, ``audit.*``, ``check.*``; a ``.repair`` or ``.retry`` request is
+answered like the request it follows), which reads the structured ``request.inputs`` the
+stage attached, never the prompt text; else, for a stage it does not know or a request
+without those inputs, the generic answer of :mod:`qemem.testing.generic`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ ANSWERERS: dict[str, Answerer] = {
     "audit.claim": audit.claim,
     "audit.split": audit.split,
     "audit.answer": audit.answer,
+    "check.split": audit.split,
+    "check.claim": audit.check,
 }
 """The stage answerers, by stage label."""
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
-
-import pydantic
+from typing import Any
 
 from qemem.answer import is_abstention
+from qemem.answer.check import ClaimLabel, Split, passage_lines, split_claims
 from qemem.errors import InputError, StructuredOutputError
 from qemem.eval.audit.common import Run, load_run, stratified_sample, weighted_share, write_audit
 from qemem.eval.stats import paired_bootstrap
@@ -29,25 +28,6 @@ METRICS = (
     "abstention",
     "correct_and_grounded",
 )
-
-
-class Claim(pydantic.BaseModel):
-    text: str
-    core: bool = True
-
-
-class Split(pydantic.BaseModel):
-    claims: list[Claim] = []
-
-
-class ClaimLabel(pydantic.BaseModel):
-    label: Literal["supported", "unsupported", "contradicted", "unverifiable"]
-    reason: str = ""
-
-    @pydantic.field_validator("label", mode="before")
-    @classmethod
-    def _lower(cls, value: Any) -> Any:
-        return value.strip().lower() if isinstance(value, str) else value
 
 
 class Conversation:
@@ -109,15 +89,11 @@ def split_request(question: str, answer: str) -> LLMRequest:
 
 def label_request(claim: str, passages: Sequence[Mapping[str, str]], attempt: int) -> LLMRequest:
     """Label one claim against the passages (no run, gold answer or correctness label)."""
-    lines = [
-        f"[{p['id']}] ({p['date'] or 'undated'}) {p['speaker']}: {as_data(p['text'])}"
-        for p in passages
-    ]
     user = render(
         "audit_answer_input",
         claim=as_data(claim),
         attempt=attempt,
-        passages="\n".join(lines) or "(none)",
+        passages=passage_lines(passages),
     )
     return LLMRequest(
         system=render("audit_answer"),
@@ -155,10 +131,7 @@ def audit_answer(llm: LLMClient, convo: Conversation, record: Mapping[str, Any])
     answer = str(record.get("prediction") or "")
     if is_abstention(answer):
         return {"abstained": True, "claims": []}
-    try:
-        claims = llm.structured(split_request(str(record["question"]), answer), Split).value.claims
-    except StructuredOutputError:
-        claims = [Claim(text=answer, core=True)]
+    claims, _ = split_claims(llm, split_request(str(record["question"]), answer), answer)
     window = convo.window([str(e) for e in record.get("evidence") or []])
     return {
         "abstained": False,

@@ -1,4 +1,5 @@
-"""Questions to one conversation: hybrid search and the evidence pool, and answers."""
+"""Questions to one conversation: hybrid search and the evidence pool, answers, context blocks
+and checks of statements against it."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from qemem.answer import Answer
-from qemem.answer.wire import answer_to_json
+from qemem.answer.check import CheckResult
+from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
 from qemem.errors import InputError, LLMError
+from qemem.evidence.block import Context
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
-from qemem.service.schemas import AskIn, SearchIn, SearchOut
+from qemem.service.schemas import AskIn, CheckIn, ContextIn, SearchIn, SearchOut
 from qemem.service.state import State, existing_conversation
 
 
@@ -47,6 +50,39 @@ def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONRespon
     return JSONResponse(answer_to_json(answer))
 
 
+def check(conversation: str, body: CheckIn, key: Reader, state: State) -> JSONResponse:
+    """Check an answer or statement: its claims, each labelled supported, unsupported,
+    contradicted or unverifiable, with the turns that support or contradict it and verified
+    quotes. Needs the server's LLM (503 without)."""
+    if not body.text.strip():
+        raise InputError("the text to check is empty: send the statement", field="text")
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)  # 404 before 503
+    if memory.llm is None:
+        raise LLMError(
+            "checking a statement needs an LLM and this server has none: start it with "
+            "QEMEM_LLM set (e.g. anthropic:claude-haiku-4-5; fake for an offline trial)"
+        )
+    return JSONResponse(check_to_json(memory.check(conversation, body.text)))
+
+
+def context(conversation: str, body: ContextIn, key: Reader, state: State) -> JSONResponse:
+    """A ready-to-paste evidence block for the caller's own LLM, cut to ``budget_tokens``:
+    turns grouped by session with dates and citable ids, relative times resolved, episodes and
+    facts when the store has them, and the same items as data. No LLM call in mode ``rule``."""
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)
+    if body.mode == "llm" and memory.llm is None:
+        raise LLMError(
+            "context mode 'llm' needs an LLM and this server has none: start it with QEMEM_LLM "
+            "set, or use mode 'rule', which needs none"
+        )
+    block = memory.context(
+        conversation, body.question, budget_tokens=body.budget_tokens, mode=body.mode
+    )
+    return JSONResponse(context_to_json(block))
+
+
 def register(app: FastAPI) -> None:
     """Add these routes to ``app``."""
     app.add_api_route(
@@ -63,4 +99,20 @@ def register(app: FastAPI) -> None:
         tags=["query"],
         responses=error_responses(404, 503),
         response_model=Answer,
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/context",
+        context,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=Context,
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/check",
+        check,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=CheckResult,
     )

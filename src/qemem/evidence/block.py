@@ -1,0 +1,138 @@
+"""A ready-to-paste evidence block for the caller's own LLM, cut to a token budget.
+
+``context_block`` takes an evidence pool and keeps its candidates in the pool's exposure order
+(turn hits, episodes and facts interleaved; a context turn ranks with the hit that brought it
+in), first fit: an item that would overflow the budget is skipped and smaller ones after it
+may still fit. The block is rendered like every prompt of the method (episodes, facts, turns;
+grouped by session under one date header each; every record with its citable id) with each
+relative time expression followed by its resolution (``annotate_times``, the answer context's
+format). Tokens are estimated as characters / 4. No LLM call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from qemem.evidence.context import SourceIndex, format_memories, show_date
+from qemem.evidence.times import annotate_times
+from qemem.llm.types import estimate_tokens
+from qemem.models import Episode, Pool, PoolItem, Ref, SemanticFact, Turn, search_text
+from qemem.prompts import as_data
+
+EMPTY = "(no memories found)"
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """One record of the block: its ref, session and session date (ISO), the speaker (turns),
+    the text as the block shows it (times annotated) and its estimated tokens."""
+
+    ref: Ref
+    session: int
+    date: str
+    text: str
+    speaker: str | None = None
+    tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Context:
+    """The block (``text``), the items it shows in exposure order, its estimated ``tokens``
+    and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
+    fit; ``planner`` is "rule" or "llm"."""
+
+    conversation: str
+    question: str
+    text: str
+    items: list[ContextItem] = field(default_factory=list)
+    tokens: int = 0
+    budget_tokens: int = 0
+    left_out: int = 0
+    planner: str = "rule"
+
+
+def _priority(pool: Pool) -> list[PoolItem]:
+    """The pool's candidates in exposure order; a context turn right after its hit."""
+    at = {item.id: item.position for item in pool.items() if item.position is not None}
+
+    def rank(item: PoolItem) -> tuple[float, int]:
+        if item.position is not None:
+            return float(item.position), 0
+        vias = [at[r.via] for r in item.reasons if r.via in at]
+        return (float(min(vias)) if vias else float("inf")), 1
+
+    return sorted(pool.items(), key=rank)
+
+
+def _shown(index: SourceIndex, record: Turn | Episode | SemanticFact) -> str:
+    """A record's text as the block shows it."""
+    if isinstance(record, Turn):
+        return annotate_times(record.text, index.session_date(record))
+    return search_text(record)
+
+
+def _render(index: SourceIndex, chosen: Sequence[PoolItem]) -> str:
+    records = [item.record for item in chosen]
+    return format_memories(
+        index,
+        [r for r in records if isinstance(r, Episode)],
+        [r for r in records if isinstance(r, SemanticFact)],
+        [r for r in records if isinstance(r, Turn)],
+        annotate=True,
+        narratives=True,
+    )
+
+
+def _cost(index: SourceIndex, record: Turn | Episode | SemanticFact, opened: set[object]) -> int:
+    """Estimated tokens a record adds to the block: its line, and its section title and
+    session header when it is the first of them (``opened`` holds those already paid for)."""
+    space = type(record).__name__
+    text = f"[{record.id}] {as_data(_shown(index, record))}"
+    if isinstance(record, Turn):
+        text += f" {record.speaker}: "
+    if (space, record.session) not in opened:
+        text += f"\n--- Session {record.session} ({show_date(index.session_date(record))})"
+    if space not in opened:
+        text += "\n\nSemantic facts (each under the session it was learned in):"
+    return estimate_tokens(text + "\n")
+
+
+def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
+    """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
+    ranked = _priority(pool)
+    chosen: list[PoolItem] = []
+    opened: set[object] = set()
+    spent = 0
+    for item in ranked:
+        cost = _cost(index, item.record, opened)
+        if spent + cost <= budget_tokens:
+            chosen.append(item)
+            spent += cost
+            opened.update(
+                {type(item.record).__name__, (type(item.record).__name__, item.record.session)}
+            )
+    text = _render(index, chosen)
+    while chosen and estimate_tokens(text) > budget_tokens:  # headers are shared: rarely needed
+        chosen.pop()
+        text = _render(index, chosen)
+    items = [
+        ContextItem(
+            ref=item.ref,
+            session=item.record.session,
+            date=index.session_date(item.record).isoformat(),
+            text=_shown(index, item.record),
+            speaker=item.record.speaker if isinstance(item.record, Turn) else None,
+            tokens=estimate_tokens(_shown(index, item.record)),
+        )
+        for item in chosen
+    ]
+    return Context(
+        conversation=pool.conversation,
+        question=question,
+        text=text or EMPTY,
+        items=items,
+        tokens=estimate_tokens(text or EMPTY),
+        budget_tokens=budget_tokens,
+        left_out=len(ranked) - len(chosen),
+    )

@@ -1,0 +1,91 @@
+"""``Memory.ingest``: add what the store lacks of a file or of parsed conversations.
+
+The whole input is parsed and validated before anything is written; each conversation is then
+written in one transaction, after a re-check inside it (so two ingests of one file never
+collide). Ingesting the same input twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from qemem.errors import StoreError
+from qemem.ingest.additions import Additions, IngestReport, find_additions
+from qemem.ingest.reader import Format, read_conversations
+from qemem.memory.api import Progress
+from qemem.memory.appending import stored_conversation
+from qemem.models import ConversationInput, Turn
+from qemem.store import MemoryStore, Scope
+
+Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
+"""Passage vectors of turns (``Memory.embed_documents``)."""
+
+
+def ingest_conversations(
+    store: MemoryStore,
+    source: str | Path | Sequence[ConversationInput],
+    fmt: Format,
+    namespace: str,
+    embed: Embed,
+    embedder_id: str,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
+    ``namespace``); ``progress`` is called with (turns embedded, turns to embed)."""
+    started = time.perf_counter()
+    file = str(source) if isinstance(source, str | Path) else "<input>"
+    conversations = (
+        read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
+    )
+    pending = []
+    for conv in conversations:
+        scope = Scope(conv.id, conv.namespace if conv.namespace != "default" else namespace)
+        existing = stored_conversation(store, scope)
+        turns = store.turns(scope) if existing else []
+        pending.append((scope, find_additions(conv, existing, turns, file)))
+    total = sum(len(additions.turns) for _, additions in pending)
+    done = 0
+    report = IngestReport()
+    for scope, additions in pending:
+        offset = done
+
+        def step(n: int, _total: int, offset: int = offset) -> None:
+            if progress:
+                progress(offset + n, total)
+
+        vectors = embed(additions.turns, step)
+        with store.transaction():
+            additions, vectors, skipped = _recheck(store, scope, additions, vectors, file)
+            report.skipped += skipped
+            store.put_conversation(scope, additions.conversation.speakers)
+            if additions.sessions:
+                store.add_sessions(scope, additions.sessions)
+            if additions.turns:
+                store.add_turns(scope, additions.turns, vectors, embedder_id)
+        done += len(additions.turns)
+        report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _recheck(
+    store: MemoryStore, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
+) -> tuple[Additions, np.ndarray, int]:
+    """Inside the write transaction: drop what another writer stored since ``additions``
+    were found; returns the additions, their vectors and how many turns were dropped."""
+    existing = stored_conversation(store, scope)
+    fresh = find_additions(
+        additions.conversation, existing, store.turns(scope) if existing else [], file
+    )
+    rows = {t.id: n for n, t in enumerate(additions.turns)}
+    if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
+        raise StoreError(
+            f"another writer changed conversation {scope} while this ingest ran: "
+            "run the command again (it adds only what is missing)"
+        )
+    keep = [rows[t.id] for t in fresh.turns]
+    return fresh, vectors[keep], len(additions.turns) - len(keep)

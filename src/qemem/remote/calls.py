@@ -1,0 +1,265 @@
+"""What the remote clients say to a qemem server, without doing any I/O (sans-IO).
+
+Each ``MemoryAPI`` operation is a generator that yields the HTTP requests it needs (``Call``)
+and the pauses between polls (``Wait``), receives each response's JSON, and returns the
+method's result; an error response is thrown into it as the ``QememError`` it stands for (so
+``delete`` can treat a 404 as "absent"). ``RemoteMemory`` drives these generators with
+``httpx.Client``, ``AsyncRemoteMemory`` with ``httpx.AsyncClient``: one protocol, two drivers,
+the same results and exceptions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Generator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import TypeAdapter
+
+from qemem.answer import Answer
+from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult
+from qemem.answer.wire import answer_from_json, check_from_json, context_from_json
+from qemem.build import BuildReport
+from qemem.errors import (
+    AuthError,
+    ConflictError,
+    InputError,
+    LLMError,
+    NotFoundError,
+    QememError,
+    StoreError,
+)
+from qemem.evidence.block import Context
+from qemem.ingest.additions import IngestReport
+from qemem.ingest.reader import Format, read_conversations
+from qemem.memory.api import (
+    IDEMPOTENCY_HEADER,
+    Appended,
+    ContextMode,
+    Progress,
+    SearchResult,
+    check_idempotency_key,
+)
+from qemem.memory.jobs import Job
+from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request: method, path under the base URL, JSON body, extra headers."""
+
+    method: str
+    path: str
+    body: object = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A pause of ``seconds`` before the next request (polling)."""
+
+    seconds: float
+
+
+Steps = Generator[Call | Wait, Any, T]
+"""An operation: yields calls and waits, receives responses' JSON, returns its result."""
+
+_ERRORS: dict[int, type[QememError]] = {
+    401: AuthError,
+    403: AuthError,
+    404: NotFoundError,
+    409: ConflictError,
+    413: InputError,
+    422: InputError,
+}
+_SESSIONS = TypeAdapter(list[Session])
+_REFS = TypeAdapter(list[Ref])
+BATCH = 200
+"""Messages per request when ingesting a file."""
+
+
+def _load(kind: type[T] | Any, data: Any) -> T:
+    return TypeAdapter(kind).validate_python(data)  # type: ignore[no-any-return]
+
+
+def unreachable(base_url: str, exc: httpx.TransportError) -> QememError:
+    """The error for a server that could not be reached."""
+    return QememError(
+        f"cannot reach the qemem server at {base_url}: {exc} (is `qemem serve` running there?)"
+    )
+
+
+def result_of(response: httpx.Response) -> Any:
+    """A response's JSON (None when empty), or the ``QememError`` its problem details name."""
+    if response.status_code >= 400:
+        try:
+            detail = str(response.json().get("detail", response.text))
+        except ValueError:
+            detail = response.text
+        kind = _ERRORS.get(response.status_code)
+        if kind is None and response.status_code == 503:
+            kind = LLMError if "LLM" in detail else StoreError
+        raise (kind or QememError)(f"{detail} (HTTP {response.status_code})")
+    return response.json() if response.content else None
+
+
+def conversation_of(data: Mapping[str, Any]) -> Conversation:
+    return Conversation(
+        data["id"],
+        tuple(data["speakers"]),
+        tuple(_SESSIONS.validate_python(data["sessions"])),
+        data["namespace"],
+    )
+
+
+def job_of(data: Mapping[str, Any]) -> Job:
+    """A job from its JSON (fields this client does not know are left out)."""
+    known = {f.name for f in fields(Job)}
+    reports: list[BuildReport] = _load(list[BuildReport], data["reports"])
+    return Job(**{k: v for k, v in data.items() if k in known} | {"reports": reports})
+
+
+# ---------------------------------------------------------------------- operations
+def add_messages(
+    conversation: str, messages: Sequence[Mapping[str, Any]], idempotency_key: str | None
+) -> Steps[Appended]:
+    headers = {}
+    if idempotency_key is not None:
+        headers[IDEMPOTENCY_HEADER] = check_idempotency_key(idempotency_key)
+    path = f"/v1/conversations/{conversation}/messages"
+    out = yield Call("POST", path, {"messages": list(messages)}, headers)
+    return Appended(out["ids"], out["turns_added"], out["sessions_added"])
+
+
+def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict[str, Any]]]:
+    """Each conversation's turns as messages; id-less ones get an embedded ingest's ids."""
+    return {
+        conv.id: [
+            {
+                "session_id": session.key,
+                "timestamp": turn.timestamp.isoformat(),
+                "speaker": turn.speaker,
+                "text": turn.text,
+                "id": turn.id or f"D{session.index}:{position + 1}",
+            }
+            for session in conv.sessions
+            for position, turn in enumerate(session.turns)
+        ]
+        for conv in conversations
+    }
+
+
+def ingest(
+    source: str | Path | Sequence[ConversationInput], fmt: Format, progress: Progress | None
+) -> Steps[IngestReport]:
+    started = time.perf_counter()
+    conversations = (
+        read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
+    )
+    messages = _messages(conversations)
+    total, done = sum(map(len, messages.values())), 0
+    report = IngestReport()
+    for cid, batch in messages.items():
+        sessions = turns = 0
+        for start in range(0, len(batch), BATCH):
+            appended = yield from add_messages(cid, batch[start : start + BATCH], None)
+            sessions, turns = sessions + appended.sessions_added, turns + appended.turns_added
+            done += len(appended.ids)
+            if progress:
+                progress(done, total)
+        report.added[cid] = (sessions, turns)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def delete(conversation: str) -> Steps[bool]:
+    try:
+        yield Call("DELETE", f"/v1/conversations/{conversation}")
+    except NotFoundError:
+        return False
+    return True
+
+
+def conversations() -> Steps[list[Conversation]]:
+    out = yield Call("GET", "/v1/conversations")
+    return [conversation_of(c) for c in out]
+
+
+def conversation(conversation: str) -> Steps[Conversation]:
+    return conversation_of((yield Call("GET", f"/v1/conversations/{conversation}")))
+
+
+def build(
+    conversation: str | None, progress: Progress | None, poll_seconds: float
+) -> Steps[list[BuildReport]]:
+    targets = [conversation] if conversation else [c.id for c in (yield from conversations())]
+    reports: list[BuildReport] = []
+    for cid in targets:
+        job = yield from enqueue_build(cid)
+        while job.status in ("queued", "running"):
+            yield Wait(poll_seconds)
+            job = yield from get_job(job.id)
+            if progress and job.total:
+                progress(job.done, job.total)
+        if job.status != "done":
+            raise QememError(f"the build of {cid} {job.status} on the server: {job.error}")
+        reports.extend(job.reports)
+    return reports
+
+
+def enqueue_build(conversation: str) -> Steps[Job]:
+    return job_of((yield Call("POST", f"/v1/conversations/{conversation}/build")))
+
+
+def get_job(job_id: str) -> Steps[Job]:
+    return job_of((yield Call("GET", f"/v1/jobs/{job_id}")))
+
+
+def jobs(status: str | None) -> Steps[list[Job]]:
+    query = f"?status={quote(status)}" if status is not None else ""
+    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs{query}"))]
+
+
+def cancel_job(job_id: str) -> Steps[Job]:
+    return job_of((yield Call("DELETE", f"/v1/jobs/{job_id}")))
+
+
+def search(
+    conversation: str, query: str | Sequence[str], k: int | None, space: Space
+) -> Steps[list[SearchResult]]:
+    body = {"query": query if isinstance(query, str) else list(query), "k": k, "space": space}
+    out = yield Call("POST", f"/v1/conversations/{conversation}/search", body)
+    return _load(list[SearchResult], out["results"])
+
+
+def retrieve(conversation: str, question: str, exclude: Collection[Ref]) -> Steps[Pool]:
+    refs = _REFS.dump_python(list(exclude), mode="json")
+    body = {"query": question, "pool": True, "exclude": refs}
+    out = yield Call("POST", f"/v1/conversations/{conversation}/search", body)
+    return _load(Pool, out["pool"])
+
+
+def context(
+    conversation: str, question: str, budget_tokens: int, mode: ContextMode
+) -> Steps[Context]:
+    body = {"question": question, "budget_tokens": budget_tokens, "mode": mode}
+    return context_from_json(
+        (yield Call("POST", f"/v1/conversations/{conversation}/context", body))
+    )
+
+
+def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
+    body = {"question": question, "mode": mode}
+    return answer_from_json((yield Call("POST", f"/v1/conversations/{conversation}/ask", body)))
+
+
+def check(conversation: str, text: str) -> Steps[CheckResult]:
+    body = {"text": text}
+    return check_from_json((yield Call("POST", f"/v1/conversations/{conversation}/check", body)))

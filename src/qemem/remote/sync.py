@@ -1,0 +1,188 @@
+"""``RemoteMemory``: the ``Memory`` API over a qemem server (``qemem serve``), on httpx.
+
+Switching from embedded to served memory is one line::
+
+    memory = Memory.open("memory.db")                       # embedded
+    memory = RemoteMemory("http://127.0.0.1:8765", api_key)  # served
+
+The methods return the same types as ``Memory`` and raise the same ``QememError`` subclasses
+(from the server's problem details). The namespace is the API key's. What is sent and how the
+answers are read is :mod:`qemem.remote.calls`, shared with ``AsyncRemoteMemory``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from qemem.answer import Answer
+from qemem.answer.ask import Mode
+from qemem.answer.check import CheckResult
+from qemem.build import BuildReport
+from qemem.errors import QememError
+from qemem.evidence.block import Context
+from qemem.ingest.additions import IngestReport
+from qemem.ingest.reader import Format
+from qemem.memory.api import (
+    CONTEXT_BUDGET,
+    Appended,
+    ContextMode,
+    MemoryAPI,
+    Progress,
+    SearchResult,
+)
+from qemem.memory.jobs import Job
+from qemem.models import Conversation, ConversationInput, Pool, Ref, Space
+from qemem.remote import calls
+from qemem.remote.calls import Call, Steps, T
+
+
+class RemoteMemory(MemoryAPI):
+    """A qemem server seen through the ``Memory`` API."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 120.0,
+        client: httpx.Client | None = None,
+        poll_seconds: float = 0.5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client = client or httpx.Client(base_url=self.base_url, timeout=timeout)
+        self._headers = {"Authorization": f"Bearer {api_key}"}
+        self.poll_seconds = poll_seconds
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> RemoteMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, call: Call) -> Any:
+        try:
+            response = self._client.request(
+                call.method, call.path, json=call.body, headers={**self._headers, **call.headers}
+            )
+        except httpx.TransportError as exc:
+            raise calls.unreachable(self.base_url, exc) from exc
+        return calls.result_of(response)
+
+    def _run(self, steps: Steps[T]) -> T:
+        """Drive an operation of :mod:`qemem.remote.calls` to its result."""
+        try:
+            step = next(steps)
+            while True:
+                if isinstance(step, calls.Wait):
+                    time.sleep(step.seconds)
+                    step = steps.send(None)
+                    continue
+                try:
+                    out = self._send(step)
+                except QememError as exc:
+                    step = steps.throw(exc)
+                else:
+                    step = steps.send(out)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    # ------------------------------------------------------------------ writing
+    def add_messages(
+        self,
+        conversation: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> Appended:
+        """As ``Memory.add_messages``: append generic-format messages, retry-safe by id, or
+        by ``idempotency_key`` (sent as the ``Idempotency-Key`` header) for id-less ones."""
+        return self._run(calls.add_messages(conversation, messages, idempotency_key))
+
+    def ingest(
+        self,
+        source: str | Path | Sequence[ConversationInput],
+        *,
+        fmt: Format = "auto",
+        progress: Progress | None = None,
+    ) -> IngestReport:
+        """As ``Memory.ingest``, parsed here and sent as messages; id-less messages get the ids
+        an embedded ingest gives them (``D<session>:<n>``), so ingesting twice adds nothing.
+        The key decides the namespace (a file's namespaces are ignored)."""
+        return self._run(calls.ingest(source, fmt, progress))
+
+    def delete(self, conversation: str) -> bool:
+        """Delete a conversation and everything derived from it; False if it was absent."""
+        return self._run(calls.delete(conversation))
+
+    def build(
+        self, conversation: str | None = None, *, progress: Progress | None = None
+    ) -> list[BuildReport]:
+        """As ``Memory.build`` (the server's LLM): starts a job per conversation and waits."""
+        return self._run(calls.build(conversation, progress, self.poll_seconds))
+
+    # ------------------------------------------------------------------ jobs
+    def enqueue_build(self, conversation: str) -> Job:
+        """As ``Memory.enqueue_build``: a background build that the server's workers run."""
+        return self._run(calls.enqueue_build(conversation))
+
+    def job(self, job_id: str) -> Job:
+        """As ``Memory.job``: one job of the key's namespace."""
+        return self._run(calls.get_job(job_id))
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """As ``Memory.jobs``: the namespace's jobs, newest first."""
+        return self._run(calls.jobs(status))
+
+    def cancel_job(self, job_id: str) -> Job:
+        """As ``Memory.cancel_job``."""
+        return self._run(calls.cancel_job(job_id))
+
+    # ------------------------------------------------------------------ reading
+    def conversations(self) -> list[Conversation]:
+        return self._run(calls.conversations())
+
+    def conversation(self, conversation: str) -> Conversation:
+        return self._run(calls.conversation(conversation))
+
+    def search(
+        self,
+        conversation: str,
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """As ``Memory.search``: hybrid search of one space."""
+        return self._run(calls.search(conversation, query, k, space))
+
+    def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
+        """As ``Memory.retrieve`` with the rule plan: the multi-granular evidence pool."""
+        return self._run(calls.retrieve(conversation, question, exclude))
+
+    def context(
+        self,
+        conversation: str,
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``Memory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
+        return self._run(calls.context(conversation, question, budget_tokens, mode))
+
+    def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
+        """As ``Memory.ask`` (the server's LLM and settings)."""
+        return self._run(calls.ask(conversation, question, mode))
+
+    def check(self, conversation: str, text: str) -> CheckResult:
+        """As ``Memory.check`` (the server's LLM): the claims of ``text``, labelled."""
+        return self._run(calls.check(conversation, text))
