@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 DEFAULT_LEASE_S = 60.0
 """How long a job's lease lasts without a heartbeat (``qemem serve --job-lease``)."""
 PROGRESS_EVERY_S = 0.25
-"""Progress is written to the job's row at most this often (and at the end of each step)."""
+"""Progress is written to the job's row at most this often (and always at the last step)."""
 
 
 class _Run:
