@@ -306,3 +306,11 @@ def test_a_server_without_an_llm_leaves_builds_to_servers_with_one() -> None:
         job = Memory(s.store, HashEmbedder(), llm="fake", namespace="alice").enqueue_build("c1")
         time.sleep(1.5)  # more than a worker's poll
         assert s.client.get(f"/v1/jobs/{job.id}", headers=h).json()["status"] == "queued"
+
+
+def test_a_bad_llm_spec_does_not_stop_the_server_from_starting(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with served(llm="nosuch:model") as s:
+        assert s.client.get("/healthz").status_code == 200
+    assert "runs no background builds" in caplog.text and "nosuch" in caplog.text

@@ -3,16 +3,19 @@ and the key check, held by one ``ServiceState`` on ``app.state.service``."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from qemem.errors import NotFoundError
+from qemem.errors import NotFoundError, QememError
 from qemem.keys import KeyStore, KeyVerifier
 from qemem.memory import Memory
 from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
 from qemem.models import Conversation
+
+log = logging.getLogger(__name__)
 
 
 class Tenants:
@@ -67,7 +70,12 @@ class ServiceState:
     def start(self) -> None:
         """Start the job worker (the app's startup), unless the server has no LLM to run
         builds with (another server of the store may have one)."""
-        if self.root.llm is not None:
+        try:
+            llm = self.root.llm
+        except QememError as exc:  # the routes that need the LLM report it, with a 503
+            log.warning("this server runs no background builds: %s", exc)
+            return
+        if llm is not None:
             self.worker.start()
 
     def close(self) -> None:
