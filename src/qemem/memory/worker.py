@@ -38,6 +38,7 @@ class _Run:
         self.lost = threading.Event()
         self._ended = threading.Event()
         self._written = 0.0
+        self._confirmed = time.monotonic()  # the last heartbeat the store accepted
         self._beats = threading.Thread(target=self._beat, daemon=True, name="qemem-job-beat")
 
     def __enter__(self) -> _Run:
@@ -50,7 +51,10 @@ class _Run:
 
     def _extend(self, progress: tuple[int, int] | None = None) -> None:
         try:
-            if not self.table.heartbeat(self.lease.job, self.lease.owner, self.lease_s, progress):
+            sent = time.monotonic()
+            if self.table.heartbeat(self.lease.job, self.lease.owner, self.lease_s, progress):
+                self._confirmed = sent
+            else:
                 self.lost.set()
         except Exception as exc:  # the store is unreachable: the lease may expire meanwhile
             log.warning("job %s: heartbeat failed: %r", self.lease.job, exc)
@@ -69,6 +73,8 @@ class _Run:
             self._check()
 
     def _check(self) -> None:
+        if time.monotonic() - self._confirmed > self.lease_s:  # another worker may hold it now
+            self.lost.set()
         if self.lost.is_set():
             raise JobStoppedError(
                 f"job {self.lease.job} was cancelled or taken over by another worker"
