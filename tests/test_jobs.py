@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from qemem.embed import HashEmbedder
-from qemem.errors import InputError, NotFoundError, StoreError
+from qemem.errors import InputError, JobStoppedError, NotFoundError, StoreError
 from qemem.llm import LLMClient
 from qemem.llm.types import LLMRequest
 from qemem.locks import writer_lock
@@ -314,3 +314,20 @@ def test_a_bad_llm_spec_does_not_stop_the_server_from_starting(
     with served(llm="nosuch:model") as s:
         assert s.client.get("/healthz").status_code == 200
     assert "runs no background builds" in caplog.text and "nosuch" in caplog.text
+
+
+class _Unreachable:
+    """A job table whose store cannot be reached."""
+
+    def heartbeat(self, *args: object) -> bool:
+        raise StoreError("store unreachable")
+
+
+def test_a_job_that_cannot_renew_its_lease_stops_once_the_lease_is_over() -> None:
+    from qemem.memory.worker import _Run
+
+    with _Run(_Unreachable(), Lease("job-1", "w1"), 0.3, threading.Event()) as run:  # type: ignore[arg-type]
+        run.progress(1, 10)  # the lease may still be ours
+        time.sleep(0.4)
+        with pytest.raises(JobStoppedError, match="its lease ran out"):
+            run.progress(2, 10)

@@ -77,7 +77,8 @@ class _Run:
             self.lost.set()
         if self.lost.is_set():
             raise JobStoppedError(
-                f"job {self.lease.job} was cancelled or taken over by another worker"
+                f"job {self.lease.job} was cancelled, or its lease ran out (another worker "
+                "may run it now)"
             )
         if self.stopping.is_set():
             raise JobStoppedError(f"job {self.lease.job}: its worker is shutting down")
