@@ -43,9 +43,9 @@ def build_drill(data: Path, conversation: str, rate: float, seed: int, tmp: Path
         [report] = memory.build(conversation)
         covered = {t for e in memory.episodes(conversation) for t in e.turn_ids}
         complete = covered == {t.id for t in memory.turns(conversation)}
-        calls_before = len(llm.ledger.responses)
+        calls_before = llm.ledger.total().calls
         memory.build(conversation)
-        second = len(llm.ledger.responses) - calls_before
+        second = llm.ledger.total().calls - calls_before
     return {
         "part": "build",
         "calls": calls_before,

@@ -1,4 +1,5 @@
-"""Shared helpers of the service tests: an app over an in-memory store with two tenants."""
+"""Shared helpers of the service tests: an app over a store (in-memory SQLite, or the SQLite
+file or PostgreSQL database a URL names) with two tenants."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from qemem.embed import HashEmbedder
-from qemem.keys import SQLiteKeyStore, create_key
+from qemem.keys import KeyStore, create_key, open_key_store
 from qemem.service import create_app
-from qemem.store import SQLiteStore
+from qemem.store import MemoryStore, open_store
 
 MESSAGES = [
     {
@@ -43,8 +44,8 @@ MESSAGES = [
 class Served:
     app: FastAPI
     client: TestClient
-    keys: SQLiteKeyStore
-    store: SQLiteStore
+    keys: KeyStore
+    store: MemoryStore
     alice: str
     bob: str
     reader: str
@@ -54,9 +55,12 @@ class Served:
 
 
 @contextmanager
-def served(llm: str | None = "fake", max_body: int = 1_000_000) -> Iterator[Served]:
-    """An app with tenants alice (writer), bob (writer) and a read-only alice key."""
-    store, keys = SQLiteStore(":memory:"), SQLiteKeyStore(":memory:")
+def served(
+    llm: str | None = "fake", max_body: int = 1_000_000, store_url: str = ":memory:"
+) -> Iterator[Served]:
+    """An app with tenants alice (writer), bob (writer) and a read-only alice key, over the
+    store ``store_url`` names (a SQLite path or a PostgreSQL URL; in memory by default)."""
+    store, keys = open_store(store_url), open_key_store(store_url)
     app = create_app(store, keys=keys, embedder=HashEmbedder(), llm=llm, max_body=max_body)
     alice, _ = create_key(keys, "alice")
     bob, _ = create_key(keys, "bob")

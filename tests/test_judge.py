@@ -63,7 +63,8 @@ def test_parse_failures_count_wrong() -> None:
     # run 1: lower-case label accepted; run 2: invalid, repair invalid -> WRONG, one failure
     assert result.labels == ["CORRECT", "WRONG"] and result.parse_failures == 1
     assert result.score == 0.5
-    assert [r.stage for r in llm.ledger.responses] == ["judge", "judge", "judge.repair"]
+    stages = llm.ledger.by_stage()
+    assert {k: v.calls for k, v in stages.items()} == {"judge": 2, "judge.repair": 1}
 
 
 def test_offline_judge_leaves_requests_without_inputs_generic() -> None:

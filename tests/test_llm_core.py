@@ -123,3 +123,18 @@ def test_ledger_is_thread_safe() -> None:
     for t in threads:
         t.join()
     assert ledger.total().calls == 4000 and ledger.total().input_tokens == 4000
+
+
+def test_a_client_run_ledger_keeps_sums_not_every_response() -> None:
+    from qemem.llm import LLMClient, LLMRequest, Message
+    from qemem.testing import OfflineLLM
+
+    client = LLMClient(OfflineLLM())
+    for n in range(5):
+        client.complete(LLMRequest("s", [Message("user", f"hello {n}")], stage="answer"))
+    assert client.ledger.responses == []  # a long-lived server must not grow per call
+    assert client.ledger.total().calls == 5
+    assert client.ledger.by_stage()["answer"].calls == 5
+    kept = Ledger()
+    kept.record(client.complete(LLMRequest("s", [Message("user", "x")], stage="plan")))
+    assert len(kept.responses) == 1 and kept.by_stage(group=True)["plan"].calls == 1

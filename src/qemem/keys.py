@@ -19,8 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from qemem.errors import AuthError, ConfigError, NotFoundError, StoreError
+from qemem.errors import AuthError, ConfigError, InputError, NotFoundError, StoreError
+from qemem.models import check_text
 from qemem.store import parse_store_url
+from qemem.store.guard import write_error
 from qemem.store.schema import migrate
 
 PREFIX = "qm"
@@ -89,7 +91,10 @@ def verify_key(keys: KeyStore, key: str) -> ApiKey:
     ids, so timing tells nothing about which ids exist."""
     prefix, _, rest = key.partition("_")
     key_id, _, secret = rest.partition("_")
-    stored = keys.get(key_id) if prefix == PREFIX and key_id and secret else None
+    try:
+        stored = keys.get(key_id) if prefix == PREFIX and key_id and secret else None
+    except InputError:  # an id no store can hold names no key
+        stored = None
     expected = stored.hash if stored else bytes(32)
     actual = hash_secret(secret, stored.salt if stored else _DUMMY_SALT)
     if stored is None or not hmac.compare_digest(expected, actual):
@@ -146,9 +151,16 @@ class _SQLKeyStore:
         self._lock = threading.Lock()
 
     def _run(self, sql: str, params: tuple[object, ...] = ()) -> tuple[list[Any], int]:
-        """(rows, rowcount) of one statement, ``?`` written for every parameter."""
+        """(rows, rowcount) of one statement, ``?`` written for every parameter. Text no
+        store can keep (a NUL, a lone surrogate) is refused (InputError) before a store sees it."""
+        for value in params:
+            if isinstance(value, str):
+                check_text(value, "key field")
         with self._lock:
-            cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
+            try:
+                cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
+            except sqlite3.OperationalError as exc:  # a read-only file, a writer's lock
+                raise write_error(getattr(self, "path", ""), exc) or exc from None
             rows = cursor.fetchall() if cursor.description else []
             return rows, cursor.rowcount
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError, StoreError
-from qemem.models import Episode, SemanticFact, Turn, check_same_kind
+from qemem.models import Episode, SemanticFact, Turn, check_path, check_same_kind
 
 FORMAT = "qemem-memory/1"
 NOTE_KEY = "memory.note"
@@ -169,11 +169,13 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
 
 def load(path: str | Path) -> MemoryFile:
     """Read and validate a memory file."""
-    file = Path(path)
+    file = check_path(path, "memory file")
     try:
         data = json.loads(file.read_text("utf-8"))
     except FileNotFoundError:
         raise InputError(f"no such file {file}: give the path of a {FORMAT} file") from None
+    except OSError as exc:  # a folder, a file that cannot be read
+        raise InputError(f"cannot read {file}: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", file=str(file)) from None
     return parse(data, str(file))

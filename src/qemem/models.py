@@ -8,9 +8,11 @@ as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Literal
 
 from qemem.errors import InputError
@@ -58,6 +60,32 @@ def check_text(
             field=field,
         )
     return value
+
+
+NAME_BYTES, PATH_BYTES = 255, 4095
+"""The longest file name and path (in bytes) the file system takes."""
+
+
+def check_path(value: str | Path, what: str = "path") -> Path:
+    """``value`` as a Path when the file system can take it as a name, else InputError saying
+    why: a NUL character, a character the file system encoding cannot hold (a lone surrogate
+    that does not stand for a byte), or a name or path too long."""
+    text = str(value)
+    if "\x00" in text:
+        raise InputError(f"the {what} holds a NUL character (U+0000): no file has that name")
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        raise InputError(
+            f"the {what} is not valid Unicode: a lone surrogate (U+{ord(text[exc.start]):04X}) "
+            f"at character {exc.start + 1}; check the encoding of the input"
+        ) from None
+    if len(raw) > PATH_BYTES or any(len(part) > NAME_BYTES for part in raw.split(b"/")):
+        raise InputError(
+            f"the {what} is too long for a file path ({len(raw)} bytes; a name may have "
+            f"{NAME_BYTES}, a path {PATH_BYTES}): check it"
+        )
+    return Path(text)
 
 
 def has_offset(value: datetime) -> bool:

@@ -35,7 +35,7 @@ from qemem.build.pipeline import next_number
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime
-from qemem.models import Conversation, Episode, SemanticFact, Turn, search_text
+from qemem.models import Conversation, Episode, SemanticFact, Turn, check_path, search_text
 from qemem.store.base import MemoryStore, Scope
 
 _EPISODE_ID = ("episode_id", "id", "uuid")
@@ -156,7 +156,7 @@ def import_nemori(
     duplicate them). All records are written in one transaction.
     """
     started = time.perf_counter()
-    folder = Path(directory)
+    folder = check_path(directory, "NEMORI folder")
     if not folder.is_dir():
         raise InputError(f"{folder} is not a directory: pass the folder of NEMORI's JSONL files")
     conversation = store.get_conversation(scope)

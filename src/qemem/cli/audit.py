@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from qemem.cli.common import JsonOpt, console, print_json
+from qemem.cli.common import JsonOpt, console, input_path, input_paths, print_json
 from qemem.cli.flags import FlagGroup
 from qemem.errors import LLMError
 from qemem.llm import LLMClient
@@ -47,7 +47,9 @@ def _refresh(out: Path) -> None:
 
 @audit_app.command("claims")
 def claims(
-    run: Annotated[Path, typer.Argument(help="Run folder of `qemem eval locomo`.")],
+    run: Annotated[
+        Path, typer.Argument(help="Run folder of `qemem eval locomo`.", callback=input_path)
+    ],
     judge: JudgeOpt,
     sample: SampleOpt = 60,
     seed: SeedOpt = 0,
@@ -74,7 +76,10 @@ def claims(
 
 @audit_app.command("answers")
 def answers(
-    runs: Annotated[list[Path], typer.Argument(help="Run folders over the same questions.")],
+    runs: Annotated[
+        list[Path],
+        typer.Argument(help="Run folders over the same questions.", callback=input_paths),
+    ],
     judge: JudgeOpt,
     sample: SampleOpt = 50,
     seed: SeedOpt = 0,

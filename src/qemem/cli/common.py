@@ -24,8 +24,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from qemem.errors import OutputError, StoreError
-from qemem.store import parse_store_url
+from qemem.errors import InputError, OutputError, StoreError
+from qemem.models import check_path
+from qemem.store import parse_store_url, redact, store_exists
 
 console = Console(emoji=False, highlight=False)
 err_console = Console(stderr=True, emoji=False, highlight=False)
@@ -43,10 +44,26 @@ def not_blank(value: str | None) -> str | None:
     return value
 
 
+def input_path(value: Path | None) -> Path | None:
+    """An input file or folder path the file system can take (a NUL, an unencodable
+    character or a name too long is a usage error, not a traceback)."""
+    if value is None:
+        return None
+    try:
+        return check_path(value, "path")
+    except InputError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+def input_paths(values: list[Path]) -> list[Path]:
+    """``input_path`` of each path."""
+    return [path for value in values if (path := input_path(value)) is not None]
+
+
 def output_file(value: Path | None) -> Path | None:
     """An output file path that can be written, checked before any work is done: its folder
     must exist and it must not be a folder itself."""
-    if value is None:
+    if input_path(value) is None or value is None:
         return None
     if value.is_dir():
         raise typer.BadParameter(f"{value} is a folder: name a file in it")
@@ -79,7 +96,7 @@ def _takes_files(folder: Path) -> bool:
 def output_folder(value: Path | None) -> Path | None:
     """An output folder, created now (with its parents) so that a path that cannot be one
     fails before any work is done."""
-    if value is None:
+    if input_path(value) is None or value is None:
         return None
     try:
         value.mkdir(parents=True, exist_ok=True)
@@ -149,13 +166,18 @@ def markup_safe(text: object) -> str:
 
 
 def existing_store(url: str) -> str:
-    """``url`` when it names a store that exists (a PostgreSQL URL is checked on opening); a
-    writing command that only changes what a store holds (build, delete) never creates a SQLite
-    file at a mistyped path."""
-    backend, target = parse_store_url(url)
-    if backend == "sqlite" and target != ":memory:" and not Path(target).is_file():
+    """``url`` when it names a qemem store that exists: a writing command that only changes
+    what a store holds (build, delete; serve and mcp without --create) never creates a SQLite
+    file at a mistyped path, nor qemem's schema in a PostgreSQL database that has none."""
+    if not store_exists(url):
+        backend, target = parse_store_url(url)
+        where = (
+            target
+            if backend == "sqlite"
+            else f"{redact(target)} (the database has no qemem schema)"
+        )
         raise StoreError(
-            f"no qemem store at {target}: check the path (--store / QEMEM_STORE), "
+            f"no qemem store at {where}: check the path (--store / QEMEM_STORE), "
             "or create one with qemem ingest FILE --store PATH"
         )
     return url

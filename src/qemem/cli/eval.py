@@ -25,6 +25,7 @@ from qemem.cli.common import (
     OptionalStoreOpt,
     console,
     err_console,
+    input_path,
     not_blank,
     output_file,
     output_folder,
@@ -54,7 +55,9 @@ if TYPE_CHECKING:
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True, cls=FlagGroup)
 
-DataOpt = Annotated[Path, typer.Option("--data", "-d", help="LoCoMo JSON file.")]
+DataOpt = Annotated[
+    Path, typer.Option("--data", "-d", help="LoCoMo JSON file.", callback=input_path)
+]
 CategoriesOpt = Annotated[str, typer.Option("--categories", help="Comma-separated QA categories.")]
 
 
@@ -343,7 +346,9 @@ def show_run(result: RunResult, mode: str, out: Path) -> None:
 
 @eval_app.command("report")
 def report_command(
-    out: Annotated[Path, typer.Argument(help="Run folder of `qemem eval locomo`.")],
+    out: Annotated[
+        Path, typer.Argument(help="Run folder of `qemem eval locomo`.", callback=input_path)
+    ],
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild summary.json, report.md and the plots from results.jsonl and manifest.json
@@ -362,8 +367,8 @@ def report_command(
 
 @eval_app.command()
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="First run folder (A).")],
-    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).")],
+    run_a: Annotated[Path, typer.Argument(help="First run folder (A).", callback=input_path)],
+    run_b: Annotated[Path, typer.Argument(help="Second run folder (B).", callback=input_path)],
     metric: Annotated[
         str, typer.Option("--metric", help="judge, f1, f1_locomo or visible.")
     ] = "judge",

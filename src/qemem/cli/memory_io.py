@@ -14,6 +14,7 @@ from qemem.cli.common import (
     NamespaceOpt,
     StoreOpt,
     console,
+    existing_store,
     output_file,
     print_json,
     write_output,
@@ -31,7 +32,7 @@ def import_memory(
 ) -> None:
     """Add a file's episodes and facts to its (already ingested) conversation; idempotent."""
     memory_file = load(file)
-    with Memory.open(store, embedder=embedder, namespace=namespace) as memory:
+    with Memory.open(existing_store(store), embedder=embedder, namespace=namespace) as memory:
         report = memory.import_memory(memory_file)
     if as_json:
         print_json({k: v for k, v in vars(report).items() if k != "added_ids"})
@@ -53,7 +54,7 @@ def export_memory(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Write a conversation's episodes and facts as a qemem-memory/1 file (no vectors)."""
-    with Memory.open(store, namespace=namespace) as memory:
+    with Memory.open(store, namespace=namespace, read_only=True) as memory:
         text = dumps(memory.export_memory(conversation))
     if out is None:
         typer.echo(text, nl=False)

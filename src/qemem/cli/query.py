@@ -141,7 +141,7 @@ def import_nemori(
     namespace: NamespaceOpt = "default",
 ) -> None:
     """Import NEMORI episodes and semantic memories onto an ingested conversation."""
-    with Memory.open(store, embedder=embedder, namespace=namespace) as memory:
+    with Memory.open(existing_store(store), embedder=embedder, namespace=namespace) as memory:
         report = memory.import_nemori(directory, conversation)
     console.print(
         f"imported {report.episodes} episodes and {report.facts} facts; "

@@ -185,7 +185,7 @@ def keys_list(
     as_json: JsonOpt = False,
 ) -> None:
     """List keys (ids, namespaces, access, labels; never the keys themselves)."""
-    keys = open_key_store(store)
+    keys = open_key_store(existing_store(store))
     try:
         records = keys.list(namespace)
     finally:
@@ -206,7 +206,7 @@ def keys_revoke(
     store: StoreOpt,
 ) -> None:
     """Revoke a key: every later request with it is refused."""
-    keys = open_key_store(store)
+    keys = open_key_store(existing_store(store))
     try:
         revoke_key(keys, key_id)
     finally:

@@ -246,8 +246,9 @@ def run_locomo(
         records = [r for r in load_records(results) if record_key(r) in keys]
         summary = write_report(config.out, records, manifest, plots=config.plots)
         clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
-        provider = sum(1 for c in clients for r in c.ledger.responses if not r.cached)
-        cached = sum(1 for c in clients for r in c.ledger.responses if r.cached)
+        totals = [c.ledger.total() for c in clients]
+        cached = sum(t.cached_calls for t in totals)
+        provider = sum(t.calls for t in totals) - cached
         answered = len(pending) - len(failures)
         timings = _timings(clock, records, answered, skipped, failures)
         _write_json(

@@ -9,7 +9,7 @@ from typing import Literal
 from qemem.errors import InputError
 from qemem.ingest.generic import load_records, not_utf8, parse_generic
 from qemem.ingest.locomo import load_locomo, parse_locomo
-from qemem.models import ConversationInput
+from qemem.models import ConversationInput, check_path
 
 Format = Literal["locomo", "jsonl", "auto"]
 
@@ -36,7 +36,7 @@ def detect_format(path: Path) -> Literal["locomo", "jsonl"]:
 
 def read_conversations(path: str | Path, fmt: Format = "auto") -> list[ConversationInput]:
     """Parse every conversation of ``path``; nothing is written anywhere."""
-    path = Path(path)
+    path = check_path(path, "input file")
     if not path.exists():
         raise InputError("no such file", file=str(path))
     kind = detect_format(path) if fmt == "auto" else fmt

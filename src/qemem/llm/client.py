@@ -104,7 +104,7 @@ class LLMClient:
         self.max_attempts = max(1, max_attempts)
         self.base_delay_s = base_delay_s
         self.max_delay_s = max_delay_s
-        self.ledger = Ledger()
+        self.ledger = Ledger(keep_responses=False)  # sums only: a client may live for long
         self._sleep = sleep
         self._rng = rng or random.Random()
         self._rng_lock = threading.Lock()

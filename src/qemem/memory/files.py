@@ -14,7 +14,7 @@ from qemem.memory_file import (
     check_provenance,
     split_new,
 )
-from qemem.models import Episode, SemanticFact, Turn
+from qemem.models import Episode, SemanticFact, Turn, check_text
 from qemem.store import MemoryStore, Scope
 
 Embed = Callable[[Sequence[Turn | Episode | SemanticFact]], np.ndarray]
@@ -29,6 +29,7 @@ def import_memory_file(
     tagged ``embedder_id``) and the file's note in one transaction; records already stored
     identically are skipped."""
     started = time.perf_counter()
+    check_text(memory.note, "note")
     conversation = store.get_conversation(scope)
     stored_episodes, stored_facts = store.episodes(scope), store.facts(scope)
     check_provenance(

@@ -10,6 +10,7 @@ from pydantic import TypeAdapter
 
 from qemem.build import BuildReport
 from qemem.errors import NotFoundError, StoreError
+from qemem.models import check_text
 from qemem.store import MemoryStore
 from qemem.store.jobs import JobRow, JobStatus, JobTable, check_status
 
@@ -89,7 +90,7 @@ class MemoryJobs:
 
     def job(self, job_id: str) -> Job:
         """The namespace's job ``job_id`` (NotFoundError if there is none)."""
-        row = job_table(self.store).get(job_id, self.namespace)
+        row = job_table(self.store).get(check_text(job_id, "job id"), self.namespace)
         if row is None:
             raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
         return job_of(row)
@@ -103,12 +104,13 @@ class MemoryJobs:
         """Cancel a queued or running job (a running build stops at its next step; what it
         stored stays, and a later build resumes from it); a finished job is returned as it
         is. NotFoundError if there is no such job."""
-        row = job_table(self.store).cancel(self.namespace, job_id)
+        row = job_table(self.store).cancel(self.namespace, check_text(job_id, "job id"))
         if row is None:
             raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
         return job_of(row)
 
     def build_job(self, conversation: str) -> Job | None:
         """The conversation's queued or running build job, if any."""
+        check_text(conversation, "conversation id", field="conversation")
         row = job_table(self.store).active(self.namespace, "build", conversation)
         return None if row is None else job_of(row)

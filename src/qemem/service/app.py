@@ -21,6 +21,7 @@ from qemem.llm import LLMClient
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.memory.worker import DEFAULT_LEASE_S
 from qemem.service import problems, routes
+from qemem.service.metrics import CountRequests, Metrics
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
 
@@ -52,12 +53,13 @@ def create_app(
     idempotency_hours: float = IDEMPOTENCY_HOURS,
     job_lease: float = DEFAULT_LEASE_S,
     job_attempts: int = 3,
+    metrics: bool = True,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
     are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
     ``Memory``. The app runs the store's background jobs, each under a lease of ``job_lease``
     seconds, started at most ``job_attempts`` times (a job whose worker died is started
-    again)."""
+    again). ``metrics``: serve ``GET /metrics`` (Prometheus, see ``service.metrics``)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -71,10 +73,13 @@ def create_app(
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
-    app.state.service = ServiceState(
-        root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts
-    )
+    state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
+    app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
+    if metrics:
+        counted = Metrics(state.job_counts, lambda: root.llm.ledger.total() if root.llm else None)
+        app.add_middleware(CountRequests, metrics=counted)
+        app.add_api_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     problems.install(app)
     routes.register(app)
     problems.use_problem_media_type(app)
@@ -106,4 +111,5 @@ def app_from_env() -> FastAPI:
         idempotency_hours=hours,
         job_lease=lease,
         job_attempts=attempts,
+        metrics=os.environ.get("QEMEM_METRICS", "1") != "0",
     )

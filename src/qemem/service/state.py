@@ -12,6 +12,7 @@ from fastapi import Depends, Request
 from qemem.errors import NotFoundError, QememError
 from qemem.keys import KeyStore, KeyVerifier
 from qemem.memory import Memory
+from qemem.memory.jobs import job_table
 from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
 from qemem.models import Conversation
 
@@ -62,6 +63,10 @@ class ServiceState:
         self.verify = KeyVerifier(keys)
         self.worker = JobWorker(root, self.tenants.memory, lease_s=job_lease)
         self.owned = owned
+
+    def job_counts(self) -> dict[str, int]:
+        """How many jobs of the store (all namespaces, every server) are in each status."""
+        return job_table(self.root.store).counts()
 
     def memory(self, namespace: str) -> Memory:
         """The ``Memory`` of ``namespace``."""

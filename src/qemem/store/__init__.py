@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from qemem.errors import ConfigError
+from qemem.models import check_path, check_text
 from qemem.store.base import IndexRows, MemoryStore, Ranked, Scope
 from qemem.store.sqlite import SQLiteStore
 
@@ -19,6 +20,7 @@ __all__ = [
     "open_store",
     "parse_store_url",
     "redact",
+    "store_exists",
 ]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(//|$)?")
@@ -26,10 +28,14 @@ POSTGRES_SCHEMES = ("postgresql", "postgres")
 _KNOWN = ("sqlite", *POSTGRES_SCHEMES)
 
 
+_PASSWORD_PARAMETER = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")
+
+
 def redact(url: str | Path) -> str:
     """A store argument as messages show it: a URL's password replaced by ``***`` (also in a
-    malformed URL such as ``postgresql:/user:pw@host``)."""
-    text = str(url)
+    malformed URL such as ``postgresql:/user:pw@host``), and so is the value of a
+    ``password=`` parameter of a libpq key/value DSN (``host=h password=pw``) or URL query."""
+    text = _PASSWORD_PARAMETER.sub(r"\1***", str(url))
     head, at, tail = text.rpartition("@")
     if not at:
         return text
@@ -55,17 +61,17 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
             "QEMEM_STORE (is a shell variable unset?)"
         )
     if isinstance(url, Path):
-        return "sqlite", str(url)
+        return "sqlite", _sqlite_path(str(url))
     match = _SCHEME.match(url)
     if match is None or (match.group(2) is None and match.group(1).lower() not in _KNOWN):
-        return "sqlite", url
+        return "sqlite", _sqlite_path(url)
     scheme = match.group(1).lower()
     if scheme == "sqlite":
         if url.rstrip("/") == "sqlite:":
             return "sqlite", ":memory:"
         if not url.startswith("sqlite:///"):
             raise ConfigError(f"store URL {url!r}: write sqlite:///PATH (or a plain path)")
-        return "sqlite", url[len("sqlite:///") :] or ":memory:"
+        return "sqlite", _sqlite_path(url[len("sqlite:///") :] or ":memory:")
     if scheme in POSTGRES_SCHEMES:
         if not url.startswith(f"{match.group(1)}://"):
             raise ConfigError(f"store URL {redact(url)!r}: write postgresql://USER@HOST/DB")
@@ -74,6 +80,34 @@ def parse_store_url(url: str | Path | None) -> tuple[str, str]:
         f"unknown store scheme {scheme!r} in {redact(url)!r}: use a file path or sqlite:///PATH "
         "(SQLite), or postgresql://USER@HOST/DB (PostgreSQL with pgvector)"
     )
+
+
+def _sqlite_path(path: str) -> str:
+    """A SQLite store path the file system can take (else InputError: a control character,
+    a lone surrogate, too long)."""
+    if path == ":memory:":
+        return path
+    check_text(path, "store path")  # SQLite takes UTF-8 file names only
+    return str(check_path(path, "store path"))
+
+
+def store_exists(url: str | Path) -> bool:
+    """Whether ``url`` names an existing qemem store without creating anything: a SQLite file
+    that exists (the in-memory store always does), or a reachable PostgreSQL database that
+    holds qemem's schema (a database without it counts as missing, like a missing file; an
+    unreachable one is a StoreError)."""
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        return target == ":memory:" or Path(target).is_file()
+    try:
+        from qemem.store.postgres_schema import has_schema
+
+        return has_schema(target, redact(target))
+    except ImportError as exc:
+        raise ConfigError(
+            f"the PostgreSQL store needs psycopg ({exc.name} is missing): "
+            "pip install 'qemem[postgres]'"
+        ) from None
 
 
 def open_store(

@@ -23,7 +23,9 @@ def open_read_only(path: str) -> sqlite3.Connection:
     """A read-only connection to the existing qemem store at ``path``.
 
     Tries ``mode=ro`` first; when the WAL side files cannot be created (a directory or file
-    owned by another user), falls back to ``immutable=1``, which reads the file as it is.
+    owned by another user), falls back to ``immutable=1``, which reads the file as it is. A
+    file left in WAL mode without a ``-wal`` file (a writer that did not close) holds all its
+    data and has no writer: it is read as it is too, so no ``-wal``/``-shm`` files are left.
     """
     if path == ":memory:":
         raise StoreError("an in-memory store cannot be opened read-only")
@@ -34,7 +36,8 @@ def open_read_only(path: str) -> sqlite3.Connection:
         )
     uri = f"file:{quote(str(Path(path).resolve()))}"
     last: sqlite3.Error | None = None
-    for flags in ("mode=ro", "mode=ro&immutable=1"):
+    tries = ("mode=ro&immutable=1",) if _idle_wal(path) else ("mode=ro", "mode=ro&immutable=1")
+    for flags in tries:
         try:
             conn = sqlite3.connect(
                 f"{uri}?{flags}", uri=True, isolation_level=None, check_same_thread=False
@@ -47,6 +50,17 @@ def open_read_only(path: str) -> sqlite3.Connection:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {path!r}: {exc}") from None
     raise StoreError(f"cannot open store {path!r} for reading: {last}")
+
+
+def _idle_wal(path: str) -> bool:
+    """Whether the SQLite file ``path`` is in WAL mode (header bytes 18-19) with no ``-wal``
+    file beside it: every write is in the file, and no writer has it open."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02" and not Path(f"{path}-wal").exists()
 
 
 def _check_schema(conn: sqlite3.Connection, path: str) -> None:

@@ -152,6 +152,11 @@ class JobTable:
             where, params = where + " AND status = ?", [*params, status]
         return self._select(where, params, f"ORDER BY created DESC, id LIMIT {int(limit)}")
 
+    def counts(self) -> dict[str, int]:
+        """How many jobs of all namespaces are in each status."""
+        rows = self._query("SELECT status, count(*) FROM jobs GROUP BY status", ())
+        return {str(status): int(count) for status, count in rows}
+
     def active(self, namespace: str, kind: str, conversation: str) -> JobRow | None:
         """The queued or running job of this kind for the conversation, if any."""
         rows = self._select(

@@ -56,3 +56,16 @@ def migrate(conn: Any) -> int:
             conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
     return SCHEMA_VERSION
+
+
+def has_schema(url: str, shown: str) -> bool:
+    """Whether the PostgreSQL database at ``url`` holds a qemem store (its ``schema_version``
+    table); reading only. ``shown`` is the URL as messages show it (password masked)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+    except psycopg.Error as exc:
+        raise StoreError(f"cannot open store {shown}: {exc}") from None
+    return bool(row and row[0])

@@ -61,7 +61,8 @@ class SQLiteStore(SQLStore):
                 self._reader = self._connect()
                 self._reader.execute("PRAGMA query_only = ON")
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open store {self.path!r}: {exc}") from exc
+            readonly = write_error(self.path, exc) if "readonly" in str(exc) else None
+            raise readonly or StoreError(f"cannot open store {self.path!r}: {exc}") from exc
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
