@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest SAMPLE --store STORE -q", WRITES),
     "conversations": ("conversations --store STORE", READS),
     "delete": ("delete demo-1 --store STORE", CHANGES),
+    "reembed": ("reembed --store STORE --embedder hash:64 -q", CHANGES),
     "search": ("search pottery --store STORE -c demo-1", READS),
     "demo": ("demo --store STORE", WRITES),
     "build": ("build --store STORE -c demo-1 --llm fake", CHANGES),

@@ -543,6 +543,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "ingest": _cli_ingest,
     "conversations": _cli(["conversations", "--store", "STORE", "--namespace", "TEXT", "--json"]),
     "delete": _cli(["delete", "TEXT", "--store", "STORE"]),
+    "reembed": _cli(["reembed", "--store", "STORE", "--embedder", "TEXT", "-q"], checked=False),
     "search": _cli(
         ["search", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["search", "cat", "--store", "STORE", "-c", "TEXT", "--pool"],

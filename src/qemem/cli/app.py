@@ -34,7 +34,7 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Memory, SearchResult
+from qemem.memory import Memory, SearchResult, reembed_store
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
 from qemem.store import redact
 
@@ -136,6 +136,25 @@ def delete(
         if not memory.delete(conversation):
             raise QememError(f"no conversation {conversation!r} in {redact(store)}")
     console.print(plain(f"deleted {conversation}", None))
+
+
+@app.command()
+def reembed(
+    store: StoreOpt,
+    embedder: EmbedderOpt = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Records per embedding call.")] = 64,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Re-embed a whole store in place with --embedder (resumable: run it again after an
+    interruption); the store keeps answering with its old embedder until the swap."""
+    with progress_bar("embedding", quiet) as step:
+        report = reembed_store(existing_store(store), embedder, batch=batch, progress=step)
+    if report.unchanged:
+        console.print(plain(f"{redact(store)} is already embedded with {report.after}", None))
+        return
+    counts = ", ".join(f"{n} {space}s" for space, n in report.embedded.items())
+    again = " (resumed)" if report.resumed else ""
+    console.print(plain(f"re-embedded {counts}{again}: {report.before} -> {report.after}", None))
 
 
 def _turn_dict(result: SearchResult) -> dict[str, object]:

@@ -14,6 +14,7 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.jobs import Job
+from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 
 __all__ = [
     "EMBED_CHARS",
@@ -26,6 +27,9 @@ __all__ = [
     "Memory",
     "MemoryAPI",
     "Progress",
+    "ReembedReport",
     "SearchResult",
     "check_query",
+    "reembed",
+    "reembed_store",
 ]

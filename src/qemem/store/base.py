@@ -130,6 +130,31 @@ class MemoryStore(Protocol):
         """Ids and their unit vectors (rows) for one space of the scope."""
         ...
 
+    # re-embedding in place (see qemem.store.staged)
+    def reembed_target(self) -> tuple[str, int] | None:
+        """The embedder a re-embedding under way moves to (id, dimension), if any."""
+        ...
+
+    def begin_reembed(self, embedder: str, dim: int) -> bool:
+        """Start (or resume: True) re-embedding to ``embedder``; another target's staged
+        vectors are dropped."""
+        ...
+
+    def unstaged(self, scope: Scope, space: Space) -> list[str]:
+        """Ids of the scope's records of ``space`` that have no new vector yet."""
+        ...
+
+    def stage_vectors(
+        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+    ) -> None:
+        """Write new vectors of records beside their live ones."""
+        ...
+
+    def swap_staged(self) -> None:
+        """Make the new vectors the live ones and the target the store's embedder, in one
+        transaction; StoreError when a record has none yet."""
+        ...
+
     # small key-value state per scope (build progress and the like)
     def get_state(self, scope: Scope, key: str) -> str | None: ...
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from qemem.errors import EmbedderMismatchError, InputError, NotFoundError
 from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
+from qemem.store import staged
 from qemem.store.base import (
     IndexRows,
     Scope,
@@ -401,6 +402,24 @@ class SQLStore(ABC):
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
         rows = self.index_rows(scope, space)
         return list(rows.ids), rows.matrix
+
+    # ------------------------------------------------------------------ re-embedding
+    def reembed_target(self) -> tuple[str, int] | None:
+        return staged.target(self)
+
+    def begin_reembed(self, embedder: str, dim: int) -> bool:
+        return staged.begin(self, embedder, dim)
+
+    def unstaged(self, scope: Scope, space: Space) -> list[str]:
+        return staged.missing(self, scope, space)
+
+    def stage_vectors(
+        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+    ) -> None:
+        staged.stage(self, scope, space, ids, vectors)
+
+    def swap_staged(self) -> None:
+        staged.swap(self)
 
     # ------------------------------------------------------------------ state
     def get_state(self, scope: Scope, key: str) -> str | None:

@@ -1,0 +1,117 @@
+"""Re-embedding a whole store in place with another embedder, resumably.
+
+Changing the embedder used to strand a store behind the embedder-mismatch error. ``reembed``
+embeds every record of every conversation (all namespaces: it is an operator's command, not a
+tenant's, so it is no ``Memory`` method and no HTTP route) with the new embedder, staging the
+vectors beside the live ones conversation by conversation, space by space, in batches that are
+each committed; then swaps them in at once (``MemoryStore.swap_staged``). Killed part way, a
+second run resumes where the first stopped; the store answers with the old embedder until the
+swap. Records written meanwhile are embedded before the swap (up to ``rounds`` passes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qemem.embed.base import Embedder
+from qemem.embed.spec import open_embedder
+from qemem.errors import StoreError
+from qemem.memory.api import Progress
+from qemem.memory.facade import EMBED_CHARS
+from qemem.models import Episode, SemanticFact, Space, Turn, search_text
+from qemem.store import MemoryStore, Scope, open_store
+
+SPACES: tuple[Space, ...] = ("turn", "episode", "fact")
+
+
+@dataclass
+class ReembedReport:
+    """What a run did: records embedded per space, whether it resumed an earlier run, and
+    the embedders before and after."""
+
+    before: str | None
+    after: str
+    resumed: bool = False
+    embedded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPACES, 0))
+    unchanged: bool = False
+
+
+def _records(
+    store: MemoryStore, scope: Scope, space: Space, ids: list[str]
+) -> list[Turn | Episode | SemanticFact]:
+    if space == "turn":
+        return list(store.turns(scope, ids))
+    if space == "episode":
+        return list(store.episodes(scope, ids))
+    return list(store.facts(scope, ids))
+
+
+def _pending(store: MemoryStore) -> list[tuple[Scope, Space, list[str]]]:
+    out: list[tuple[Scope, Space, list[str]]] = []
+    for conv in store.conversations():
+        scope = Scope(conv.id, conv.namespace)
+        out.extend((scope, space, ids) for space in SPACES if (ids := store.unstaged(scope, space)))
+    return out
+
+
+def _stage_all(
+    store: MemoryStore,
+    embedder: Embedder,
+    batch: int,
+    report: ReembedReport,
+    progress: Progress | None,
+) -> None:
+    pending = _pending(store)
+    total, done = sum(len(ids) for *_, ids in pending), 0
+    for scope, space, ids in pending:
+        for start in range(0, len(ids), batch):
+            records = _records(store, scope, space, ids[start : start + batch])
+            vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
+            store.stage_vectors(scope, space, [r.id for r in records], vectors)
+            report.embedded[space] += len(records)
+            done += len(records)
+            if progress:
+                progress(done, total)
+
+
+def reembed(
+    store: MemoryStore,
+    embedder: Embedder,
+    *,
+    batch: int = 64,
+    rounds: int = 3,
+    progress: Progress | None = None,
+) -> ReembedReport:
+    """Re-embed ``store`` with ``embedder`` (see the module doc)."""
+    known = store.embedder()
+    report = ReembedReport(known[0] if known else None, embedder.id)
+    if known == (embedder.id, embedder.dim) and store.reembed_target() is None:
+        report.unchanged = True
+        return report
+    report.resumed = store.begin_reembed(embedder.id, embedder.dim)
+    for attempt in range(rounds):
+        _stage_all(store, embedder, batch, report, progress)
+        try:
+            store.swap_staged()
+            return report
+        except StoreError:
+            if attempt == rounds - 1:
+                raise
+    return report
+
+
+def reembed_store(
+    store: str,
+    embedder: Embedder | str | None = None,
+    *,
+    batch: int = 64,
+    progress: Progress | None = None,
+) -> ReembedReport:
+    """Open the store at ``store`` (a path or URL) and re-embed it with ``embedder`` (an
+    instance or a spec; ``QEMEM_EMBEDDER`` or the default when None)."""
+    model = embedder if isinstance(embedder, Embedder) else open_embedder(embedder)
+    opened = open_store(store)
+    try:
+        return reembed(opened, model, batch=batch, progress=progress)
+    finally:
+        opened.close()
