@@ -63,6 +63,12 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
         out["search"] = await memory.search("demo-1", "pottery", k=5)
         out["retrieve"] = await memory.retrieve("demo-1", QUESTION)
         out["build"] = await memory.build("demo-1")
+        out["jobs"] = await memory.jobs()
+        out["job"] = await memory.job(out["jobs"][0].id)
+        out["cancelled"] = await memory.cancel_job(out["jobs"][0].id)
+        out["queued"] = await memory.enqueue_build("demo-1")
+        with pytest.raises(NotFoundError):
+            await memory.job("job-0000")
         out["context"] = await memory.context("demo-1", QUESTION, budget_tokens=300)
         out["ask"] = await memory.ask("demo-1", QUESTION)
         out["check"] = await memory.check("demo-1", "Priya made a mug.")
@@ -94,6 +100,10 @@ def test_results_match_the_blocking_client(sample_path: Path) -> None:
             check_to_json(remote.check("demo-1", "Priya made a mug."))
         )
         assert got["build"] and got["build"][0].conversation == "demo-1"
+        assert got["job"] == got["jobs"][0] == remote.job(got["job"].id)
+        assert got["job"].status == "done" and got["job"].reports == got["build"]
+        assert got["cancelled"] == got["job"]  # a finished job stays as it is
+        assert [j.id for j in remote.jobs()][-2:] == [got["queued"].id, got["job"].id]
         assert (got["deleted"], got["absent"]) == (True, False)
 
 
@@ -104,6 +114,8 @@ async def _without_llm(s: Served, sample: Path) -> None:
             await memory.ask("demo-1", QUESTION)
         with pytest.raises(LLMError):
             await memory.check("demo-1", "Priya made a mug.")
+        with pytest.raises(LLMError):
+            await memory.enqueue_build("demo-1")
         assert (await memory.ask("demo-1", QUESTION, mode="retrieval")).evidence.pool.turns
 
 

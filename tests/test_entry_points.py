@@ -46,6 +46,7 @@ from qemem.embed import HashEmbedder
 from qemem.errors import QememError
 from qemem.keys import open_key_store
 from qemem.memory import Memory
+from qemem.memory.jobs import MemoryJobs
 from qemem.memory_file import MemoryFile
 from qemem.store import parse_store_url
 from service_helpers import Served, served
@@ -327,6 +328,11 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "check": _both(lambda m, c, q: m.check(c, q)),
     "context": _both(lambda m, c, q: m.context(c, q, budget_tokens=200)),
     "build": lambda w, t: library(lambda: w.memory.build(t), t),
+    "build_job": lambda w, t: library(lambda: w.memory.build_job(t), t),
+    "cancel_job": lambda w, t: library(lambda: w.memory.cancel_job(t), t),
+    "enqueue_build": lambda w, t: library(lambda: w.memory.enqueue_build(t), t),
+    "job": lambda w, t: library(lambda: w.memory.job(t), t),
+    "jobs": lambda w, t: library(lambda: w.memory.jobs(t), t),
     "close": _namespace,  # a Memory of namespace TEXT: listed, then closed with its store
     "conversation": lambda w, t: library(lambda: w.memory.conversation(t), t),
     "conversations": _namespace,
@@ -419,7 +425,9 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "POST /v1/conversations/{conversation}/build": _http_plain(
         "/v1/conversations/{}/build", "POST"
     ),
+    "GET /v1/jobs": _http_plain("/v1/jobs"),
     "GET /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}"),
+    "DELETE /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}", "DELETE"),
 }
 
 
@@ -593,7 +601,8 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
 def memory_methods() -> set[str]:
     return {
         name
-        for name, value in vars(Memory).items()
+        for cls in (Memory, MemoryJobs)  # Memory's own methods and its job methods
+        for name, value in vars(cls).items()
         if not name.startswith("_") and inspect.isfunction(getattr(value, "__func__", value))
     }
 

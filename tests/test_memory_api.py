@@ -216,3 +216,31 @@ def test_build_then_delete(make: Factory, sample_path: Path) -> None:
     assert memory.search("demo-1", "pottery", space="episode", k=3)
     assert memory.delete("demo-1") and not memory.delete("demo-1")
     assert memory.conversations() == []
+
+
+def test_background_jobs_enqueue_list_read_and_cancel(make: Factory, sample_path: Path) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    job = memory.enqueue_build("demo-1")
+    assert job.conversation == "demo-1" and job.kind == "build" and job.max_attempts == 3
+    assert job.status in ("queued", "running", "done")
+    assert memory.job(job.id).id == job.id and [j.id for j in memory.jobs()] == [job.id]
+    ended = memory.cancel_job(job.id)  # embedded: no worker runs it, so it is still queued
+    assert ended.status in ("cancelled", "done") and memory.job(job.id).status == ended.status
+    assert [j.id for j in memory.jobs(ended.status)] == [job.id] and memory.jobs("queued") == []
+    with pytest.raises(NotFoundError):
+        memory.job("job-0000")
+    with pytest.raises(NotFoundError):
+        memory.cancel_job("job-0000")
+    with pytest.raises(NotFoundError):
+        memory.enqueue_build("nope")
+    with pytest.raises(InputError):
+        memory.jobs("finished")
+
+
+def test_without_an_llm_no_build_is_queued(make: Factory, sample_path: Path) -> None:
+    memory = make(llm=None)
+    memory.ingest(sample_path)
+    with pytest.raises(LLMError):
+        memory.enqueue_build("demo-1")
+    assert memory.jobs() == []

@@ -152,23 +152,6 @@ def test_openapi_schema_matches_committed_copy() -> None:
     assert json.loads(schema_json()) == json.loads(OPENAPI.read_text(encoding="utf-8"))
 
 
-def test_jobs_keep_only_the_most_recent_finished_ones() -> None:
-    from qemem.service.jobs import Jobs
-
-    jobs = Jobs(workers=1, keep=2)
-    started = []
-    for n in range(3):
-        started.append(jobs.start("ns", f"c{n}", lambda progress: []))
-        for _ in range(200):
-            if jobs.get("ns", started[-1].id).status == "done":  # type: ignore[union-attr]
-                break
-            time.sleep(0.01)
-    jobs.close()
-    assert jobs.get("ns", started[0].id) is None
-    assert [jobs.get("ns", j.id) is not None for j in started[1:]] == [True, True]
-    assert jobs.get("other", started[2].id) is None
-
-
 def test_readiness_fails_with_503_when_the_store_is_gone() -> None:
     with served() as s:
         s.store.close()

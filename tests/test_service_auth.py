@@ -33,7 +33,9 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/context"): {"question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/check"): {"text": "Ana has a cat."},
     ("POST", "/v1/conversations/{conversation}/build"): None,
+    ("GET", "/v1/jobs"): None,
     ("GET", "/v1/jobs/{job_id}"): None,
+    ("DELETE", "/v1/jobs/{job_id}"): None,
 }
 
 
@@ -83,7 +85,7 @@ def test_tenant_b_cannot_read_change_or_delete_tenant_a() -> None:
         for method, template in ordered:
             r = _call(s, s.bob, method, template, job)
             body = r.json() if r.content else None
-            if template == "/v1/conversations":
+            if template in ("/v1/conversations", "/v1/jobs"):
                 assert r.status_code == 200 and body == []
             elif template.endswith("/messages"):
                 # bob's key writes to bob's own namespace: a new conversation of his

@@ -220,10 +220,46 @@ def test_the_schema_before_idempotency_keys_gains_their_table(legacy_url: str) -
     backend, target = parse_store_url(legacy_url)
     if backend == "sqlite":
         with closing(sqlite3.connect(target)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 5 == schema.SCHEMA_VERSION
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         return
     import psycopg
 
     with psycopg.connect(target) as conn:
         [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
-    assert number == 4 == postgres_schema.SCHEMA_VERSION
+    assert number == postgres_schema.SCHEMA_VERSION
+
+
+def _before_jobs(url: str) -> None:
+    """Bring the legacy store at ``url`` to the schema before jobs (SQLite 5, PostgreSQL 4)."""
+    previous(url)
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {schema.UPGRADES[5]} PRAGMA user_version = 5; COMMIT;"
+            )
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn, conn.transaction():
+        conn.execute(postgres_schema.UPGRADES[4])
+        conn.execute("UPDATE schema_version SET version = 4")
+
+
+def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
+    _before_jobs(legacy_url)
+    with closing(open_store(legacy_url)) as store:
+        assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
+        job = store.jobs.enqueue("default", "build", SCOPE.conversation)  # type: ignore[attr-defined]
+    with closing(open_store(legacy_url)) as store:
+        assert store.jobs.get(job.id).status == "queued"  # type: ignore[attr-defined]
+    backend, target = parse_store_url(legacy_url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target)) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 6 == schema.SCHEMA_VERSION
+        return
+    import psycopg
+
+    with psycopg.connect(target) as conn:
+        [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert number == 5 == postgres_schema.SCHEMA_VERSION

@@ -107,3 +107,8 @@ class ConflictError(InputError):
 
 class AuthError(QememError):
     """An API key is missing, malformed, unknown or revoked, or may not do what was asked."""
+
+
+class JobStoppedError(QememError):
+    """A running background job stopped before its end: it was cancelled, another worker took
+    it over after its lease expired, or its worker is shutting down (the job is queued again)."""

@@ -3,7 +3,10 @@
 The owner (process id, host, start time) is written to the conversation's state in one
 transaction before any LLM call; a second builder of the same conversation is refused with a
 message naming the owner. A lock whose process is gone (killed, crashed) is taken over: on
-the same host when the process no longer exists, from another host after ``STALE_S``.
+the same host when the process no longer exists, from another host after ``STALE_S``. A lock
+taken by a background job (:mod:`qemem.store.jobs`) records the job's lease and lives exactly
+as long as it: once the lease has expired (the job's worker died, and the job may be retried by
+another worker) the lock is abandoned at once, whatever the host.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 from qemem.errors import StoreError
 from qemem.store.base import MemoryStore, Scope
+from qemem.store.jobs import JobTable, Lease
 
 STALE_S = 6 * 3600.0
 """A lock held from another host is considered abandoned after this many seconds."""
@@ -27,9 +31,18 @@ _HELD: set[tuple[int, Scope, str]] = set()
 _HELD_LOCK = threading.Lock()
 
 
-def _alive(owner: dict[str, Any], key: tuple[int, Scope, str]) -> bool:
+def _leased(store: MemoryStore, owner: dict[str, Any]) -> bool:
+    """Whether the job lease a lock owner recorded is still held (not expired)."""
+    table = getattr(store, "jobs", None)
+    row = table.get(str(owner["job"])) if isinstance(table, JobTable) else None
+    return row is not None and row.leased(str(owner.get("lease", "")))
+
+
+def _alive(store: MemoryStore, owner: dict[str, Any], key: tuple[int, Scope, str]) -> bool:
     if not owner.get("pid"):
         return False
+    if owner.get("job"):
+        return _leased(store, owner)
     if owner.get("host") != socket.gethostname():
         return time.time() - float(owner.get("since", 0)) < STALE_S
     pid = int(owner["pid"])
@@ -46,24 +59,33 @@ def _alive(owner: dict[str, Any], key: tuple[int, Scope, str]) -> bool:
 
 
 @contextmanager
-def writer_lock(store: MemoryStore, scope: Scope, what: str) -> Iterator[None]:
-    """Hold the ``what`` lock of ``scope`` (e.g. ``build``) for the duration of the block.
+def writer_lock(
+    store: MemoryStore, scope: Scope, what: str, *, lease: Lease | None = None
+) -> Iterator[None]:
+    """Hold the ``what`` lock of ``scope`` (e.g. ``build``) for the duration of the block;
+    ``lease``: that of the job doing it (the lock lasts no longer than the lease).
 
-    Raises StoreError when a live process holds it.
+    Raises StoreError when a live process (or a job under an unexpired lease) holds it.
     """
     state_key = f"lock.{what}"
     key = (id(store), scope, what)
     with store.transaction():
         raw = store.get_state(scope, state_key)
         owner = json.loads(raw) if raw else {}
-        if _alive(owner, key):
+        if _alive(store, owner, key):
             started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
             raise StoreError(
                 f"another {what} of conversation {scope} is running (process {owner['pid']} on "
                 f"{owner['host']}, since {started}): wait for it to finish, then run this again "
                 "(it does only what is still missing)"
             )
-        mine = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        mine: dict[str, Any] = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.time(),
+        }
+        if lease is not None:
+            mine |= {"job": lease.job, "lease": lease.owner}
         store.set_state(scope, state_key, json.dumps(mine))
     with _HELD_LOCK:
         _HELD.add(key)
@@ -72,4 +94,7 @@ def writer_lock(store: MemoryStore, scope: Scope, what: str) -> Iterator[None]:
     finally:
         with _HELD_LOCK:
             _HELD.discard(key)
-        store.set_state(scope, state_key, "{}")
+        with store.transaction():  # a lock taken over meanwhile (lease expired) is not ours
+            raw = store.get_state(scope, state_key)
+            if raw and json.loads(raw) == mine:
+                store.set_state(scope, state_key, "{}")

@@ -59,6 +59,19 @@ def serve(
     max_body: Annotated[
         int, typer.Option("--max-body", min=1024, help="Largest request body in bytes (413).")
     ] = 1_000_000,
+    job_lease: Annotated[
+        float,
+        typer.Option(
+            "--job-lease",
+            min=0.1,
+            help="Seconds a background job's lease lasts without a heartbeat; a job whose "
+            "worker died is started again after it.",
+        ),
+    ] = 60.0,
+    job_attempts: Annotated[
+        int,
+        typer.Option("--job-attempts", min=1, help="Starts of a job before it fails for good."),
+    ] = 3,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
@@ -71,7 +84,8 @@ def serve(
         ),
     ] = IDEMPOTENCY_HOURS,
 ) -> None:
-    """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key."""
+    """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key. Every
+    process (``--workers``, replicas on one PostgreSQL) runs the store's background jobs."""
     _server_extra()
     import uvicorn
 
@@ -83,6 +97,8 @@ def serve(
     store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
     os.environ["QEMEM_MAX_BODY"] = str(max_body)
+    os.environ["QEMEM_JOB_LEASE"] = str(job_lease)
+    os.environ["QEMEM_JOB_ATTEMPTS"] = str(job_attempts)
     os.environ["QEMEM_IDEMPOTENCY_HOURS"] = repr(idempotency_hours)
     for name, value in (("QEMEM_EMBEDDER", embedder), ("QEMEM_LLM", llm)):
         if value:

@@ -13,6 +13,7 @@ from qemem.memory.api import (
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.facade import EMBED_CHARS, Memory
+from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
+    "Job",
     "Memory",
     "MemoryAPI",
     "Progress",

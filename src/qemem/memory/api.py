@@ -17,6 +17,7 @@ from qemem.errors import InputError
 from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
+from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -183,4 +184,21 @@ class MemoryAPI(Protocol):
     def check(self, conversation: str, text: str) -> CheckResult:
         """Label each claim of ``text`` against the conversation's turns, with the turns that
         support or contradict it and verified quotes (needs an LLM)."""
+        ...
+
+    def enqueue_build(self, conversation: str) -> Job:
+        """Queue a background build of the conversation (or return the queued or running one);
+        a worker of the store (``qemem serve``) runs it."""
+        ...
+
+    def job(self, job_id: str) -> Job:
+        """A background job of the namespace (NotFoundError if there is none)."""
+        ...
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """The namespace's background jobs (of ``status``, when given), newest first."""
+        ...
+
+    def cancel_job(self, job_id: str) -> Job:
+        """Cancel a queued or running job (a finished one is returned as it is)."""
         ...

@@ -48,6 +48,7 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages
 from qemem.memory.files import import_memory_file
 from qemem.memory.ingesting import ingest_conversations
+from qemem.memory.jobs import Job, MemoryJobs
 from qemem.memory_file import NOTE_KEY, MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
@@ -66,12 +67,13 @@ from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
+from qemem.store.jobs import Lease
 
 EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryAPI):
+class Memory(MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -300,6 +302,7 @@ class Memory(MemoryAPI):
         progress: Progress | None = None,
         config: BuildConfig | None = None,
         rebuild: bool = False,
+        lease: Lease | None = None,
     ) -> list[BuildReport]:
         """Build the episodes and semantic facts the store lacks (all conversations, or the
         given ones, several at once), one report per conversation in order.
@@ -307,7 +310,8 @@ class Memory(MemoryAPI):
         Needs an LLM. Running it again does nothing unless something degraded (degraded
         episodes are built again); after new sessions are ingested it processes only those;
         an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
-        another LLM built.
+        another LLM built. ``lease``: the job lease this build runs under (its build lock is
+        abandoned as soon as that lease expires).
         """
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
@@ -327,7 +331,7 @@ class Memory(MemoryAPI):
                             sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
                         )
 
-            with writer_lock(self.store, self.scope(cid), "build"):
+            with writer_lock(self.store, self.scope(cid), "build", lease=lease):
                 return build_memory(
                     self.store,
                     self.scope(cid),
@@ -341,6 +345,13 @@ class Memory(MemoryAPI):
 
         with ThreadPoolExecutor(max(1, min(len(targets), llm.concurrency))) as builds:
             return list(builds.map(one, targets))
+
+    def enqueue_build(self, conversation: str) -> Job:
+        """Queue a background build of the conversation (a store-wide job that any worker,
+        e.g. ``qemem serve``, runs); the queued or running one is returned instead if any."""
+        self._require_llm("building episodes and facts")
+        self.store.get_conversation(self.scope(conversation))
+        return self._enqueue("build", conversation)
 
     def import_nemori(self, directory: str | Path, conversation: str) -> ImportReport:
         """Import a NEMORI memory export for a conversation whose turns are already ingested."""

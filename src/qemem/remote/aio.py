@@ -25,6 +25,7 @@ from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.memory.api import CONTEXT_BUDGET, Appended, ContextMode, Progress, SearchResult
+from qemem.memory.jobs import Job
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Space
 from qemem.remote import calls
 from qemem.remote.calls import Call, Steps, T
@@ -116,6 +117,23 @@ class AsyncRemoteMemory:
     ) -> list[BuildReport]:
         """As ``RemoteMemory.build`` (the server's LLM): starts a job per conversation and waits."""
         return await self._run(calls.build(conversation, progress, self.poll_seconds))
+
+    # ------------------------------------------------------------------ jobs
+    async def enqueue_build(self, conversation: str) -> Job:
+        """As ``Memory.enqueue_build``: a background build that the server's workers run."""
+        return await self._run(calls.enqueue_build(conversation))
+
+    async def job(self, job_id: str) -> Job:
+        """As ``Memory.job``: one job of the key's namespace."""
+        return await self._run(calls.get_job(job_id))
+
+    async def jobs(self, status: str | None = None) -> list[Job]:
+        """As ``Memory.jobs``: the namespace's jobs, newest first."""
+        return await self._run(calls.jobs(status))
+
+    async def cancel_job(self, job_id: str) -> Job:
+        """As ``Memory.cancel_job``."""
+        return await self._run(calls.cancel_job(job_id))
 
     # ------------------------------------------------------------------ reading
     async def conversations(self) -> list[Conversation]:

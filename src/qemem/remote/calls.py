@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter
@@ -44,6 +45,7 @@ from qemem.memory.api import (
     SearchResult,
     check_idempotency_key,
 )
+from qemem.memory.jobs import Job
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
 
 T = TypeVar("T")
@@ -115,6 +117,13 @@ def conversation_of(data: Mapping[str, Any]) -> Conversation:
         tuple(_SESSIONS.validate_python(data["sessions"])),
         data["namespace"],
     )
+
+
+def job_of(data: Mapping[str, Any]) -> Job:
+    """A job from its JSON (fields this client does not know are left out)."""
+    known = {f.name for f in fields(Job)}
+    reports: list[BuildReport] = _load(list[BuildReport], data["reports"])
+    return Job(**{k: v for k, v in data.items() if k in known} | {"reports": reports})
 
 
 # ---------------------------------------------------------------------- operations
@@ -193,16 +202,33 @@ def build(
     targets = [conversation] if conversation else [c.id for c in (yield from conversations())]
     reports: list[BuildReport] = []
     for cid in targets:
-        job = yield Call("POST", f"/v1/conversations/{cid}/build")
-        while job["status"] in ("queued", "running"):
+        job = yield from enqueue_build(cid)
+        while job.status in ("queued", "running"):
             yield Wait(poll_seconds)
-            job = yield Call("GET", f"/v1/jobs/{job['id']}")
-            if progress and job["total"]:
-                progress(job["done"], job["total"])
-        if job["status"] != "done":
-            raise QememError(f"the build of {cid} {job['status']} on the server: {job['error']}")
-        reports.extend(_load(list[BuildReport], job["reports"]))
+            job = yield from get_job(job.id)
+            if progress and job.total:
+                progress(job.done, job.total)
+        if job.status != "done":
+            raise QememError(f"the build of {cid} {job.status} on the server: {job.error}")
+        reports.extend(job.reports)
     return reports
+
+
+def enqueue_build(conversation: str) -> Steps[Job]:
+    return job_of((yield Call("POST", f"/v1/conversations/{conversation}/build")))
+
+
+def get_job(job_id: str) -> Steps[Job]:
+    return job_of((yield Call("GET", f"/v1/jobs/{job_id}")))
+
+
+def jobs(status: str | None) -> Steps[list[Job]]:
+    query = f"?status={quote(status)}" if status is not None else ""
+    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs{query}"))]
+
+
+def cancel_job(job_id: str) -> Steps[Job]:
+    return job_of((yield Call("DELETE", f"/v1/jobs/{job_id}")))
 
 
 def search(

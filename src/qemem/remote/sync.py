@@ -35,6 +35,7 @@ from qemem.memory.api import (
     Progress,
     SearchResult,
 )
+from qemem.memory.jobs import Job
 from qemem.models import Conversation, ConversationInput, Pool, Ref, Space
 from qemem.remote import calls
 from qemem.remote.calls import Call, Steps, T
@@ -127,6 +128,23 @@ class RemoteMemory(MemoryAPI):
     ) -> list[BuildReport]:
         """As ``Memory.build`` (the server's LLM): starts a job per conversation and waits."""
         return self._run(calls.build(conversation, progress, self.poll_seconds))
+
+    # ------------------------------------------------------------------ jobs
+    def enqueue_build(self, conversation: str) -> Job:
+        """As ``Memory.enqueue_build``: a background build that the server's workers run."""
+        return self._run(calls.enqueue_build(conversation))
+
+    def job(self, job_id: str) -> Job:
+        """As ``Memory.job``: one job of the key's namespace."""
+        return self._run(calls.get_job(job_id))
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """As ``Memory.jobs``: the namespace's jobs, newest first."""
+        return self._run(calls.jobs(status))
+
+    def cancel_job(self, job_id: str) -> Job:
+        """As ``Memory.cancel_job``."""
+        return self._run(calls.cancel_job(job_id))
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:

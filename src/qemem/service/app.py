@@ -19,6 +19,7 @@ from qemem.errors import ConfigError
 from qemem.keys import KeyStore, open_key_store
 from qemem.llm import LLMClient
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
+from qemem.memory.worker import DEFAULT_LEASE_S
 from qemem.service import problems, routes
 from qemem.service.metrics import CountRequests, Metrics
 from qemem.service.state import ServiceState
@@ -36,8 +37,9 @@ DESCRIPTION = (
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    yield
     state: ServiceState = app.state.service
+    state.start()
+    yield
     state.close()
 
 
@@ -49,11 +51,15 @@ def create_app(
     llm: LLMClient | str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     idempotency_hours: float = IDEMPOTENCY_HOURS,
+    job_lease: float = DEFAULT_LEASE_S,
+    job_attempts: int = 3,
     metrics: bool = True,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
     are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
-    ``Memory``; ``metrics``: serve ``GET /metrics`` (Prometheus, see ``service.metrics``)."""
+    ``Memory``. The app runs the store's background jobs, each under a lease of ``job_lease``
+    seconds, started at most ``job_attempts`` times (a job whose worker died is started
+    again). ``metrics``: serve ``GET /metrics`` (Prometheus, see ``service.metrics``)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -67,13 +73,11 @@ def create_app(
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
-    state = ServiceState(root, keys, owned=opened)
+    state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
     app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
     if metrics:
-        counted = Metrics(
-            state.jobs.by_status, lambda: root.llm.ledger.total() if root.llm else None
-        )
+        counted = Metrics(state.job_counts, lambda: root.llm.ledger.total() if root.llm else None)
         app.add_middleware(CountRequests, metrics=counted)
         app.add_api_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     problems.install(app)
@@ -84,8 +88,9 @@ def create_app(
 
 def app_from_env() -> FastAPI:
     """The app of ``qemem serve`` (uvicorn factory): store from ``QEMEM_STORE``, body limit
-    from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``;
-    embedder and LLM from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
+    from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``, job
+    lease and attempts from ``QEMEM_JOB_LEASE`` and ``QEMEM_JOB_ATTEMPTS``; embedder and LLM
+    from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
@@ -93,9 +98,18 @@ def app_from_env() -> FastAPI:
         hours = float(os.environ.get("QEMEM_IDEMPOTENCY_HOURS") or IDEMPOTENCY_HOURS)
     except ValueError as exc:
         raise ConfigError(f"QEMEM_IDEMPOTENCY_HOURS must be a number of hours ({exc})") from exc
+    try:
+        lease = float(os.environ.get("QEMEM_JOB_LEASE") or DEFAULT_LEASE_S)
+        attempts = int(os.environ.get("QEMEM_JOB_ATTEMPTS") or 3)
+    except ValueError as exc:
+        raise ConfigError(
+            f"QEMEM_JOB_LEASE (seconds) and QEMEM_JOB_ATTEMPTS (a count) must be numbers ({exc})"
+        ) from exc
     return create_app(
         store,
         max_body=int(os.environ.get("QEMEM_MAX_BODY", DEFAULT_MAX_BODY)),
         idempotency_hours=hours,
+        job_lease=lease,
+        job_attempts=attempts,
         metrics=os.environ.get("QEMEM_METRICS", "1") != "0",
     )

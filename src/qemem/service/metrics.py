@@ -2,12 +2,13 @@
 
 - ``qemem_requests_total`` and ``qemem_request_seconds`` by method, route template (not the
   path, so conversation ids never become labels) and status;
-- ``qemem_jobs`` by status (what the service's job registry holds);
+- ``qemem_jobs`` by status (the store's jobs: the same figures from every server process);
 - ``qemem_llm_calls_total``, ``qemem_llm_cached_calls_total``, ``qemem_llm_input_tokens_total``
   and ``qemem_llm_output_tokens_total`` of the server's LLM client.
 
 Each app has its own registry; with ``qemem serve --workers N`` each worker process answers with
-its own figures (scrape each worker, or sum at the proxy).
+its own figures (scrape each worker, or sum at the proxy), except ``qemem_jobs``, read from the
+store.
 """
 
 from __future__ import annotations

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
@@ -11,6 +9,7 @@ from qemem.build import BuildReport
 from qemem.memory import SearchResult
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.models import Pool, Ref, Session, Space
+from qemem.store.jobs import JobStatus
 
 MAX_K = 1000
 """The most search results one request may ask for (HTTP and MCP alike)."""
@@ -106,15 +105,24 @@ class CheckIn(BaseModel):
 
 
 class Job(BaseModel):
-    """A background build: ``status`` is queued, running, done or failed."""
+    """A background build, a row of the store that every server process sees: ``status`` is
+    queued, running, done, failed or cancelled; ``done``/``total`` its progress; ``attempts``
+    how often a worker started it (a job whose worker died is started again, at most
+    ``max_attempts`` times); ``worker`` the process running it; times in UTC."""
 
     id: str
     conversation: str
-    status: Literal["queued", "running", "done", "failed"]
+    status: JobStatus
+    kind: str = "build"
     done: int = 0
     total: int = 0
+    attempts: int = 0
+    max_attempts: int = 3
     reports: list[BuildReport] = Field(default_factory=list)
     error: str | None = None
+    worker: str | None = None
+    created: str = ""
+    updated: str = ""
 
 
 class Health(BaseModel):

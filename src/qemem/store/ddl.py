@@ -127,6 +127,34 @@ CREATE INDEX idempotency_by_created ON idempotency (created);
 """Responses of appends sent with an ``Idempotency-Key``, per namespace: the request's
 fingerprint, the response JSON and when it was recorded (UTC ISO 8601, fixed width)."""
 
+JOBS = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    status TEXT NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0,
+    total INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_until DOUBLE PRECISION,
+    heartbeat_at DOUBLE PRECISION,
+    error TEXT,
+    result TEXT,
+    created DOUBLE PRECISION NOT NULL,
+    updated DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX jobs_by_namespace ON jobs (namespace, created);
+CREATE INDEX jobs_by_status ON jobs (status, created);
+CREATE UNIQUE INDEX jobs_active ON jobs (namespace, kind, conversation)
+    WHERE status IN ('queued', 'running');
+"""
+"""Background jobs (:mod:`qemem.store.jobs`): one row each, any process of the store may claim
+it; at most one queued or running job per (namespace, kind, conversation). Times are epoch
+seconds."""
+
 
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
     """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
@@ -143,4 +171,4 @@ def create(dialect: Dialect) -> str:
         version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
-    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY
+    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY + JOBS

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, create
+from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, create
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -27,6 +27,8 @@ UPGRADES: dict[int, str] = {
     """,
     # 4: responses of appends sent with an Idempotency-Key (retried id-less batches)
     4: IDEMPOTENCY,
+    # 5: durable background jobs (qemem.store.jobs), visible to every process of the store
+    5: JOBS,
 }
 SCHEMA_VERSION = max(UPGRADES)
 

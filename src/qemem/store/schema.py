@@ -9,7 +9,14 @@ from __future__ import annotations
 import sqlite3
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, FACT_EPISODES_INDEX, IDEMPOTENCY, create, fact_episodes
+from qemem.store.ddl import (
+    API_KEYS,
+    FACT_EPISODES_INDEX,
+    IDEMPOTENCY,
+    JOBS,
+    create,
+    fact_episodes,
+)
 from qemem.store.dialect import SQLITE
 
 UPGRADES: dict[int, str] = {
@@ -33,6 +40,8 @@ UPGRADES: dict[int, str] = {
     + FACT_EPISODES_INDEX,
     # 5: responses of appends sent with an Idempotency-Key (retried id-less batches)
     5: IDEMPOTENCY,
+    # 6: durable background jobs (qemem.store.jobs), visible to every process of the store
+    6: JOBS,
 }
 SCHEMA_VERSION = max(UPGRADES)
 

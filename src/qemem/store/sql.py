@@ -30,6 +30,7 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
+from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -61,6 +62,8 @@ class SQLStore(ABC):
 
     def __init__(self) -> None:
         self._cache: VersionedCache[Any] = VersionedCache(size=256)
+        self.jobs = JobTable(self.dialect, self.transaction, self._query, self._exec)
+        """The store's background jobs (:mod:`qemem.store.jobs`)."""
 
     # ------------------------------------------------------------------ backend hooks
     @abstractmethod

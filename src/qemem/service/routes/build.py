@@ -1,19 +1,27 @@
-"""Building episodes and facts in the background, and the jobs that do it."""
+"""Building episodes and facts in the background, and the jobs that do it (rows of the store:
+any server process, of any replica, answers for any job)."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
-from qemem.errors import LLMError, NotFoundError
+from qemem.errors import LLMError
+from qemem.memory.jobs import Job as JobRecord
 from qemem.service.auth import Reader, Writer
 from qemem.service.problems import error_responses
 from qemem.service.schemas import Job
 from qemem.service.state import State, existing_conversation
+from qemem.store.jobs import JobStatus
+
+
+def job_out(job: JobRecord) -> Job:
+    """The response body of a job."""
+    return Job.model_validate(job, from_attributes=True)
 
 
 def build(conversation: str, key: Writer, state: State) -> Job:
     """Start building episodes and facts in the background (needs the server's LLM);
-    poll ``GET /v1/jobs/{job_id}``. A build already running for it is returned instead."""
+    poll ``GET /v1/jobs/{job_id}``. A build queued or running for it is returned instead."""
     memory = state.memory(key.namespace)
     existing_conversation(memory, conversation)
     if memory.llm is None:
@@ -21,19 +29,25 @@ def build(conversation: str, key: Writer, state: State) -> Job:
             "building episodes and facts needs an LLM: start the server with QEMEM_LLM set "
             "(e.g. anthropic:claude-haiku-4-5; fake for an offline trial)"
         )
-    return state.jobs.start(
-        key.namespace,
-        conversation,
-        lambda progress: memory.build(conversation, progress=progress),
-    )
+    job = memory.enqueue_build(conversation)
+    state.worker.wake()
+    return job_out(job)
+
+
+def list_jobs(key: Reader, state: State, status: JobStatus | None = None) -> list[Job]:
+    """The caller's jobs (only those of ``status``, when given), newest first."""
+    return [job_out(j) for j in state.memory(key.namespace).jobs(status)]
 
 
 def get_job(job_id: str, key: Reader, state: State) -> Job:
-    """A build job's status, progress (done/total) and, once done, its reports."""
-    job = state.jobs.get(key.namespace, job_id)
-    if job is None:
-        raise NotFoundError(f"no job {job_id!r}")
-    return job
+    """A job's status, progress (done/total), attempts and, once done, its reports."""
+    return job_out(state.memory(key.namespace).job(job_id))
+
+
+def cancel_job(job_id: str, key: Writer, state: State) -> Job:
+    """Cancel a queued or running job (a running build stops at its next step; what it stored
+    stays and a later build resumes from it). A finished job is returned unchanged."""
+    return job_out(state.memory(key.namespace).cancel_job(job_id))
 
 
 def register(app: FastAPI) -> None:
@@ -47,9 +61,19 @@ def register(app: FastAPI) -> None:
         responses=error_responses(403, 404, 503),
     )
     app.add_api_route(
+        "/v1/jobs", list_jobs, methods=["GET"], tags=["build"], responses=error_responses()
+    )
+    app.add_api_route(
         "/v1/jobs/{job_id}",
         get_job,
         methods=["GET"],
         tags=["build"],
         responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/jobs/{job_id}",
+        cancel_job,
+        methods=["DELETE"],
+        tags=["build"],
+        responses=error_responses(403, 404),
     )

@@ -9,13 +9,12 @@ from fastapi import FastAPI, Header, Response
 from qemem.errors import NotFoundError
 from qemem.memory import IDEMPOTENCY_HEADER, Memory
 from qemem.service.auth import Reader, Writer
-from qemem.service.jobs import Jobs
 from qemem.service.problems import error_responses
 from qemem.service.schemas import Appended, BuildState, ConversationOut, MessagesIn
 from qemem.service.state import State, existing_conversation
 
 
-def summary(memory: Memory, conversation: str, jobs: Jobs) -> ConversationOut:
+def summary(memory: Memory, conversation: str) -> ConversationOut:
     """A conversation's sessions, counts and build state (404 when it does not exist)."""
     conv = existing_conversation(memory, conversation)
     turns = memory.turns(conversation)
@@ -32,7 +31,7 @@ def summary(memory: Memory, conversation: str, jobs: Jobs) -> ConversationOut:
         build=BuildState(
             built_sessions=built,
             unbuilt_sessions=sorted({t.session for t in turns} - set(built)),
-            job=jobs.active(memory.namespace, conversation),
+            job=job.id if (job := memory.build_job(conversation)) else None,
         ),
     )
 
@@ -40,12 +39,12 @@ def summary(memory: Memory, conversation: str, jobs: Jobs) -> ConversationOut:
 def list_conversations(key: Reader, state: State) -> list[ConversationOut]:
     """The caller's conversations with their sessions, counts and build state."""
     memory = state.memory(key.namespace)
-    return [summary(memory, c.id, state.jobs) for c in memory.conversations()]
+    return [summary(memory, c.id) for c in memory.conversations()]
 
 
 def get_conversation(conversation: str, key: Reader, state: State) -> ConversationOut:
     """One conversation: sessions, counts of turns/episodes/facts, build state."""
-    return summary(state.memory(key.namespace), conversation, state.jobs)
+    return summary(state.memory(key.namespace), conversation)
 
 
 def delete_conversation(conversation: str, key: Writer, state: State) -> Response:

@@ -1,0 +1,116 @@
+"""Background jobs seen through ``Memory``: the ``Job`` record and the methods that enqueue,
+read, list and cancel the jobs of a namespace (rows of the store, :mod:`qemem.store.jobs`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pydantic import TypeAdapter
+
+from qemem.build import BuildReport
+from qemem.errors import NotFoundError, StoreError
+from qemem.models import check_text
+from qemem.store import MemoryStore
+from qemem.store.jobs import JobRow, JobStatus, JobTable, check_status
+
+REPORTS = TypeAdapter(list[BuildReport])
+"""A build job's result: its reports, as JSON."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """A background job (a build, for now) of one conversation: ``status`` is queued,
+    running, done, failed or cancelled; ``done``/``total`` its progress; ``reports`` the
+    build's, once done; ``attempts`` how often a worker started it (a job whose worker dies
+    is started again, at most ``max_attempts`` times); ``worker`` the one running it."""
+
+    id: str
+    conversation: str
+    status: JobStatus
+    kind: str = "build"
+    done: int = 0
+    total: int = 0
+    attempts: int = 0
+    max_attempts: int = 3
+    error: str | None = None
+    reports: list[BuildReport] = field(default_factory=list)
+    worker: str | None = None
+    created: str = ""
+    updated: str = ""
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def job_of(row: JobRow) -> Job:
+    """The ``Job`` of a stored row."""
+    return Job(
+        id=row.id,
+        conversation=row.conversation,
+        status=row.status,
+        kind=row.kind,
+        done=row.done,
+        total=row.total,
+        attempts=row.attempts,
+        max_attempts=row.max_attempts,
+        error=row.error,
+        reports=REPORTS.validate_json(row.result) if row.result else [],
+        worker=row.lease_owner if row.status == "running" else None,
+        created=_iso(row.created),
+        updated=_iso(row.updated),
+    )
+
+
+def job_table(store: MemoryStore) -> JobTable:
+    """The store's jobs; StoreError for a store that keeps none."""
+    table = getattr(store, "jobs", None)
+    if not isinstance(table, JobTable):
+        raise StoreError(
+            f"this store ({type(store).__name__}) keeps no background jobs: use a SQLite or "
+            "PostgreSQL store"
+        )
+    return table
+
+
+class MemoryJobs:
+    """The job methods of ``Memory`` (its store and namespace)."""
+
+    store: MemoryStore
+    namespace: str
+    job_attempts: int = 3
+    """How many times a job is started before it fails for good (workers that die)."""
+
+    def _enqueue(self, kind: str, conversation: str) -> Job:
+        table = job_table(self.store)
+        return job_of(
+            table.enqueue(self.namespace, kind, conversation, max_attempts=self.job_attempts)
+        )
+
+    def job(self, job_id: str) -> Job:
+        """The namespace's job ``job_id`` (NotFoundError if there is none)."""
+        row = job_table(self.store).get(check_text(job_id, "job id"), self.namespace)
+        if row is None:
+            raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
+        return job_of(row)
+
+    def jobs(self, status: str | None = None) -> list[Job]:
+        """The namespace's jobs (only those of ``status``, when given), newest first."""
+        rows = job_table(self.store).list(self.namespace, check_status(status))
+        return [job_of(r) for r in rows]
+
+    def cancel_job(self, job_id: str) -> Job:
+        """Cancel a queued or running job (a running build stops at its next step; what it
+        stored stays, and a later build resumes from it); a finished job is returned as it
+        is. NotFoundError if there is no such job."""
+        row = job_table(self.store).cancel(self.namespace, check_text(job_id, "job id"))
+        if row is None:
+            raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
+        return job_of(row)
+
+    def build_job(self, conversation: str) -> Job | None:
+        """The conversation's queued or running build job, if any."""
+        check_text(conversation, "conversation id", field="conversation")
+        row = job_table(self.store).active(self.namespace, "build", conversation)
+        return None if row is None else job_of(row)
