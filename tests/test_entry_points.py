@@ -455,6 +455,10 @@ MCP_DRIVERS: dict[str, Callable[[World, str], None]] = {
         tool(w, "recall", t, conversation="base", query=t),
         tool(w, "recall", t, conversation=t, query="cat", pool=False),
     ),
+    "recall_across": lambda w, t: (
+        tool(w, "recall_across", t, conversations=["base"], query=t),
+        tool(w, "recall_across", t, False, conversations=["base", t], query="cat"),
+    ),
     "ask": lambda w, t: (
         tool(w, "ask", t, conversation="base", question=t, mode="retrieval"),
         tool(w, "ask", t, conversation=t, question="who?", mode="retrieval"),
