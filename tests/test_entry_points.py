@@ -559,6 +559,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "search": _cli(
         ["search", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["search", "cat", "--store", "STORE", "-c", "TEXT", "--pool"],
+        ["search", "cat", "--store", "STORE", "-c", "base", "-c", "TEXT", "--json"],
     ),
     "demo": _cli(["demo", "--llm", "TEXT"], checked=False),
     "build": _cli(["build", "--store", "STORE", "-c", "TEXT", "--llm", "fake"]),
