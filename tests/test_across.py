@@ -11,7 +11,8 @@ from qemem.embed import HashEmbedder
 from qemem.errors import InputError, NotFoundError
 from qemem.memory import Memory
 from qemem.memory.searching import MAX_CONVERSATIONS
-from qemem.retrieve.across import fuse_across, merge_by_score
+from qemem.retrieve.across import fuse_across, merge_by_score, search_across
+from qemem.retrieve.search import hybrid_search
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES
 
@@ -59,8 +60,13 @@ def test_search_many_ranks_both_conversations_together(two: Memory) -> None:
     assert len(two.search_many(["c1", "demo-1"], "pottery", k=3)) == 3
 
 
-def test_search_many_of_one_conversation_is_search(two: Memory) -> None:
+def test_one_conversation_ranks_as_hybrid_search(two: Memory) -> None:
     queries = ["pottery class", "wheel"]
+    alone = hybrid_search(two.store, two.scope("demo-1"), "turn", queries, two.embedder, k=7)
+    across = search_across(
+        two.store, {"demo-1": two.scope("demo-1")}, "turn", queries, two.embedder, k=7
+    )
+    assert across == [("demo-1", hit) for hit in alone] and len(alone) == 7
     assert two.search_many(["demo-1"], queries, k=7) == two.search("demo-1", queries, k=7)
     assert two.search_many(["c1", "c1"], "Pixel") == two.search("c1", "Pixel")
 
