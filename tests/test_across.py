@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import TypeAdapter
 
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, NotFoundError
-from qemem.memory import Memory
+from qemem.memory import Memory, SearchResult
 from qemem.memory.searching import MAX_CONVERSATIONS
+from qemem.models import Turn
 from qemem.retrieve.across import fuse_across, merge_by_score, search_across
 from qemem.retrieve.search import hybrid_search
 from qemem.store import SQLiteStore
@@ -82,3 +84,12 @@ def test_search_many_refuses_bad_conversation_lists(two: Memory) -> None:
         two.search_many([f"c{i}" for i in range(MAX_CONVERSATIONS + 1)], "pottery")
     with pytest.raises(InputError):
         two.search_many(["c1"], " ")
+
+
+def test_a_result_without_a_conversation_names_its_records() -> None:
+    # what a server from before the field sends: the client fills it from the record
+    hit = {"space": "turn", "id": "m1", "score": 0.1, "ranks": {}}
+    record = {"id": "m1", "conversation_id": "c9", "session": 1, "position": 0, "speaker": "A"}
+    old = [{"hit": hit, "record": {**record, "text": "x", "timestamp": "2024-01-01T00:00:00"}}]
+    [result] = TypeAdapter(list[SearchResult]).validate_python(old)
+    assert result.conversation == "c9" and isinstance(result.record, Turn)
