@@ -61,6 +61,8 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
         out["conversations"] = await memory.conversations()
         out["conversation"] = await memory.conversation("demo-1")
         out["search"] = await memory.search("demo-1", "pottery", k=5)
+        out["search_many"] = await memory.search_many(["demo-1", "c1"], "pottery", k=5)
+        out["search_one"] = await memory.search_many(["demo-1"], "pottery", k=5)
         out["retrieve"] = await memory.retrieve("demo-1", QUESTION)
         out["build"] = await memory.build("demo-1")
         out["jobs"] = await memory.jobs()
@@ -92,6 +94,8 @@ def test_results_match_the_blocking_client(sample_path: Path) -> None:
         assert sorted(c.id for c in got["conversations"]) == ["c1", "demo-1"]
         assert got["conversation"] == remote.conversation("demo-1")
         assert got["search"] == remote.search("demo-1", "pottery", k=5)
+        assert got["search_one"] == got["search"]
+        assert {r.conversation for r in got["search_many"]} == {"demo-1", "c1"}
         assert got["context"] == remote.context("demo-1", QUESTION, budget_tokens=300)
         assert _without_timings(answer_to_json(got["ask"])) == _without_timings(
             answer_to_json(remote.ask("demo-1", QUESTION))

@@ -9,6 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from qemem.cli import app
+from qemem.errors import InputError
+from service_helpers import MESSAGES
 
 runner = CliRunner()
 
@@ -42,6 +44,25 @@ def test_ingest_list_search_delete(tmp_path: Path, sample_path: Path) -> None:
     assert "D1:11" in [h["id"] for h in hits]
     assert "deleted demo-1" in invoke("delete", "demo-1", "--store", store)
     assert json.loads(invoke("conversations", "--store", store, "--json")) == []
+
+
+def test_search_with_several_conversations_names_each_hit(
+    tmp_path: Path, sample_path: Path
+) -> None:
+    store = str(tmp_path / "m.db")
+    invoke("ingest", str(sample_path), "--store", store, "--quiet")
+    records = [{**m, "conversation_id": "c1"} for m in MESSAGES]
+    (tmp_path / "chat.json").write_text(json.dumps(records), encoding="utf-8")
+    invoke("ingest", str(tmp_path / "chat.json"), "--store", store, "--quiet")
+    argv = ["search", "grey cat named Pixel", "--store", store, "-c", "demo-1", "-c", "c1"]
+    hits = json.loads(invoke(*argv, "--json", "--k", "20").splitlines()[-1])
+    assert (hits[0]["conversation"], hits[0]["id"]) == ("c1", "m1")
+    assert {h["conversation"] for h in hits} == {"demo-1", "c1"}
+    assert "c1" in invoke(*argv) and "conversation" in invoke(*argv)
+    one = json.loads(invoke("search", "cat", "--store", store, "-c", "c1", "--json"))
+    assert {h["conversation"] for h in one} == {"c1"}
+    with pytest.raises(InputError, match="give -c once"):
+        invoke(*argv, "--pool")
 
 
 def test_eval_coverage_json_last_line(sample_path: Path) -> None:

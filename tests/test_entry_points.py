@@ -352,6 +352,7 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "retrieve": _both(lambda m, c, q: m.retrieve(c, q)),
     "scope": lambda w, t: library(lambda: w.memory.scope(t), t),
     "search": _both(lambda m, c, q: m.search(c, [q, "cat"] if c == "base" else q)),
+    "search_many": _both(lambda m, c, q: m.search_many([c, "base"], q)),
     "turns": lambda w, t: library(lambda: w.memory.turns(t, [t]), t),
 }
 
@@ -395,6 +396,12 @@ def _http_query(
     return drive
 
 
+def _http_search_many(world: World, text: str) -> None:
+    status(_post(world, "/v1/search", {"conversations": ["base"], "query": text}), text)
+    body = {"conversations": ["base", text], "query": "pottery"}
+    status(_post(world, "/v1/search", body), text, checked=False)
+
+
 def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
     """A route without text (the text goes in a query parameter it ignores) or with one in
     its path."""
@@ -419,6 +426,7 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "DELETE /v1/conversations/{conversation}": _http_plain("/v1/conversations/{}", "DELETE"),
     "POST /v1/conversations/{conversation}/messages": _http_append,
     "POST /v1/conversations/{conversation}/search": _http_query("query", {"k": 3}),
+    "POST /v1/search": _http_search_many,
     "POST /v1/conversations/{conversation}/ask": _http_query("question", {"mode": "retrieval"}),
     "POST /v1/conversations/{conversation}/context": _http_query("question", {}, "context"),
     "POST /v1/conversations/{conversation}/check": _http_query("text", {}, "check"),
@@ -446,6 +454,10 @@ MCP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "recall": lambda w, t: (
         tool(w, "recall", t, conversation="base", query=t),
         tool(w, "recall", t, conversation=t, query="cat", pool=False),
+    ),
+    "recall_across": lambda w, t: (
+        tool(w, "recall_across", t, conversations=["base"], query=t),
+        tool(w, "recall_across", t, False, conversations=["base", t], query="cat"),
     ),
     "ask": lambda w, t: (
         tool(w, "ask", t, conversation="base", question=t, mode="retrieval"),
@@ -547,6 +559,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "search": _cli(
         ["search", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["search", "cat", "--store", "STORE", "-c", "TEXT", "--pool"],
+        ["search", "cat", "--store", "STORE", "-c", "base", "-c", "TEXT", "--json"],
     ),
     "demo": _cli(["demo", "--llm", "TEXT"], checked=False),
     "build": _cli(["build", "--store", "STORE", "-c", "TEXT", "--llm", "fake"]),

@@ -15,7 +15,16 @@ from qemem.service.mcp_server import create_mcp_server
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES
 
-TOOLS = {"remember", "recall", "context", "ask", "check", "list_conversations", "forget"}
+TOOLS = {
+    "remember",
+    "recall",
+    "recall_across",
+    "context",
+    "ask",
+    "check",
+    "list_conversations",
+    "forget",
+}
 STATEMENT = "Ana adopted a grey cat named Pixel. Ben never started pottery classes."
 
 
@@ -35,6 +44,11 @@ async def _session(memory: Memory, read_only: bool = False) -> dict[str, Any]:
         out["list"] = await call("list_conversations", {})
         out["recall"] = await call("recall", {"conversation": "c1", "query": "cat name"})
         out["search"] = await call("recall", {"conversation": "c1", "query": "cat", "pool": False})
+        await call("remember", {"conversation": "c2", "messages": MESSAGES[:1]})
+        across = {"conversations": ["c1", "c2"], "query": "grey cat Pixel", "k": 4}
+        out["across"] = await call("recall_across", across)
+        out["across_missing"] = await call("recall_across", {**across, "conversations": ["nope"]})
+        out["across_none"] = await call("recall_across", {**across, "conversations": []})
         out["ask"] = await call(
             "ask", {"conversation": "c1", "question": "What is the cat called?"}
         )
@@ -57,6 +71,12 @@ def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
         turns = _payload(out["recall"])["turns"]
         assert "m1" in {t["id"] for t in turns} and all(t["date"] for t in turns)
         assert _payload(out["search"])["turns"][0]["speaker"] in ("Ana", "Ben")
+        across = _payload(out["across"])["turns"]
+        assert {(t["conversation"], t["id"]) for t in across[:2]} == {("c1", "m1"), ("c2", "m1")}
+        assert out["across_missing"].is_error and "nope" in out["across_missing"].content[0].text
+        assert (
+            out["across_none"].is_error and "no conversations" in out["across_none"].content[0].text
+        )
         answer = _payload(out["ask"])
         assert answer["answer"] and answer["cards"] and answer["citations"]
         assert out["missing"].is_error and "no conversation" in out["missing"].content[0].text
@@ -65,7 +85,7 @@ def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
         assert checked.claims[0].turns() == ["m1"] and checked.claims[0].citations[0].verified
         assert out["blank"].is_error and "empty" in out["blank"].content[0].text
         assert _payload(out["forget"]) == {"deleted": True}
-        assert memory.conversations() == []
+        assert [c.id for c in memory.conversations()] == ["c2"]
 
 
 def test_read_only_session_refuses_writes() -> None:

@@ -142,6 +142,25 @@ def test_search_ranks_like_the_embedded_memory(
         memory.search("nope", "pottery")
 
 
+def test_search_many_ranks_conversations_together_like_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.add_messages("c1", MESSAGES)
+    reference.add_messages("c1", MESSAGES)
+    results = memory.search_many(["demo-1", "c1", "demo-1"], ["pottery", "cat"], k=8)
+    assert results == reference.search_many(["demo-1", "c1"], ["pottery", "cat"], k=8)
+    assert {r.conversation for r in results} == {"demo-1", "c1"}
+    assert memory.search("c1", "Pixel")[0].conversation == "c1"
+    with pytest.raises(NotFoundError):
+        memory.search_many(["demo-1", "nope"], "pottery")
+    with pytest.raises(InputError):
+        memory.search_many([], "pottery")
+    with pytest.raises(InputError):
+        memory.search_many(["c1"], " ")
+
+
 def test_retrieve_leaves_out_the_excluded_refs(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:

@@ -144,6 +144,7 @@ def test_mcp_over_stdio_serves_the_keys_namespace(tmp_path: Path) -> None:
     assert tools == {
         "remember",
         "recall",
+        "recall_across",
         "context",
         "ask",
         "check",

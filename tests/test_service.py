@@ -85,6 +85,35 @@ def test_search_pool_and_ask_in_retrieval_mode() -> None:
         assert r.status_code == 404 and r.json()["instance"] == "/v1/conversations/nope/search"
 
 
+def test_search_across_conversations_names_each_hit_and_refuses_bad_lists() -> None:
+    with served(llm=None) as s:
+        _append(s, s.alice, MESSAGES)
+        _append(s, s.alice, [{**MESSAGES[0], "text": "My grey cat Pixel sleeps all day."}], "c2")
+        h = s.auth(s.alice)
+        body = {"conversations": ["c1", "c2", "c1"], "query": "grey cat Pixel", "k": None}
+        hits = s.client.post("/v1/search", json=body, headers=h).json()["results"]
+        assert {(x["conversation"], x["record"]["id"]) for x in hits} >= {
+            ("c1", "m1"),
+            ("c2", "m1"),
+        }
+        assert len(hits) == 4 and all(
+            x["conversation"] == x["record"]["conversation_id"] for x in hits
+        )
+        one = s.client.post("/v1/conversations/c1/search", json={"query": "cat"}, headers=h)
+        assert {x["conversation"] for x in one.json()["results"]} == {"c1"}
+        for conversations, code in (([], 422), ("c1", 422), ([f"c{i}" for i in range(51)], 422)):
+            r = s.client.post(
+                "/v1/search", json={"conversations": conversations, "query": "x"}, headers=h
+            )
+            assert r.status_code == code and r.json()["detail"], r.text
+        r = s.client.post(
+            "/v1/search", json={"conversations": ["c1", "nope"], "query": "x"}, headers=h
+        )
+        assert r.status_code == 404 and "'nope'" in r.json()["detail"]
+        theirs = {"conversations": ["c1"], "query": "cat"}
+        assert s.client.post("/v1/search", json=theirs, headers=s.auth(s.bob)).status_code == 404
+
+
 def test_ask_full_and_background_build_job() -> None:
     with served() as s:
         _append(s, s.alice, MESSAGES)

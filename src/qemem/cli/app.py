@@ -16,7 +16,6 @@ from rich.table import Table
 from qemem.answer.ask import Mode
 from qemem.answer.wire import pool_to_json
 from qemem.cli.common import (
-    ConversationOpt,
     EmbedderOpt,
     JsonOpt,
     LLMOpt,
@@ -161,6 +160,7 @@ def _turn_dict(result: SearchResult) -> dict[str, object]:
     record = result.record
     out: dict[str, object] = {
         "space": result.hit.space,
+        "conversation": result.conversation,
         "id": record.id,
         "score": round(result.hit.score, 6),
         "ranks": result.hit.ranks,
@@ -177,8 +177,10 @@ def _turn_dict(result: SearchResult) -> dict[str, object]:
     return out
 
 
-def show_results(results: list[SearchResult], title: str) -> None:
+def show_results(results: list[SearchResult], title: str, conversations: bool = False) -> None:
+    """A table of search results; with ``conversations``, a column naming each one's."""
     table = Table(
+        *(["conversation"] if conversations else []),
         "id",
         "date",
         "speaker",
@@ -193,6 +195,7 @@ def show_results(results: list[SearchResult], title: str) -> None:
         ranks = " ".join(f"{k}#{v}" for k, v in r.hit.ranks.items())
         date = format_datetime(r.record.timestamp) if isinstance(r.record, Turn) else ""
         table.add_row(
+            *([plain(r.conversation)] if conversations else []),
             plain(d["id"]),
             date,
             plain(d.get("speaker", "")),
@@ -203,11 +206,22 @@ def show_results(results: list[SearchResult], title: str) -> None:
     console.print(table)
 
 
+ConversationsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--conversation",
+        "-c",
+        help="Conversation id, e.g. conv-26; repeat it to search several of the namespace "
+        "together (turn search, not --pool).",
+    ),
+]
+
+
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     store: StoreOpt,
-    conversation: ConversationOpt,
+    conversations: ConversationsOpt,
     k: Annotated[
         int | None,
         typer.Option("--k", "-k", min=1, help="How many results (per space with --pool)."),
@@ -223,32 +237,45 @@ def search(
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
-    """Hybrid turn search (dense + BM25, RRF k = 60), or with --pool the multi-granular
-    evidence pool (episodes, facts, turns with context)."""
+    """Hybrid turn search (dense + BM25, RRF k = 60) of one conversation or, with -c repeated,
+    of several ranked together; or with --pool the multi-granular evidence pool (episodes,
+    facts, turns with context) of one conversation."""
+    several = len(set(conversations)) > 1
+    if several and (pool or plan):
+        raise InputError("--pool and --plan search one conversation: give -c once")
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     with memory:
         if pool or plan:
-            the_plan = memory.plan(conversation, query) if plan else None
-            found = memory.retrieve(conversation, query, plan=the_plan)
-            if k is not None:
-                found = replace(
-                    found,
-                    episodes=_best(found.episodes, k),
-                    facts=_best(found.facts, k),
-                    turns=_best(found.turns, k),
-                )
-            if as_json:
-                print_json(
-                    {"plan": vars(the_plan) if the_plan else None, "pool": pool_to_json(found)}
-                )
-            else:
-                show_pool(found, the_plan)
+            _search_pool(memory, conversations[0], query, k, plan, as_json)
             return
-        results = memory.search(conversation, query, k=k or 10)
+        if several:
+            results = memory.search_many(conversations, query, k=k or 10)
+        else:
+            results = memory.search(conversations[0], query, k=k or 10)
     if as_json:
         print_json([_turn_dict(r) for r in results])
     else:
-        show_results(results, f"{conversation}: {query}")
+        show_results(results, f"{', '.join(dict.fromkeys(conversations))}: {query}", several)
+
+
+def _search_pool(
+    memory: Memory, conversation: str, query: str, k: int | None, plan: bool, as_json: bool
+) -> None:
+    """Show the evidence pool of ``query`` (planned by the LLM with ``plan``), ``k`` best
+    per space."""
+    the_plan = memory.plan(conversation, query) if plan else None
+    found = memory.retrieve(conversation, query, plan=the_plan)
+    if k is not None:
+        found = replace(
+            found,
+            episodes=_best(found.episodes, k),
+            facts=_best(found.facts, k),
+            turns=_best(found.turns, k),
+        )
+    if as_json:
+        print_json({"plan": vars(the_plan) if the_plan else None, "pool": pool_to_json(found)})
+    else:
+        show_pool(found, the_plan)
 
 
 def _best(items: list[PoolItem], k: int) -> list[PoolItem]:

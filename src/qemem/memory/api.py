@@ -83,10 +83,16 @@ def check_idempotency_key(key: str) -> str:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """A hit with the record it points to."""
+    """A hit with the record it points to and the conversation it belongs to (by default the
+    record's ``conversation_id``): record ids repeat across conversations, the pair does not."""
 
     hit: Hit
     record: Turn | Episode | SemanticFact
+    conversation: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.conversation:
+            object.__setattr__(self, "conversation", self.record.conversation_id)
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,18 @@ class MemoryAPI(Protocol):
         space: Space = "turn",
     ) -> list[SearchResult]:
         """Hybrid search (dense + BM25, RRF k=60) of one space."""
+        ...
+
+    def search_many(
+        self,
+        conversations: Sequence[str],
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """Hybrid search of one space across several conversations of the namespace, ranked
+        together; each result names its conversation."""
         ...
 
     def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:

@@ -46,10 +46,11 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages
-from qemem.memory.files import import_memory_file
+from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs
-from qemem.memory_file import NOTE_KEY, MemoryFile, MemoryImportReport
+from qemem.memory.searching import check_conversations, search_conversations
+from qemem.memory_file import MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -65,7 +66,6 @@ from qemem.models import (
 )
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
-from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.jobs import Lease
 
@@ -287,12 +287,27 @@ class Memory(MemoryJobs, MemoryAPI):
         """Hybrid search (dense + BM25, RRF k=60) of one space for one or several queries;
         ``k=None`` ranks every record that any list ranks."""
         self._check_embedder()
-        scope = self.scope(conversation)
-        self.store.get_conversation(scope)
-        queries = [check_query(q, "query") for q in ([query] if isinstance(query, str) else query)]
-        hits = hybrid_search(self.store, scope, space, queries, self.embedder, k=k)
-        records = {r.id: r for r in self.records(conversation, space, [h.id for h in hits])}
-        return [SearchResult(h, records[h.id]) for h in hits if h.id in records]
+        scopes = {conversation: self.scope(conversation)}
+        return search_conversations(
+            self.store, scopes, self.records, self.embedder, query, k=k, space=space
+        )
+
+    def search_many(
+        self,
+        conversations: Sequence[str],
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """Hybrid search of one space across conversations of the namespace (at most 50;
+        duplicates ignored), ranked together (``qemem.retrieve.across``), each result naming
+        its conversation. Why not ``search`` with a list: ``qemem.memory.searching``."""
+        self._check_embedder()
+        scopes = {cid: self.scope(cid) for cid in check_conversations(conversations)}
+        return search_conversations(
+            self.store, scopes, self.records, self.embedder, query, k=k, space=space
+        )
 
     # ------------------------------------------------------------------ memory construction
     def build(
@@ -380,14 +395,7 @@ class Memory(MemoryJobs, MemoryAPI):
     def export_memory(self, conversation: str) -> MemoryFile:
         """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;
         the note of the file it was imported from, if any)."""
-        scope = self.scope(conversation)
-        self.store.get_conversation(scope)
-        return MemoryFile(
-            conversation,
-            self.store.get_state(scope, NOTE_KEY) or "",
-            tuple(self.store.episodes(scope)),
-            tuple(self.store.facts(scope)),
-        )
+        return export_memory_file(self.store, self.scope(conversation), conversation)
 
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
         """The episodes a semantic fact was extracted from (provenance S -> E)."""

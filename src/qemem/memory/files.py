@@ -54,3 +54,15 @@ def import_memory_file(
             store.set_state(scope, NOTE_KEY, memory.note)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def export_memory_file(store: MemoryStore, scope: Scope, conversation: str) -> MemoryFile:
+    """The episodes and facts of the scope's conversation as a ``qemem-memory/1`` file (store
+    order; the note of the file it was imported from, if any); NotFoundError if absent."""
+    store.get_conversation(scope)
+    return MemoryFile(
+        conversation,
+        store.get_state(scope, NOTE_KEY) or "",
+        tuple(store.episodes(scope)),
+        tuple(store.facts(scope)),
+    )

@@ -153,6 +153,17 @@ class AsyncRemoteMemory:
         """As ``RemoteMemory.search``: hybrid search of one space."""
         return await self._run(calls.search(conversation, query, k, space))
 
+    async def search_many(
+        self,
+        conversations: Sequence[str],
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """As ``RemoteMemory.search_many``: one space across conversations, ranked together."""
+        return await self._run(calls.search_many(conversations, query, k, space))
+
     async def retrieve(
         self, conversation: str, question: str, *, exclude: Collection[Ref] = ()
     ) -> Pool:

@@ -239,6 +239,19 @@ def search(
     return _load(list[SearchResult], out["results"])
 
 
+def search_many(
+    conversations: Sequence[str], query: str | Sequence[str], k: int | None, space: Space
+) -> Steps[list[SearchResult]]:
+    body = {
+        "conversations": conversations if isinstance(conversations, str) else list(conversations),
+        "query": query if isinstance(query, str) else list(query),
+        "k": k,
+        "space": space,
+    }
+    out = yield Call("POST", "/v1/search", body)
+    return _load(list[SearchResult], out["results"])
+
+
 def retrieve(conversation: str, question: str, exclude: Collection[Ref]) -> Steps[Pool]:
     refs = _REFS.dump_python(list(exclude), mode="json")
     body = {"query": question, "pool": True, "exclude": refs}

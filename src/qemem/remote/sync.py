@@ -164,6 +164,17 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.search``: hybrid search of one space."""
         return self._run(calls.search(conversation, query, k, space))
 
+    def search_many(
+        self,
+        conversations: Sequence[str],
+        query: str | Sequence[str],
+        *,
+        k: int | None = 10,
+        space: Space = "turn",
+    ) -> list[SearchResult]:
+        """As ``Memory.search_many``: one space across conversations, ranked together."""
+        return self._run(calls.search_many(conversations, query, k, space))
+
     def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
         """As ``Memory.retrieve`` with the rule plan: the multi-granular evidence pool."""
         return self._run(calls.retrieve(conversation, question, exclude))

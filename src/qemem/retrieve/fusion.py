@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -11,13 +12,16 @@ from qemem.models import Reason
 
 RRF_K = 60
 
+K = TypeVar("K", bound=Hashable)
+"""A ranked item: a record id, or (conversation, record id) across conversations."""
 
-def rrf(rankings: Iterable[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
+
+def rrf(rankings: Iterable[Sequence[K]], k: int = RRF_K) -> dict[K, float]:
     """Reciprocal rank fusion: score(m) = sum over lists of 1 / (k + rank of m), ranks from 1.
 
     A list in which ``m`` is absent adds nothing. Returns ids mapped to fused scores.
     """
-    fused: dict[str, float] = {}
+    fused: dict[K, float] = {}
     for ranking in rankings:
         for rank, item in enumerate(ranking, start=1):
             fused[item] = fused.get(item, 0.0) + 1.0 / (k + rank)
@@ -43,18 +47,18 @@ class FusedScore:
         ]
 
 
-def fuse_lists(lists: Mapping[ListKey, Sequence[str]], k: int = RRF_K) -> dict[str, FusedScore]:
+def fuse_lists(lists: Mapping[ListKey, Sequence[K]], k: int = RRF_K) -> dict[K, FusedScore]:
     """Reciprocal rank fusion (:func:`~qemem.retrieve.fusion.rrf`) of named lists, ids best
     first (ties keep first appearance), each with its rank in every list that contains it."""
     scores = rrf(lists.values(), k)
-    ranks: dict[str, list[tuple[int, str, int]]] = {}
+    ranks: dict[K, list[tuple[int, str, int]]] = {}
     for (query, method), ranking in lists.items():
         for rank, rid in enumerate(ranking, start=1):
             ranks.setdefault(rid, []).append((query, method, rank))
     return {rid: FusedScore(score, ranks[rid]) for rid, score in ranked(scores)}
 
 
-def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+def ranked(scores: Mapping[K, float]) -> list[tuple[K, float]]:
     """Items by descending score; ties keep insertion order (stable)."""
     return sorted(scores.items(), key=lambda item: -item[1])
 

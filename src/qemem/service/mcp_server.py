@@ -146,6 +146,18 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         return {"turns": [_record(r.record) for r in results]}
 
     @server.tool(
+        description="Look up what was said across several conversations of the user (their "
+        "threads, at most 50): returns the most relevant original turns of all of them, ranked "
+        "together, each naming its conversation, for a query. Use it when you do not know "
+        "which conversation holds the answer."
+    )
+    def recall_across(conversations: list[str], query: str, k: int = 8) -> dict[str, Any]:
+        if not 1 <= k <= MAX_K:
+            raise ToolError(f"k must be from 1 to {MAX_K} (got {k})")
+        results = run(lambda: memory.search_many(conversations, query, k=k))
+        return {"turns": [{"conversation": r.conversation, **_record(r.record)} for r in results]}
+
+    @server.tool(
         description="Get a ready-to-paste evidence block for a question, for you to answer from "
         "yourself: the relevant turns grouped by session with their dates and citable ids, "
         "relative times resolved in [brackets], episode summaries and facts when built, cut to "

@@ -87,6 +87,21 @@ class SearchOut(BaseModel):
     pool: Pool | None = None
 
 
+class SearchManyIn(BaseModel):
+    conversations: list[str] = Field(
+        description="conversations of the namespace to search together (duplicates ignored)"
+    )
+    query: str | list[str] = Field(description="one query, or several fused together")
+    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
+    space: Space = Field(default="turn", description="space searched")
+
+
+class SearchManyOut(BaseModel):
+    """Hits across the conversations, ranked together; each names its conversation."""
+
+    results: list[SearchResult]
+
+
 class AskIn(BaseModel):
     question: str
     mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")

@@ -11,9 +11,18 @@ from qemem.answer.check import CheckResult
 from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
 from qemem.errors import InputError, LLMError
 from qemem.evidence.block import Context
+from qemem.memory.searching import check_conversations
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
-from qemem.service.schemas import AskIn, CheckIn, ContextIn, SearchIn, SearchOut
+from qemem.service.schemas import (
+    AskIn,
+    CheckIn,
+    ContextIn,
+    SearchIn,
+    SearchManyIn,
+    SearchManyOut,
+    SearchOut,
+)
 from qemem.service.state import State, existing_conversation
 
 
@@ -31,6 +40,17 @@ def search(conversation: str, body: SearchIn, key: Reader, state: State) -> Sear
         pool = memory.retrieve(conversation, queries[0], exclude=body.exclude)
         return SearchOut(pool=pool)
     return SearchOut(results=memory.search(conversation, queries, k=body.k, space=body.space))
+
+
+def search_many(body: SearchManyIn, key: Reader, state: State) -> SearchManyOut:
+    """Hybrid search (dense + BM25, RRF) of one space across conversations of the namespace
+    (a user's threads, at most 50), ranked together: each result names its conversation."""
+    memory = state.memory(key.namespace)
+    conversations = check_conversations(body.conversations)
+    for conversation in conversations:
+        existing_conversation(memory, conversation)
+    results = memory.search_many(conversations, body.query, k=body.k, space=body.space)
+    return SearchManyOut(results=results)
 
 
 def ask(conversation: str, body: AskIn, key: Reader, state: State) -> JSONResponse:
@@ -88,6 +108,13 @@ def register(app: FastAPI) -> None:
     app.add_api_route(
         "/v1/conversations/{conversation}/search",
         search,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404),
+    )
+    app.add_api_route(
+        "/v1/search",
+        search_many,
         methods=["POST"],
         tags=["query"],
         responses=error_responses(404),

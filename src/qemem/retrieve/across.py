@@ -1,0 +1,85 @@
+"""Hybrid search across several conversations of a namespace (one user's threads): one global
+ranking, not an interleaving of per-conversation rankings.
+
+Record ids are unique only inside a conversation (``D1:3`` is in every LoCoMo conversation),
+so an item across conversations is the pair (conversation, record id).
+
+For each query, the per-conversation rankings of a method are merged by score into one list
+(:func:`merge_by_score`), then the dense and BM25 lists of every query are fused with RRF
+(k=60) as in single-conversation search. Dense cosine scores are comparable across
+conversations: one embedder made every vector. BM25 scores are comparable only approximately:
+each conversation's index has its own document frequencies and average length, so a rare
+word scores higher in a conversation where it is rarer. Every list is complete (not cut to
+``k``), so the global lists are exact merges of the per-conversation ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from qemem.embed.base import Embedder
+from qemem.models import Hit, Space
+from qemem.retrieve.bm25 import tokenize
+from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
+from qemem.retrieve.index import search_index
+from qemem.store.base import MemoryStore, Ranked, Scope
+
+Key = tuple[str, str]
+"""An item across conversations: (conversation id, record id)."""
+
+
+def merge_by_score(rankings: Mapping[str, Ranked]) -> list[Key]:
+    """One ranking of (conversation, record id), best first, from each conversation's
+    (record id, score) ranking: by descending score, so a conversation whose hits are all
+    weak places none above another's strong hits (interleaving would). Ties keep the order
+    of ``rankings``, then each ranking's own order."""
+    entries = [(cid, rid, score) for cid, ranked in rankings.items() for rid, score in ranked]
+    entries.sort(key=lambda entry: -entry[2])
+    return [(cid, rid) for cid, rid, _ in entries]
+
+
+def fuse_across(
+    dense: Sequence[Mapping[str, Ranked]],
+    sparse: Sequence[Mapping[str, Ranked]],
+    space: Space,
+    rrf_k: int = RRF_K,
+) -> list[tuple[str, Hit]]:
+    """RRF over the global dense and BM25 lists of every query (``dense[i]`` and
+    ``sparse[i]``: query i's rankings by conversation), as (conversation, hit) best first;
+    each hit records its rank in every global list that contains it, as ``method:query``."""
+    lists: dict[ListKey, list[Key]] = {}
+    for i, (by_dense, by_bm25) in enumerate(zip(dense, sparse, strict=True)):
+        lists[(i, "dense")] = merge_by_score(by_dense)
+        lists[(i, "bm25")] = merge_by_score(by_bm25)
+    return [
+        (cid, Hit(space, rid, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks}))
+        for (cid, rid), entry in fuse_lists(lists, rrf_k).items()
+    ]
+
+
+def search_across(
+    store: MemoryStore,
+    scopes: Mapping[str, Scope],
+    space: Space,
+    queries: Sequence[str],
+    embedder: Embedder,
+    *,
+    k: int | None = None,
+    rrf_k: int = RRF_K,
+) -> list[tuple[str, Hit]]:
+    """Records of ``space`` in the conversations of ``scopes`` (keyed by conversation id)
+    ranked together by :func:`fuse_across`, as (conversation, hit); at most ``k`` (None:
+    every record that any list ranks). Each scope's cached search index serves its lists."""
+    vectors = embedder.embed(list(queries), query=True)
+    tokens = [tokenize(q) for q in queries]
+    dense: list[dict[str, Ranked]] = [{} for _ in queries]
+    sparse: list[dict[str, Ranked]] = [{} for _ in queries]
+    for cid, scope in scopes.items():
+        index = search_index(store, scope, space)
+        for i, (ranked_dense, ranked_bm25) in enumerate(
+            zip(index.dense(vectors), index.sparse(tokens), strict=True)
+        ):
+            dense[i][cid] = ranked_dense
+            sparse[i][cid] = ranked_bm25
+    hits = fuse_across(dense, sparse, space, rrf_k)
+    return hits if k is None else hits[:k]
