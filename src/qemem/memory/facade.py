@@ -48,7 +48,7 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages
 from qemem.memory.files import import_memory_file
 from qemem.memory.ingesting import ingest_conversations
-from qemem.memory.jobs import Job, MemoryJobs
+from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory_file import NOTE_KEY, MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
@@ -85,7 +85,10 @@ class Memory(MemoryJobs, MemoryAPI):
         namespace: str = "default",
         embed_batch: int = 64,
         idempotency_hours: float = IDEMPOTENCY_HOURS,
+        auto_build: float | None = None,
     ) -> None:
+        """``auto_build``: after an append, build the conversation once it has been quiet for
+        that many seconds (a job any worker runs, e.g. ``qemem serve``); needs an LLM."""
         if not idempotency_hours > 0:
             raise ConfigError(
                 f"idempotency_hours must be more than 0 (got {idempotency_hours}): it is how "
@@ -107,6 +110,7 @@ class Memory(MemoryJobs, MemoryAPI):
             self._embedder = embedder
         # one lazily built embedder and LLM client per Memory, whatever the number of threads
         self._lazy_lock = threading.Lock()
+        self.auto_build = check_auto_build(auto_build, lambda: self.llm)
 
     @classmethod
     def open(
@@ -235,7 +239,7 @@ class Memory(MemoryJobs, MemoryAPI):
         an ``idempotency_key``: a batch appended under that key within ``idempotency_hours``
         gets its first response again, the key with another batch raises ``InputError``.
         """
-        return append_messages(
+        done = append_messages(
             self.store,
             self.scope(conversation),
             messages,
@@ -244,6 +248,8 @@ class Memory(MemoryJobs, MemoryAPI):
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
         )
+        self._appended(conversation, done.turns_added)
+        return done
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:
