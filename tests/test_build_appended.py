@@ -81,3 +81,21 @@ def test_an_interrupted_build_resumes_without_resegmenting(memory: Memory) -> No
         e for e in episodes if e.id != newest.id
     ]
     assert [e.turn_ids for e in after][-1] == newest.turn_ids
+
+
+def test_episodes_are_ordered_by_their_first_turn_not_their_id(memory: Memory) -> None:
+    """An episode built again gets a new, higher id but keeps its place in its session, in
+    listings and as the tie order of search."""
+    scope = memory.scope("c1")
+    episodes = memory.episodes("c1")
+    first = episodes[0]
+    memory.store.delete_episodes(scope, [first.id])
+    memory.store.set_state(scope, f"build.segments.{first.session}", "")  # build it anew
+    memory.build("c1")
+    after = memory.episodes("c1")
+    new = [e for e in after if e.id not in {o.id for o in episodes}]
+    assert new and all(int(e.id[1:]) > int(o.id[1:]) for e in new for o in episodes)
+    assert after[: len(new)] == new and after[0].turn_ids[0] == first.turn_ids[0]
+    assert [e.id for e in after[len(new) :]] == [e.id for e in episodes[1:]]
+    rows = memory.store.index_rows(scope, "episode")
+    assert list(rows.ids) == [e.id for e in after]

@@ -33,6 +33,7 @@ from qemem.build.origin import (
     Origin,
     builder_id,
     forget,
+    origin_of,
     record_origin,
     stale_episodes,
 )
@@ -100,11 +101,12 @@ def _extended(
     turns: Sequence[Turn],
     pending: dict[int, list[Turn]],
     rebuilt: set[str],
+    builder: str,
 ) -> list[Episode]:
     """The last episode (by first turn) of each built session that turns were appended to
-    since: it is segmented again together with them. Turns pending because a build was
-    interrupted (they are in the session's stored segmentation) or because their episode is
-    built again (``rebuilt``) are no new material."""
+    since, when ``builder`` built it: it is segmented again together with them. Turns pending
+    because a build was interrupted (they are in the session's stored segmentation) or because
+    their episode is built again (``rebuilt``) are no new material."""
     position = {t.id: t.position for t in turns}
     out = []
     for session, waiting in pending.items():
@@ -115,9 +117,29 @@ def _extended(
         if not fresh or not mine:
             continue
         last = max(mine, key=lambda e: min(position[t] for t in e.turn_ids))
-        if max(position[t] for t in last.turn_ids) < min(fresh):
+        origin = origin_of(store, scope, last.id)
+        ours = origin is not None and origin.llm == builder  # an imported one stays as it is
+        if ours and max(position[t] for t in last.turn_ids) < min(fresh):
             out.append(last)
     return out
+
+
+def _to_build(
+    store: MemoryStore, scope: Scope, builder: str, rebuild: bool
+) -> tuple[list[Episode], dict[int, list[Turn]]]:
+    """Remove the episodes to build again (degraded ones, with ``rebuild`` other LLMs' ones,
+    and the last one of each session with appended turns); return the episodes left and the
+    turns to build, per session."""
+    stale = stale_episodes(store, scope, builder, other_models=rebuild)
+    forget(store, scope, stale, builder)
+    turns = store.turns(scope)
+    episodes = store.episodes(scope)
+    rebuilt = {t for e in stale for t in e.turn_ids}
+    extended = _extended(store, scope, episodes, turns, _pending(episodes, turns), rebuilt, builder)
+    if extended:
+        forget(store, scope, extended, builder)
+        episodes = store.episodes(scope)
+    return episodes, _pending(episodes, turns)
 
 
 def build_memory(
@@ -144,18 +166,9 @@ def build_memory(
     config = config or BuildConfig()
     started = time.perf_counter()
     builder = builder_id(llm)
-    stale = stale_episodes(store, scope, builder, other_models=rebuild)
-    forget(store, scope, stale, builder)
+    episodes, pending = _to_build(store, scope, builder, rebuild)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
-    turns = store.turns(scope)
-    episodes, pending = store.episodes(scope), _pending(store.episodes(scope), turns)
-    extended = _extended(
-        store, scope, episodes, turns, pending, {t for e in stale for t in e.turn_ids}
-    )
-    if extended:
-        forget(store, scope, extended, builder)
-        episodes, pending = store.episodes(scope), _pending(store.episodes(scope), turns)
     report = BuildReport(
         scope.conversation, sessions=sorted(pending), calibrate_rule=config.calibrate_rule
     )
