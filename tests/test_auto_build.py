@@ -157,3 +157,24 @@ def test_the_service_schedules_builds_of_appended_conversations() -> None:
         built = Memory(s.store, HashEmbedder(), namespace="alice")
         covered = {t for e in built.episodes("c1") for t in e.turn_ids}
         assert covered == {"m1", "m2", "m3"}
+
+
+def test_later_appends_build_only_the_new_material(memory: Memory) -> None:
+    worker = JobWorker(memory, lambda namespace: memory, lease_s=5.0)
+    worker.start()
+    try:
+        memory.add_messages("c1", [message(n) for n in range(1, 9)])
+        memory.add_messages("c1", [message(n, "s2") for n in range(20, 28)])
+        wait_for(lambda: bool(memory.jobs("done")))
+        before = memory.episodes("c1")
+        memory.add_messages("c1", [message(n) for n in range(9, 12)])
+        wait_for(lambda: len(memory.jobs("done")) == 2)
+    finally:
+        worker.close()
+    after = memory.episodes("c1")
+    [two] = {t.session for t in memory.turns("c1", ["m20"])}
+    assert [e for e in before if e.session == two]
+    assert [e for e in after if e.session == two] == [e for e in before if e.session == two]
+    assert len(after) > len([e for e in before if e.session == two])
+    covered = [t for e in after for t in e.turn_ids]
+    assert sorted(covered) == sorted(t.id for t in memory.turns("c1"))
