@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from qemem.errors import ConfigError
 from qemem.memory import Memory
 from qemem.memory.worker import JobWorker
 from qemem.store import open_store
+from qemem.store.jobs import JobTable
 from service_helpers import served
 
 QUIET = 0.3
@@ -34,11 +35,17 @@ def message(n: int, session: str = "s1") -> dict[str, str]:
     }
 
 
-def wait_for(check: object, timeout: float = 30.0) -> None:
+def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def table(memory: Memory) -> JobTable:
+    jobs = getattr(memory.store, "jobs")  # noqa: B009 - the SQL stores' job table
+    assert isinstance(jobs, JobTable)
+    return jobs
 
 
 @pytest.fixture
@@ -60,11 +67,11 @@ def test_a_burst_of_appends_makes_one_job_pushed_back_by_each_append(memory: Mem
         assert later.not_before is not None and later.not_before > job.not_before
         job = later
     assert [j.id for j in memory.jobs()] == [job.id]  # one job for the whole burst
-    assert memory.store.jobs.claim("w", 30.0) is None  # type: ignore[attr-defined]  # not quiet yet
+    assert table(memory).claim("w", 30.0) is None  # not quiet yet
     memory.add_messages("c1", [message(5)])  # a retry adds nothing: the job is not pushed back
     assert memory.job(job.id).not_before == job.not_before
     time.sleep(QUIET + 0.05)
-    claimed = memory.store.jobs.claim("w", 30.0)  # type: ignore[attr-defined]
+    claimed = table(memory).claim("w", 30.0)
     assert claimed is not None and claimed.id == job.id and claimed.not_before is None
 
 
@@ -90,12 +97,12 @@ def test_an_append_during_a_running_build_makes_it_run_again(memory: Memory) -> 
     memory.add_messages("c1", [message(1)])
     [job] = memory.jobs()
     time.sleep(QUIET + 0.05)
-    table = memory.store.jobs  # type: ignore[attr-defined]
-    running = table.claim("w", 30.0)
+    jobs = table(memory)
+    running = jobs.claim("w", 30.0)
     assert running is not None and running.id == job.id
     memory.add_messages("c1", [message(2)])  # the running build may not see it
     assert [j.id for j in memory.jobs()] == [job.id]
-    assert table.finish(job.id, "w", "done", result="[]")
+    assert jobs.finish(job.id, "w", "done", result="[]")
     again = memory.build_job("c1")
     assert again is not None and again.id != job.id and again.status == "queued"
     assert again.not_before is not None
@@ -106,7 +113,8 @@ def test_an_explicit_build_request_starts_a_waiting_auto_build_now(memory: Memor
     memory.add_messages("c1", [message(1)])
     job = memory.enqueue_build("c1")
     assert job.not_before is None
-    assert memory.store.jobs.claim("w", 30.0).id == job.id  # type: ignore[attr-defined]
+    claimed = table(memory).claim("w", 30.0)
+    assert claimed is not None and claimed.id == job.id
 
 
 def test_auto_build_without_an_llm_is_refused(
