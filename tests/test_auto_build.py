@@ -159,6 +159,7 @@ def test_the_service_schedules_builds_of_appended_conversations() -> None:
             )
             assert r.status_code == 200, r.text
         [job] = s.client.get("/v1/jobs", headers=h).json()
+        assert job["not_before"] is not None  # the debounce is visible
         wait_for(
             lambda: s.client.get(f"/v1/jobs/{job['id']}", headers=h).json()["status"] == "done"
         )
