@@ -69,6 +69,22 @@ def test_appended_messages_resegment_the_last_episode_of_their_session(memory: M
     assert again.episodes == 0 and memory.episodes("c1") == after  # nothing new: no change
 
 
+def test_a_build_stopped_after_removing_the_last_episode_removes_no_other(
+    memory: Memory,
+) -> None:
+    session = {t.id: t.session for t in memory.turns("c1")}
+    before = memory.episodes("c1")
+    mine = [e for e in before if e.session == session["s1-m0"]]
+    assert len(mine) > 1
+    added = memory.add_messages("c1", messages("s1", 10, 4))
+    memory.store.delete_episodes(memory.scope("c1"), [mine[-1].id])  # then the build stopped
+    memory.build("c1")
+    after = memory.episodes("c1")
+    assert [e for e in after if e in before] == [e for e in before if e != mine[-1]]
+    covered = {t for e in after for t in e.turn_ids}
+    assert set(added.ids) | set(mine[-1].turn_ids) <= covered
+
+
 def test_an_interrupted_build_resumes_without_resegmenting(memory: Memory) -> None:
     """Turns pending only because a build stopped are in the stored segmentation: the build
     resumes with it and keeps every committed episode."""

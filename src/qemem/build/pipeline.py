@@ -106,7 +106,9 @@ def _extended(
     """The last episode (by first turn) of each built session that turns were appended to
     since, when ``builder`` built it: it is segmented again together with them. Turns pending
     because a build was interrupted (they are in the session's stored segmentation) or because
-    their episode is built again (``rebuilt``) are no new material."""
+    their episode is built again (``rebuilt``) are no new material; while turns of the stored
+    segmentation wait (a build stopped, maybe after removing that last episode), the new ones
+    join them instead."""
     position = {t.id: t.position for t in turns}
     out = []
     for session, waiting in pending.items():
@@ -114,7 +116,7 @@ def _extended(
         segmented = {i for g in json.loads(saved)["groups"] for i in g} if saved else set()
         fresh = [position[t.id] for t in waiting if t.id not in segmented | rebuilt]
         mine = [e for e in episodes if e.session == session]
-        if not fresh or not mine:
+        if not fresh or not mine or any(t.id in segmented - rebuilt for t in waiting):
             continue
         last = max(mine, key=lambda e: min(position[t] for t in e.turn_ids))
         origin = origin_of(store, scope, last.id)
