@@ -56,12 +56,22 @@ class Served:
 
 @contextmanager
 def served(
-    llm: str | None = "fake", max_body: int = 1_000_000, store_url: str = ":memory:"
+    llm: str | None = "fake",
+    max_body: int = 1_000_000,
+    store_url: str = ":memory:",
+    auto_build: float | None = None,
 ) -> Iterator[Served]:
     """An app with tenants alice (writer), bob (writer) and a read-only alice key, over the
     store ``store_url`` names (a SQLite path or a PostgreSQL URL; in memory by default)."""
     store, keys = open_store(store_url), open_key_store(store_url)
-    app = create_app(store, keys=keys, embedder=HashEmbedder(), llm=llm, max_body=max_body)
+    app = create_app(
+        store,
+        keys=keys,
+        embedder=HashEmbedder(),
+        llm=llm,
+        max_body=max_body,
+        auto_build=auto_build,
+    )
     alice, _ = create_key(keys, "alice")
     bob, _ = create_key(keys, "bob")
     reader, _ = create_key(keys, "alice", read_only=True)

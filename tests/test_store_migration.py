@@ -256,10 +256,37 @@ def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
     backend, target = parse_store_url(legacy_url)
     if backend == "sqlite":
         with closing(sqlite3.connect(target)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 6 == schema.SCHEMA_VERSION
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 7 == schema.SCHEMA_VERSION
         return
     import psycopg
 
     with psycopg.connect(target) as conn:
         [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
-    assert number == 5 == postgres_schema.SCHEMA_VERSION
+    assert number == 6 == postgres_schema.SCHEMA_VERSION
+
+
+def test_the_jobs_of_the_schema_before_not_before_may_start_at_once(legacy_url: str) -> None:
+    _before_jobs(legacy_url)
+    backend, target = parse_store_url(legacy_url)
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript(
+                f"BEGIN IMMEDIATE; {schema.UPGRADES[6]} PRAGMA user_version = 6; COMMIT;"
+                "INSERT INTO jobs (id, namespace, kind, conversation, status, max_attempts, "
+                "created, updated) VALUES ('job-old', 'default', 'build', 'c1', 'queued', 3, 1, 1);"
+            )
+    else:
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn, conn.transaction():
+            conn.execute(postgres_schema.UPGRADES[5])
+            conn.execute("UPDATE schema_version SET version = 5")
+            conn.execute(
+                "INSERT INTO jobs (id, namespace, kind, conversation, status, max_attempts, "
+                "created, updated) VALUES ('job-old', 'default', 'build', 'c1', 'queued', 3, 1, 1)"
+            )
+    with closing(open_store(legacy_url)) as store:
+        old = store.jobs.get("job-old")  # type: ignore[attr-defined]
+        assert old is not None and old.not_before is None
+        claimed = store.jobs.claim("w", 30.0)  # type: ignore[attr-defined]
+        assert claimed is not None and claimed.id == "job-old"

@@ -33,6 +33,7 @@ from qemem.build.origin import (
     Origin,
     builder_id,
     forget,
+    origin_of,
     record_origin,
     stale_episodes,
 )
@@ -83,6 +84,66 @@ def _segments(
     return [[by_id[i] for i in g] for g in groups], fallbacks
 
 
+def _pending(episodes: Sequence[Episode], turns: Sequence[Turn]) -> dict[int, list[Turn]]:
+    """The turns in no episode, per session, in order."""
+    covered = {tid for e in episodes for tid in e.turn_ids}
+    pending: dict[int, list[Turn]] = {}
+    for turn in turns:
+        if turn.id not in covered:
+            pending.setdefault(turn.session, []).append(turn)
+    return pending
+
+
+def _extended(
+    store: MemoryStore,
+    scope: Scope,
+    episodes: Sequence[Episode],
+    turns: Sequence[Turn],
+    pending: dict[int, list[Turn]],
+    rebuilt: set[str],
+    builder: str,
+) -> list[Episode]:
+    """The last episode (by first turn) of each built session that turns were appended to
+    since, when ``builder`` built it: it is segmented again together with them. Turns pending
+    because a build was interrupted (they are in the session's stored segmentation) or because
+    their episode is built again (``rebuilt``) are no new material; while turns of the stored
+    segmentation wait (a build stopped, maybe after removing that last episode), the new ones
+    join them instead."""
+    position = {t.id: t.position for t in turns}
+    out = []
+    for session, waiting in pending.items():
+        saved = store.get_state(scope, SEGMENTS_KEY.format(session=session))
+        segmented = {i for g in json.loads(saved)["groups"] for i in g} if saved else set()
+        fresh = [position[t.id] for t in waiting if t.id not in segmented | rebuilt]
+        mine = [e for e in episodes if e.session == session]
+        if not fresh or not mine or any(t.id in segmented - rebuilt for t in waiting):
+            continue
+        last = max(mine, key=lambda e: min(position[t] for t in e.turn_ids))
+        origin = origin_of(store, scope, last.id)
+        ours = origin is not None and origin.llm == builder  # an imported one stays as it is
+        if ours and max(position[t] for t in last.turn_ids) < min(fresh):
+            out.append(last)
+    return out
+
+
+def _to_build(
+    store: MemoryStore, scope: Scope, builder: str, rebuild: bool
+) -> tuple[list[Episode], dict[int, list[Turn]]]:
+    """Remove the episodes to build again (degraded ones, with ``rebuild`` other LLMs' ones,
+    and the last one of each session with appended turns); return the episodes left and the
+    turns to build, per session."""
+    stale = stale_episodes(store, scope, builder, other_models=rebuild)
+    forget(store, scope, stale, builder)
+    turns = store.turns(scope)
+    episodes = store.episodes(scope)
+    rebuilt = {t for e in stale for t in e.turn_ids}
+    extended = _extended(store, scope, episodes, turns, _pending(episodes, turns), rebuilt, builder)
+    if extended:
+        forget(store, scope, extended, builder)
+        episodes = store.episodes(scope)
+    return episodes, _pending(episodes, turns)
+
+
 def build_memory(
     store: MemoryStore,
     scope: Scope,
@@ -107,15 +168,9 @@ def build_memory(
     config = config or BuildConfig()
     started = time.perf_counter()
     builder = builder_id(llm)
-    forget(store, scope, stale_episodes(store, scope, builder, other_models=rebuild), builder)
+    episodes, pending = _to_build(store, scope, builder, rebuild)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
-    episodes = store.episodes(scope)
-    covered = {tid for e in episodes for tid in e.turn_ids}
-    pending: dict[int, list[Turn]] = {}
-    for turn in store.turns(scope):
-        if turn.id not in covered:
-            pending.setdefault(turn.session, []).append(turn)
     report = BuildReport(
         scope.conversation, sessions=sorted(pending), calibrate_rule=config.calibrate_rule
     )

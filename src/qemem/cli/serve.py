@@ -20,7 +20,9 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup
 from qemem.errors import ConfigError
 from qemem.keys import create_key, open_key_store, revoke_key, verify_key
+from qemem.llm import open_llm
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
+from qemem.memory.jobs import check_auto_build
 
 keys_app = typer.Typer(
     help="API keys of the HTTP service and MCP server (one namespace each).",
@@ -72,6 +74,15 @@ def serve(
         int,
         typer.Option("--job-attempts", min=1, help="Starts of a job before it fails for good."),
     ] = 3,
+    auto_build: Annotated[
+        float | None,
+        typer.Option(
+            "--auto-build",
+            metavar="SECONDS",
+            help="Build a conversation by itself once it has been quiet for SECONDS after an "
+            "append (a burst of appends makes one build job); needs an LLM.",
+        ),
+    ] = None,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
@@ -94,6 +105,12 @@ def serve(
             f"--idempotency-hours must be more than 0 (got {idempotency_hours:g}): it is how "
             "long a retried batch's Idempotency-Key is remembered"
         )
+    if auto_build is not None:
+        client = open_llm(llm)  # refused here rather than in each worker
+        if client is not None:
+            client.close()
+        check_auto_build(auto_build, lambda: client)
+        os.environ["QEMEM_AUTO_BUILD"] = repr(auto_build)
     store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
     os.environ["QEMEM_MAX_BODY"] = str(max_body)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from qemem.errors import ConflictError, InputError, NotFoundError
+from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError
 from qemem.ingest.additions import find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
@@ -165,3 +165,13 @@ def message_ids(
         new[key] = [t.id for t in added[start : start + count]][::-1]
         start += count
     return [m["id"] if m.get("id") in stored_ids else new[m["session_id"]].pop() for m in records]
+
+
+def check_retention(hours: float) -> float:
+    """``hours`` when it is a usable idempotency-key retention, else ConfigError saying why."""
+    if not hours > 0:
+        raise ConfigError(
+            f"idempotency_hours must be more than 0 (got {hours}): it is how long a retried "
+            "batch's Idempotency-Key is remembered"
+        )
+    return hours

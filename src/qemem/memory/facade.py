@@ -27,7 +27,7 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import ConfigError, EmbedderMismatchError, InputError, LLMError
+from qemem.errors import EmbedderMismatchError, InputError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
@@ -45,10 +45,10 @@ from qemem.memory.api import (
     SearchResult,
     check_query,
 )
-from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages
+from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
-from qemem.memory.jobs import Job, MemoryJobs
+from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
 from qemem.memory_file import MemoryFile, MemoryImportReport
 from qemem.models import (
@@ -85,12 +85,10 @@ class Memory(MemoryJobs, MemoryAPI):
         namespace: str = "default",
         embed_batch: int = 64,
         idempotency_hours: float = IDEMPOTENCY_HOURS,
+        auto_build: float | None = None,
     ) -> None:
-        if not idempotency_hours > 0:
-            raise ConfigError(
-                f"idempotency_hours must be more than 0 (got {idempotency_hours}): it is how "
-                "long a retried batch's Idempotency-Key is remembered"
-            )
+        """``auto_build``: after an append, build the conversation once it has been quiet for
+        that many seconds (a job any worker runs, e.g. ``qemem serve``); needs an LLM."""
         check_text(namespace, "namespace")
         self.store = store
         self._llm: LLMClient | None = llm if isinstance(llm, LLMClient) else None
@@ -98,15 +96,12 @@ class Memory(MemoryJobs, MemoryAPI):
         self._llm_resolved = isinstance(llm, LLMClient)
         self.namespace = namespace
         self.embed_batch = embed_batch
-        self.idempotency_hours = idempotency_hours
-        self._embedder_spec: str | None = None
-        self._embedder: Embedder | None = None
-        if isinstance(embedder, str) or embedder is None:
-            self._embedder_spec = embedder
-        else:
-            self._embedder = embedder
+        self.idempotency_hours = check_retention(idempotency_hours)
+        self._embedder_spec = embedder if isinstance(embedder, str) else None
+        self._embedder = None if isinstance(embedder, str) or embedder is None else embedder
         # one lazily built embedder and LLM client per Memory, whatever the number of threads
         self._lazy_lock = threading.Lock()
+        self.auto_build = check_auto_build(auto_build, lambda: self.llm)
 
     @classmethod
     def open(
@@ -235,7 +230,7 @@ class Memory(MemoryJobs, MemoryAPI):
         an ``idempotency_key``: a batch appended under that key within ``idempotency_hours``
         gets its first response again, the key with another batch raises ``InputError``.
         """
-        return append_messages(
+        done = append_messages(
             self.store,
             self.scope(conversation),
             messages,
@@ -244,6 +239,8 @@ class Memory(MemoryJobs, MemoryAPI):
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
         )
+        self._appended(conversation, done.turns_added)
+        return done
 
     # ------------------------------------------------------------------ reading
     def conversations(self) -> list[Conversation]:

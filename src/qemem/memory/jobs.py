@@ -3,13 +3,15 @@ read, list and cancel the jobs of a namespace (rows of the store, :mod:`qemem.st
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pydantic import TypeAdapter
 
 from qemem.build import BuildReport
-from qemem.errors import NotFoundError, StoreError
+from qemem.errors import ConfigError, NotFoundError, StoreError
+from qemem.llm import LLMClient
 from qemem.models import check_text
 from qemem.store import MemoryStore
 from qemem.store.jobs import JobRow, JobStatus, JobTable, check_status
@@ -38,6 +40,8 @@ class Job:
     worker: str | None = None
     created: str = ""
     updated: str = ""
+    not_before: str | None = None
+    """When a queued automatic build may start at the earliest (its conversation quiet)."""
 
 
 def _iso(epoch: float) -> str:
@@ -60,7 +64,27 @@ def job_of(row: JobRow) -> Job:
         worker=row.lease_owner if row.status == "running" else None,
         created=_iso(row.created),
         updated=_iso(row.updated),
+        not_before=None if row.not_before is None else _iso(row.not_before),
     )
+
+
+def check_auto_build(seconds: float | None, llm: Callable[[], LLMClient | None]) -> float | None:
+    """``seconds`` of an automatic build's wait (None: no automatic builds); a ConfigError
+    unless it is more than 0 and ``llm()`` gives an LLM to build with."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not seconds > 0:
+        raise ConfigError(
+            f"auto-build must be a number of seconds more than 0 (got {seconds!r}): it is how "
+            "long a conversation stays quiet after an append before it is built"
+        )
+    if llm() is None:
+        raise ConfigError(
+            "auto-build needs an LLM to build with: set QEMEM_LLM (e.g. "
+            "anthropic:claude-haiku-4-5, fake for an offline trial) or pass --llm SPEC "
+            "(llm= to Memory), or leave auto-build off; see docs/llm.md"
+        )
+    return float(seconds)
 
 
 def job_table(store: MemoryStore) -> JobTable:
@@ -81,12 +105,22 @@ class MemoryJobs:
     namespace: str
     job_attempts: int = 3
     """How many times a job is started before it fails for good (workers that die)."""
+    auto_build: float | None = None
+    """Seconds a conversation stays quiet after an append before it gets a build job."""
 
-    def _enqueue(self, kind: str, conversation: str) -> Job:
+    def _enqueue(self, kind: str, conversation: str, delay: float | None = None) -> Job:
         table = job_table(self.store)
         return job_of(
-            table.enqueue(self.namespace, kind, conversation, max_attempts=self.job_attempts)
+            table.enqueue(
+                self.namespace, kind, conversation, max_attempts=self.job_attempts, delay=delay
+            )
         )
+
+    def _appended(self, conversation: str, turns_added: int) -> None:
+        """With ``auto_build``: (re)schedule the conversation's build for ``auto_build``
+        seconds after this append, so a burst of appends makes one job."""
+        if self.auto_build is not None and turns_added:
+            self._enqueue("build", conversation, delay=self.auto_build)
 
     def job(self, job_id: str) -> Job:
         """The namespace's job ``job_id`` (NotFoundError if there is none)."""

@@ -53,13 +53,16 @@ def create_app(
     idempotency_hours: float = IDEMPOTENCY_HOURS,
     job_lease: float = DEFAULT_LEASE_S,
     job_attempts: int = 3,
+    auto_build: float | None = None,
     metrics: bool = True,
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
     are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
     ``Memory``. The app runs the store's background jobs, each under a lease of ``job_lease``
     seconds, started at most ``job_attempts`` times (a job whose worker died is started
-    again). ``metrics``: serve ``GET /metrics`` (Prometheus, see ``service.metrics``)."""
+    again). ``auto_build``: seconds of quiet after an append before a conversation gets a
+    build job (needs an LLM; see ``Memory``). ``metrics``: serve ``GET /metrics``
+    (Prometheus, see ``service.metrics``)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -70,6 +73,7 @@ def create_app(
         embedder,
         llm=llm,
         idempotency_hours=idempotency_hours,
+        auto_build=auto_build,
     )
     _ = root.embedder  # load the model once, before the first request
     app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
@@ -89,8 +93,9 @@ def create_app(
 def app_from_env() -> FastAPI:
     """The app of ``qemem serve`` (uvicorn factory): store from ``QEMEM_STORE``, body limit
     from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``, job
-    lease and attempts from ``QEMEM_JOB_LEASE`` and ``QEMEM_JOB_ATTEMPTS``; embedder and LLM
-    from ``QEMEM_EMBEDDER`` and ``QEMEM_LLM``."""
+    lease and attempts from ``QEMEM_JOB_LEASE`` and ``QEMEM_JOB_ATTEMPTS``, automatic builds
+    from ``QEMEM_AUTO_BUILD`` (seconds); embedder and LLM from ``QEMEM_EMBEDDER`` and
+    ``QEMEM_LLM``."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
@@ -101,9 +106,12 @@ def app_from_env() -> FastAPI:
     try:
         lease = float(os.environ.get("QEMEM_JOB_LEASE") or DEFAULT_LEASE_S)
         attempts = int(os.environ.get("QEMEM_JOB_ATTEMPTS") or 3)
+        quiet = os.environ.get("QEMEM_AUTO_BUILD")
+        auto_build = float(quiet) if quiet else None
     except ValueError as exc:
         raise ConfigError(
-            f"QEMEM_JOB_LEASE (seconds) and QEMEM_JOB_ATTEMPTS (a count) must be numbers ({exc})"
+            f"QEMEM_JOB_LEASE and QEMEM_AUTO_BUILD (seconds) and QEMEM_JOB_ATTEMPTS (a count) "
+            f"must be numbers ({exc})"
         ) from exc
     return create_app(
         store,
@@ -111,5 +119,6 @@ def app_from_env() -> FastAPI:
         idempotency_hours=hours,
         job_lease=lease,
         job_attempts=attempts,
+        auto_build=auto_build,
         metrics=os.environ.get("QEMEM_METRICS", "1") != "0",
     )

@@ -123,7 +123,8 @@ class Job(BaseModel):
     """A background build, a row of the store that every server process sees: ``status`` is
     queued, running, done, failed or cancelled; ``done``/``total`` its progress; ``attempts``
     how often a worker started it (a job whose worker died is started again, at most
-    ``max_attempts`` times); ``worker`` the process running it; times in UTC."""
+    ``max_attempts`` times); ``worker`` the process running it; ``not_before`` when a queued
+    automatic build may start (once its conversation is quiet); times in UTC."""
 
     id: str
     conversation: str
@@ -138,6 +139,7 @@ class Job(BaseModel):
     worker: str | None = None
     created: str = ""
     updated: str = ""
+    not_before: str | None = None
 
 
 class Health(BaseModel):

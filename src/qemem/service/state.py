@@ -37,6 +37,7 @@ class Tenants:
                     llm=self.root.llm,
                     namespace=namespace,
                     idempotency_hours=self.root.idempotency_hours,
+                    auto_build=self.root.auto_build,
                 )
                 memory.job_attempts = self.job_attempts
                 self._memories[namespace] = memory

@@ -199,12 +199,14 @@ def record_order(rid: str, session: int = 0) -> tuple[int, int, str]:
     return session, int(match.group()) if match else 0, rid
 
 
-def ordering(space: Space, rid: str, session: int, position: int) -> tuple[int, int, str]:
-    """Sort key of a space's records: turns by (session, position), episodes by session then
-    id number, facts by id number (the order ``turns``/``episodes``/``facts`` return)."""
+def ordering(space: Space, rid: str, session: int, position: int) -> tuple[int, int, int, str]:
+    """Sort key of a space's records (the order ``turns``/``episodes``/``facts`` return): turns
+    by (session, position); episodes by session, then the position of their first turn (an
+    episode built again later keeps its place), then id number; facts by id number."""
     if space == "turn":
-        return session, position, rid
-    return record_order(rid, session if space == "episode" else 0)
+        return session, position, 0, rid
+    number = record_order(rid)[1]
+    return (session, position, number, rid) if space == "episode" else (0, 0, number, rid)
 
 
 class VersionedCache(Generic[V]):

@@ -153,7 +153,10 @@ CREATE UNIQUE INDEX jobs_active ON jobs (namespace, kind, conversation)
 """
 """Background jobs (:mod:`qemem.store.jobs`): one row each, any process of the store may claim
 it; at most one queued or running job per (namespace, kind, conversation). Times are epoch
-seconds."""
+seconds; ``not_before`` is when a queued job may start at the earliest (an automatic build
+waits for its conversation to be quiet), and of a running one when it is to run again."""
+JOBS_NOT_BEFORE = "ALTER TABLE jobs ADD COLUMN not_before DOUBLE PRECISION;"
+"""The ``not_before`` column of the ``jobs`` table (added after the table, in every store)."""
 
 
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
@@ -171,4 +174,4 @@ def create(dialect: Dialect) -> str:
         version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
-    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY + JOBS
+    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY + JOBS + JOBS_NOT_BEFORE

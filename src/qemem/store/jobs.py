@@ -29,14 +29,15 @@ KEEP_S = 7 * 86400.0
 
 _COLUMNS = (
     "id, namespace, kind, conversation, status, done, total, attempts, max_attempts, "
-    "lease_owner, lease_until, heartbeat_at, error, result, created, updated"
+    "lease_owner, lease_until, heartbeat_at, error, result, created, updated, not_before"
 )
 
 
 @dataclass(frozen=True)
 class JobRow:
     """One job as stored. ``lease_owner`` names the worker holding it (``host:pid:token``),
-    ``result`` is the job's JSON result once done."""
+    ``result`` is the job's JSON result once done; ``not_before``: when a queued job may start
+    at the earliest, and for a running one when it is to run again once it ends."""
 
     id: str
     namespace: str
@@ -54,6 +55,7 @@ class JobRow:
     result: str | None
     created: float
     updated: float
+    not_before: float | None = None
 
     def leased(self, owner: str, now: float | None = None) -> bool:
         """Whether ``owner`` runs this job under a lease that has not expired."""
@@ -74,11 +76,11 @@ class Lease:
 
 def _row(values: Sequence[Any]) -> JobRow:
     (jid, ns, kind, conv, status, done, total, attempts, most, owner, until, beat) = values[:12]
-    error, result, created, updated = values[12:]
+    error, result, created, updated, after = values[12:]
     return JobRow(
         jid, ns, kind, conv, status, int(done), int(total), int(attempts), int(most), owner,
         None if until is None else float(until), None if beat is None else float(beat),
-        error, result, float(created), float(updated),
+        error, result, float(created), float(updated), None if after is None else float(after),
     )  # fmt: skip
 
 
@@ -112,10 +114,21 @@ class JobTable:
         return [_row(r) for r in rows]
 
     def enqueue(
-        self, namespace: str, kind: str, conversation: str, *, max_attempts: int = 3
+        self,
+        namespace: str,
+        kind: str,
+        conversation: str,
+        *,
+        max_attempts: int = 3,
+        delay: float | None = None,
     ) -> JobRow:
         """A new queued job, or the queued or running one of the same kind for the same
-        conversation (at most one of those at a time). Removes long-finished jobs."""
+        conversation (at most one of those at a time). Removes long-finished jobs.
+
+        Without ``delay`` the job may start at once (a queued one waiting is started now too).
+        With ``delay`` (seconds) it waits until ``delay`` after the latest such call: a
+        waiting job is pushed back, and a running one runs again that long after it ends
+        (it may have missed what came meanwhile)."""
         now = time.time()
         with self._transaction():
             if self.dialect.lock is not None:  # PostgreSQL: enqueuers of one conversation queue
@@ -128,15 +141,33 @@ class JobTable:
                 "namespace = ? AND kind = ? AND conversation = ? AND status IN (?, ?)",
                 (namespace, kind, conversation, *ACTIVE),
             )
+            due = None if delay is None else now + delay
             if active:
-                return active[0]
-            jid = f"job-{secrets.token_hex(8)}"
-            self._exec(
-                "INSERT INTO jobs (id, namespace, kind, conversation, status, max_attempts, "
-                "created, updated) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)",
-                (jid, namespace, kind, conversation, max(1, max_attempts), now, now),
-            )
+                self._postpone(active[0], due)
+                return self._select("id = ?", (active[0].id,))[0]
+            jid = self._insert(namespace, kind, conversation, max_attempts, due)
         return self._select("id = ?", (jid,))[0]
+
+    def _insert(
+        self, namespace: str, kind: str, conversation: str, max_attempts: int, due: float | None
+    ) -> str:
+        jid = f"job-{secrets.token_hex(8)}"
+        now = time.time()
+        self._exec(
+            "INSERT INTO jobs (id, namespace, kind, conversation, status, max_attempts, "
+            "created, updated, not_before) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+            (jid, namespace, kind, conversation, max(1, max_attempts), now, now, due),
+        )
+        return jid
+
+    def _postpone(self, job: JobRow, due: float | None) -> None:
+        """Move an active job's ``not_before`` to ``due`` (see :meth:`enqueue`): a queued job
+        that may start at once stays so, and a running one is only marked to run again."""
+        if job.status == "running":
+            if due is not None:
+                self._exec("UPDATE jobs SET not_before = ? WHERE id = ?", (due, job.id))
+        elif job.not_before is not None:
+            self._exec("UPDATE jobs SET not_before = ? WHERE id = ?", (due, job.id))
 
     def get(self, job_id: str, namespace: str | None = None) -> JobRow | None:
         """The job ``job_id`` (only if it belongs to ``namespace``, when given)."""
@@ -170,13 +201,16 @@ class JobTable:
         a queued one, or a running one whose lease expired. A job whose expired lease ends its
         last attempt is failed instead (and the next one looked at). None when none is left."""
         skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
-        claimable = "status = 'queued' OR (status = 'running' AND lease_until < ?)"
+        claimable = (
+            "(status = 'queued' AND (not_before IS NULL OR not_before <= ?)) "
+            "OR (status = 'running' AND lease_until < ?)"
+        )
         while True:
             now = time.time()
-            if not self._query(f"SELECT 1 FROM jobs WHERE {claimable} LIMIT 1", (now,)):
+            if not self._query(f"SELECT 1 FROM jobs WHERE {claimable} LIMIT 1", (now, now)):
                 return None  # the usual case, answered without a write transaction
             with self._transaction():
-                rows = self._select(claimable, (now,), f"ORDER BY created, id LIMIT 1{skip}")
+                rows = self._select(claimable, (now, now), f"ORDER BY created, id LIMIT 1{skip}")
                 if not rows:
                     return None
                 job = rows[0]
@@ -185,7 +219,8 @@ class JobTable:
                     continue
                 self._exec(
                     "UPDATE jobs SET status = 'running', attempts = attempts + 1, "
-                    "lease_owner = ?, lease_until = ?, heartbeat_at = ?, updated = ? WHERE id = ?",
+                    "lease_owner = ?, lease_until = ?, heartbeat_at = ?, updated = ?, "
+                    "not_before = NULL WHERE id = ?",
                     (owner, now + lease_s, now, now, job.id),
                 )
             return self._select("id = ?", (job.id,))[0]
@@ -228,14 +263,33 @@ class JobTable:
         error: str | None = None,
         result: str | None = None,
     ) -> bool:
-        """End ``owner``'s run of the job; False (nothing written) when it is not ``owner``'s."""
+        """End ``owner``'s run of the job; False (nothing written) when it is not ``owner``'s.
+        A job marked to run again (see :meth:`enqueue`) is queued anew for then."""
         with self._transaction():
-            changed = self._exec(
-                "UPDATE jobs SET status = ?, error = ?, result = ?, lease_until = NULL, "
-                "updated = ? WHERE id = ? AND lease_owner = ? AND status = 'running'",
-                (status, error, result, time.time(), job_id, owner),
+            self._lock_conversation_of(job_id)
+            rows = self._select(
+                "id = ? AND lease_owner = ? AND status = 'running'", (job_id, owner)
             )
-        return changed > 0
+            if not rows:
+                return False
+            self._exec(
+                "UPDATE jobs SET status = ?, error = ?, result = ?, lease_until = NULL, "
+                "not_before = NULL, updated = ? WHERE id = ?",
+                (status, error, result, time.time(), job_id),
+            )
+            job = rows[0]
+            if job.not_before is not None:
+                self._insert(
+                    job.namespace, job.kind, job.conversation, job.max_attempts, job.not_before
+                )
+        return True
+
+    def _lock_conversation_of(self, job_id: str) -> None:
+        """PostgreSQL: take the lock :meth:`enqueue` takes for the job's conversation (so a
+        running job marked to run again is never missed while it ends)."""
+        job = self.get(job_id)
+        if self.dialect.lock is not None and job is not None:
+            self._exec(self.dialect.lock, (f"jobs:{job.namespace}/{job.conversation}",))
 
     def release(self, job_id: str, owner: str) -> bool:
         """Give the job back to the queue (its worker is shutting down): queued again, the

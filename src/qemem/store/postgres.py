@@ -23,7 +23,7 @@ from qemem.store import redact
 from qemem.store.base import Scope, ordering
 from qemem.store.dialect import POSTGRES
 from qemem.store.postgres_schema import migrate
-from qemem.store.rows import TABLES
+from qemem.store.rows import FIRST_TURN, TABLES
 from qemem.store.sql import SQLStore
 
 
@@ -159,7 +159,7 @@ class PostgresStore(SQLStore):
             return None
         dim = int(queries.shape[1])
         self._ensure_hnsw(dim)
-        position = "r.position" if space == "turn" else "0"
+        position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
         sql = (
             f"SELECT v.id, v.vector, r.session, {position} FROM vectors v "
             f"JOIN {TABLES[space]} r ON r.conv = v.conv AND r.id = v.id "

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, create
+from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -29,6 +29,8 @@ UPGRADES: dict[int, str] = {
     4: IDEMPOTENCY,
     # 5: durable background jobs (qemem.store.jobs), visible to every process of the store
     5: JOBS,
+    # 6: when a job may start (automatic builds wait for their conversation to be quiet)
+    6: JOBS_NOT_BEFORE,
 }
 SCHEMA_VERSION = max(UPGRADES)
 

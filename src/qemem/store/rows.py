@@ -11,6 +11,11 @@ from qemem.tokens import tokenize
 Row = tuple[object, ...]
 
 TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
+FIRST_TURN = (
+    "COALESCE((SELECT min(t.position) FROM episode_turns l JOIN turns t ON t.conv = l.conv "
+    "AND t.id = l.turn WHERE l.conv = r.conv AND l.episode = r.id), 0)"
+)
+"""The position of the first turn of episode ``r`` (episodes are ordered by it, per session)."""
 """The table of each space's records."""
 
 SESSION_COLUMNS = ("conv", "idx", "key", "date_time")

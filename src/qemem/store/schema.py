@@ -14,6 +14,7 @@ from qemem.store.ddl import (
     FACT_EPISODES_INDEX,
     IDEMPOTENCY,
     JOBS,
+    JOBS_NOT_BEFORE,
     create,
     fact_episodes,
 )
@@ -42,6 +43,8 @@ UPGRADES: dict[int, str] = {
     5: IDEMPOTENCY,
     # 6: durable background jobs (qemem.store.jobs), visible to every process of the store
     6: JOBS,
+    # 7: when a job may start (automatic builds wait for their conversation to be quiet)
+    7: JOBS_NOT_BEFORE,
 }
 SCHEMA_VERSION = max(UPGRADES)
 

@@ -34,6 +34,7 @@ from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
+    FIRST_TURN,
     LINK_COLUMNS,
     SESSION_COLUMNS,
     TABLES,
@@ -310,9 +311,11 @@ class SQLStore(ABC):
         links = self._links("episode_turns", pk)
         rows = sorted(
             self._query(
-                "SELECT id, session, title, content, timestamp FROM episodes WHERE conv = ?", (pk,)
+                f"SELECT id, session, title, content, timestamp, {FIRST_TURN} FROM episodes r "
+                "WHERE conv = ?",
+                (pk,),
             ),
-            key=lambda row: record_order(row[0], row[1]),
+            key=lambda row: ordering("episode", row[0], row[1], row[5]),
         )
         return [
             Episode(
@@ -324,7 +327,7 @@ class SQLStore(ABC):
                 datetime.fromisoformat(ts),
                 links.get(rid, ()),
             )
-            for rid, session, title, content, ts in rows
+            for rid, session, title, content, ts, _ in rows
         ]
 
     def put_facts(
@@ -383,7 +386,7 @@ class SQLStore(ABC):
         return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
-        position = "r.position" if space == "turn" else "0"
+        position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
         rows = self._query(
             f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
             "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?",
