@@ -2,7 +2,7 @@
 
 The constructor reads a formatted pool and the plan's need and returns cards (claim, sources,
 quote, time, relation) plus a sufficiency verdict. Verification needs no LLM: a card is
-*verified* when its quote matches the text of at least one cited source (``best_quote_match``);
+*verified* when its quote matches the text of at least one cited source (``best_check``);
 unverified cards are kept and marked; cited ids that name nothing are recorded. Each card's
 time is resolved deterministically (``card_time``: the relative expression inside the quote,
 else one of a cited turn's that the model's own ``time`` agrees with, else the session date,
@@ -12,7 +12,7 @@ marked as such) and compared with the model's ``time`` as periods, not phrasings
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
 from qemem.evidence.card_time import CitedText, TimeBasis, card_time
 from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_memories
-from qemem.evidence.quotes import DEFAULT_THRESHOLD, best_quote_match, verify_quote
+from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
 from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
@@ -220,13 +220,12 @@ def source_text(record: Turn | Episode | SemanticFact) -> str:
 
 
 def _match_order(
-    quote: str, texts: Mapping[str, str], speakers: Mapping[str, str], matched: str
+    checks: Mapping[str, QuoteCheck], turns: Collection[str], matched: str
 ) -> list[str]:
-    """The cited ids, the matched one first, then the other turns by how well ``quote``
-    matches them (best first; ties in citation order)."""
-    others = [sid for sid in texts if sid != matched and sid in speakers]
-    score = {sid: verify_quote(quote, texts[sid], speaker=speakers[sid]).score for sid in others}
-    return [matched, *sorted(others, key=lambda sid: -score[sid])]
+    """The cited ids, the matched one first, then the other turns by how well the quote
+    matched them (best first; ties in citation order)."""
+    others = [sid for sid in checks if sid != matched and sid in turns]
+    return [matched, *sorted(others, key=lambda sid: -checks[sid].score)]
 
 
 def verify_card(
@@ -252,12 +251,13 @@ def verify_card(
             known[name] = located
     texts = {sid: source_text(loc.record) for sid, loc in known.items()}
     speakers = {sid: r.speaker for sid, loc in known.items() if isinstance(r := loc.record, Turn)}
-    matched, check = best_quote_match(card.quote, texts, speakers=speakers, threshold=threshold)
+    checks = quote_checks(card.quote, texts, speakers=speakers, threshold=threshold)
+    matched, check = best_check(checks)
     timing = None
     if matched is not None:
         cited = [
             CitedText(sid, texts[sid], index.session_date(known[sid].record))
-            for sid in _match_order(card.quote, texts, speakers, matched)
+            for sid in _match_order(checks, speakers, matched)
         ]
         timing = card_time(cited, check.span, model_time=card.time)
     return ViewCard(

@@ -296,6 +296,35 @@ def verify_quote(
     )
 
 
+def quote_checks(
+    quote: str,
+    sources: Mapping[str, str],
+    *,
+    speakers: Mapping[str, str] | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, QuoteCheck]:
+    """``quote`` checked against every source (id -> text; ``speakers``: id -> the speaker of
+    a turn), in source order."""
+    return {
+        source_id: verify_quote(
+            quote, text, speaker=(speakers or {}).get(source_id, ""), threshold=threshold
+        )
+        for source_id, text in sources.items()
+    }
+
+
+def best_check(checks: Mapping[str, QuoteCheck]) -> tuple[str | None, QuoteCheck]:
+    """The best of ``quote_checks``: verified matches beat unverified ones, then the higher
+    score wins (ties: first in order). With no sources the id is ``None`` and the check is
+    unverified with score 0."""
+    best_id: str | None = None
+    best = QuoteCheck(verified=False, score=0.0)
+    for source_id, check in checks.items():
+        if best_id is None or (check.verified, check.score) > (best.verified, best.score):
+            best_id, best = source_id, check
+    return best_id, best
+
+
 def best_quote_match(
     quote: str,
     sources: Mapping[str, str],
@@ -303,17 +332,5 @@ def best_quote_match(
     speakers: Mapping[str, str] | None = None,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> tuple[str | None, QuoteCheck]:
-    """Check ``quote`` against every source (id -> text; ``speakers``: id -> the speaker of a
-    turn) and return the best one.
-
-    Verified matches beat unverified ones, then the higher score wins (ties: first in order).
-    With no sources the id is ``None`` and the check is unverified with score 0.
-    """
-    best_id: str | None = None
-    best = QuoteCheck(verified=False, score=0.0)
-    for source_id, text in sources.items():
-        speaker = (speakers or {}).get(source_id, "")
-        check = verify_quote(quote, text, speaker=speaker, threshold=threshold)
-        if best_id is None or (check.verified, check.score) > (best.verified, best.score):
-            best_id, best = source_id, check
-    return best_id, best
+    """Check ``quote`` against every source and return the best one (see ``best_check``)."""
+    return best_check(quote_checks(quote, sources, speakers=speakers, threshold=threshold))
