@@ -22,10 +22,11 @@ REPORTS = TypeAdapter(list[BuildReport])
 
 @dataclass(frozen=True)
 class Job:
-    """A background job (a build, for now) of one conversation: ``status`` is queued,
-    running, done, failed or cancelled; ``done``/``total`` its progress; ``reports`` the
-    build's, once done; ``attempts`` how often a worker started it (a job whose worker dies
-    is started again, at most ``max_attempts`` times); ``worker`` the one running it."""
+    """A background job (a build, for now) of one conversation, a row of the store that every
+    server process sees: ``status`` is queued, running, done, failed or cancelled;
+    ``done``/``total`` its progress; ``reports`` the build's, once done; ``attempts`` how often
+    a worker started it (a job whose worker died is started again, at most ``max_attempts``
+    times); ``worker`` the process running it; times in UTC (ISO 8601)."""
 
     id: str
     conversation: str

@@ -5,11 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
-from qemem.build import BuildReport
 from qemem.memory import SearchResult
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.models import Pool, Ref, Session, Space
-from qemem.store.jobs import JobStatus
 
 MAX_K = 1000
 """The most search results one request may ask for (HTTP and MCP alike)."""
@@ -117,29 +115,6 @@ class ContextIn(BaseModel):
 
 class CheckIn(BaseModel):
     text: str = Field(description="the answer or statement whose claims to check")
-
-
-class Job(BaseModel):
-    """A background build, a row of the store that every server process sees: ``status`` is
-    queued, running, done, failed or cancelled; ``done``/``total`` its progress; ``attempts``
-    how often a worker started it (a job whose worker died is started again, at most
-    ``max_attempts`` times); ``worker`` the process running it; ``not_before`` when a queued
-    automatic build may start (once its conversation is quiet); times in UTC."""
-
-    id: str
-    conversation: str
-    status: JobStatus
-    kind: str = "build"
-    done: int = 0
-    total: int = 0
-    attempts: int = 0
-    max_attempts: int = 3
-    reports: list[BuildReport] = Field(default_factory=list)
-    error: str | None = None
-    worker: str | None = None
-    created: str = ""
-    updated: str = ""
-    not_before: str | None = None
 
 
 class Health(BaseModel):

@@ -6,17 +6,11 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from qemem.errors import LLMError
-from qemem.memory.jobs import Job as JobRecord
+from qemem.memory.jobs import Job
 from qemem.service.auth import Reader, Writer
 from qemem.service.problems import error_responses
-from qemem.service.schemas import Job
 from qemem.service.state import State, existing_conversation
 from qemem.store.jobs import JobStatus
-
-
-def job_out(job: JobRecord) -> Job:
-    """The response body of a job."""
-    return Job.model_validate(job, from_attributes=True)
 
 
 def build(conversation: str, key: Writer, state: State) -> Job:
@@ -31,23 +25,23 @@ def build(conversation: str, key: Writer, state: State) -> Job:
         )
     job = memory.enqueue_build(conversation)
     state.worker.wake()
-    return job_out(job)
+    return job
 
 
 def list_jobs(key: Reader, state: State, status: JobStatus | None = None) -> list[Job]:
     """The caller's jobs (only those of ``status``, when given), newest first."""
-    return [job_out(j) for j in state.memory(key.namespace).jobs(status)]
+    return state.memory(key.namespace).jobs(status)
 
 
 def get_job(job_id: str, key: Reader, state: State) -> Job:
     """A job's status, progress (done/total), attempts and, once done, its reports."""
-    return job_out(state.memory(key.namespace).job(job_id))
+    return state.memory(key.namespace).job(job_id)
 
 
 def cancel_job(job_id: str, key: Writer, state: State) -> Job:
     """Cancel a queued or running job (a running build stops at its next step; what it stored
     stays and a later build resumes from it). A finished job is returned unchanged."""
-    return job_out(state.memory(key.namespace).cancel_job(job_id))
+    return state.memory(key.namespace).cancel_job(job_id)
 
 
 def register(app: FastAPI) -> None:
