@@ -67,6 +67,7 @@ from qemem.models import (
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
+from qemem.store.base import space_records
 from qemem.store.jobs import Lease
 
 EMBED_CHARS = 4000
@@ -266,11 +267,7 @@ class Memory(MemoryJobs, MemoryAPI):
         self, conversation: str, space: Space, ids: Sequence[str]
     ) -> list[Turn | Episode | SemanticFact]:
         """Records of one space by id, in the order of ``ids``."""
-        if space == "turn":
-            return list(self.turns(conversation, ids))
-        if space == "episode":
-            return list(self.episodes(conversation, ids))
-        return list(self.facts(conversation, ids))
+        return space_records(self.store, self.scope(conversation), space, ids)
 
     # ------------------------------------------------------------------ search
     def search(

@@ -18,8 +18,9 @@ from qemem.embed.spec import open_embedder
 from qemem.errors import StoreError
 from qemem.memory.api import Progress
 from qemem.memory.facade import EMBED_CHARS
-from qemem.models import Episode, SemanticFact, Space, Turn, search_text
+from qemem.models import Space, search_text
 from qemem.store import MemoryStore, Scope, open_store
+from qemem.store.base import space_records
 
 SPACES: tuple[Space, ...] = ("turn", "episode", "fact")
 
@@ -34,16 +35,6 @@ class ReembedReport:
     resumed: bool = False
     embedded: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPACES, 0))
     unchanged: bool = False
-
-
-def _records(
-    store: MemoryStore, scope: Scope, space: Space, ids: list[str]
-) -> list[Turn | Episode | SemanticFact]:
-    if space == "turn":
-        return list(store.turns(scope, ids))
-    if space == "episode":
-        return list(store.episodes(scope, ids))
-    return list(store.facts(scope, ids))
 
 
 def _pending(store: MemoryStore) -> list[tuple[Scope, Space, list[str]]]:
@@ -65,7 +56,7 @@ def _stage_all(
     total, done = sum(len(ids) for *_, ids in pending), 0
     for scope, space, ids in pending:
         for start in range(0, len(ids), batch):
-            records = _records(store, scope, space, ids[start : start + batch])
+            records = space_records(store, scope, space, ids[start : start + batch])
             vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
             store.stage_vectors(scope, space, [r.id for r in records], vectors)
             report.embedded[space] += len(records)

@@ -247,3 +247,14 @@ def select_records(records: list[R], ids: Sequence[str] | None) -> list[R]:
         return list(records)
     by_id = {r.id: r for r in records}
     return [by_id[i] for i in ids if i in by_id]
+
+
+def space_records(
+    store: MemoryStore, scope: Scope, space: Space, ids: Sequence[str]
+) -> list[Turn | Episode | SemanticFact]:
+    """Records of one space of the scope by id, in the order of ``ids``."""
+    if space == "turn":
+        return list(store.turns(scope, ids))
+    if space == "episode":
+        return list(store.episodes(scope, ids))
+    return list(store.facts(scope, ids))
