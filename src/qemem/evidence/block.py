@@ -84,16 +84,17 @@ def _render(index: SourceIndex, chosen: Sequence[PoolItem]) -> str:
     )
 
 
-def _cost(index: SourceIndex, record: Turn | Episode | SemanticFact, opened: set[object]) -> int:
-    """Estimated tokens a record adds to the block: its line, and its section title and
-    session header when it is the first of them (``opened`` holds those already paid for)."""
-    space = type(record).__name__
-    text = f"[{record.id}] {as_data(_shown(index, record))}"
+def _cost(index: SourceIndex, item: PoolItem, shown: str, opened: set[object]) -> int:
+    """Estimated tokens an item adds to the block: its line (``shown`` its text), and its
+    section title and session header when it is the first of them (``opened`` holds those
+    already paid for)."""
+    record = item.record
+    text = f"[{record.id}] {as_data(shown)}"
     if isinstance(record, Turn):
         text += f" {record.speaker}: "
-    if (space, record.session) not in opened:
+    if (item.space, record.session) not in opened:
         text += f"\n--- Session {record.session} ({show_date(index.session_date(record))})"
-    if space not in opened:
+    if item.space not in opened:
         text += "\n\nSemantic facts (each under the session it was learned in):"
     return estimate_tokens(text + "\n")
 
@@ -101,17 +102,16 @@ def _cost(index: SourceIndex, record: Turn | Episode | SemanticFact, opened: set
 def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
     """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
     ranked = _priority(pool)
+    shown = {item.ref: _shown(index, item.record) for item in ranked}
     chosen: list[PoolItem] = []
     opened: set[object] = set()
     spent = 0
     for item in ranked:
-        cost = _cost(index, item.record, opened)
+        cost = _cost(index, item, shown[item.ref], opened)
         if spent + cost <= budget_tokens:
             chosen.append(item)
             spent += cost
-            opened.update(
-                {type(item.record).__name__, (type(item.record).__name__, item.record.session)}
-            )
+            opened.update({item.space, (item.space, item.record.session)})
     text = _render(index, chosen)
     while chosen and estimate_tokens(text) > budget_tokens:  # headers are shared: rarely needed
         chosen.pop()
@@ -121,9 +121,9 @@ def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: 
             ref=item.ref,
             session=item.record.session,
             date=index.session_date(item.record).isoformat(),
-            text=_shown(index, item.record),
+            text=shown[item.ref],
             speaker=item.record.speaker if isinstance(item.record, Turn) else None,
-            tokens=estimate_tokens(_shown(index, item.record)),
+            tokens=estimate_tokens(shown[item.ref]),
         )
         for item in chosen
     ]
