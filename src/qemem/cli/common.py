@@ -107,26 +107,19 @@ def output_folder(value: Path | None) -> Path | None:
     return value
 
 
-StoreOpt = Annotated[
-    str,
-    typer.Option(
+def _store_option() -> Any:
+    """The ``--store`` option (a fresh one per alias below: typer keeps state on it)."""
+    return typer.Option(
         "--store",
         "-s",
         envvar="QEMEM_STORE",
         help=f"{_STORE_HELP} (QEMEM_STORE)",
         callback=not_blank,
-    ),
-]
-OptionalStoreOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        "-s",
-        envvar="QEMEM_STORE",
-        help=f"{_STORE_HELP} (QEMEM_STORE)",
-        callback=not_blank,
-    ),
-]
+    )
+
+
+StoreOpt = Annotated[str, _store_option()]
+OptionalStoreOpt = Annotated[str | None, _store_option()]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")
 ]
