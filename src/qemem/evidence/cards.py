@@ -113,10 +113,10 @@ class ViewCard:
     def rule_time(self) -> TimeResolution | None:
         """The rule time when it rests on an expression (quote or cited turn); None when it is
         only the session date (the day it was said) or nothing resolved."""
-        basis = self.time_basis or ("session" if not self.resolved_time else "")
-        if self.resolved_time is None or basis == "session" or not self.resolved_time.expression:
+        rule = self.resolved_time
+        if rule is None or self.time_basis == "session" or not rule.expression:
             return None
-        return self.resolved_time
+        return rule
 
     @property
     def model_written(self) -> bool:

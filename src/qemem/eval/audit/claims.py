@@ -86,7 +86,7 @@ def card_time(card: Mapping[str, Any]) -> str:
     fallback as the day it was said; a plan marked)."""
     parts = [str(card.get("time") or "")]
     resolved = card.get("resolved_time") or {}
-    fallback = card.get("time_basis") == "session" or not resolved.get("expression", "x")
+    fallback = card.get("time_basis") == "session" or resolved.get("expression") == ""
     if resolved.get("phrase"):
         parts.append(f"{'said on' if fallback else 'rule:'} {resolved['phrase']}")
     if card.get("planned"):
