@@ -15,6 +15,18 @@ from qemem.keys import KeyStore, create_key, open_key_store
 from qemem.service import create_app
 from qemem.store import MemoryStore, open_store
 
+MCP_TOOLS = {
+    "remember",
+    "recall",
+    "recall_across",
+    "context",
+    "ask",
+    "check",
+    "list_conversations",
+    "forget",
+}
+"""The MCP server's tools (the stdio and in-memory tests both check the list)."""
+
 MESSAGES = [
     {
         "session_id": "s1",

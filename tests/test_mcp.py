@@ -13,18 +13,8 @@ from qemem.embed import HashEmbedder
 from qemem.memory import Memory
 from qemem.service.mcp_server import create_mcp_server
 from qemem.store import SQLiteStore
-from service_helpers import MESSAGES
+from service_helpers import MCP_TOOLS, MESSAGES
 
-TOOLS = {
-    "remember",
-    "recall",
-    "recall_across",
-    "context",
-    "ask",
-    "check",
-    "list_conversations",
-    "forget",
-}
 STATEMENT = "Ana adopted a grey cat named Pixel. Ben never started pottery classes."
 
 
@@ -62,7 +52,7 @@ async def _session(memory: Memory, read_only: bool = False) -> dict[str, Any]:
 def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
     with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm="fake", namespace="a") as memory:
         out = anyio.run(_session, memory)
-        assert set(out["tools"]) == TOOLS
+        assert set(out["tools"]) == MCP_TOOLS
         assert all(len(t.description or "") > 80 for t in out["tools"].values())
         assert _payload(out["remember"]) == {"ids": ["m1", "m2", "D2:1"], "turns_added": 3}
         assert _payload(out["again"]) == {"ids": ["m1"], "turns_added": 0}

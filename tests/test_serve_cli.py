@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from qemem.cli import app
 from qemem.errors import AuthError, ConfigError
 from qemem.service.app import app_from_env
-from service_helpers import MESSAGES
+from service_helpers import MCP_TOOLS, MESSAGES
 
 runner = CliRunner()
 QEMEM = [sys.executable, "-c", "from qemem.cli import main; main()"]
@@ -141,14 +141,5 @@ def test_mcp_over_stdio_serves_the_keys_namespace(tmp_path: Path) -> None:
     (tmp_path / "chat.json").write_text(json.dumps(records), encoding="utf-8")
     invoke("ingest", str(tmp_path / "chat.json"), "--store", store, "--quiet")
     tools, listed = anyio.run(_stdio_tools, store, key)
-    assert tools == {
-        "remember",
-        "recall",
-        "recall_across",
-        "context",
-        "ask",
-        "check",
-        "list_conversations",
-        "forget",
-    }
+    assert tools == MCP_TOOLS
     assert [c["id"] for c in json.loads(listed)["conversations"]] == ["c1"]
