@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from importlib import resources
 
 import pytest
 
+from index_helpers import sample_index
 from qemem.answer import (
     answer_question,
     assemble,
@@ -14,12 +14,10 @@ from qemem.answer import (
     extract_final_answer,
     is_abstention,
 )
-from qemem.embed import HashEmbedder
 from qemem.evidence import CardDraft, SourceIndex, verify_card
 from qemem.llm import LLMClient, LLMRequest
-from qemem.memory import Memory
-from qemem.models import Episode, Pool, PoolItem, search_text
-from qemem.store import Scope, SQLiteStore
+from qemem.models import Episode, Pool, PoolItem
+from qemem.store import Scope
 from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
@@ -161,13 +159,7 @@ def test_retry_can_be_turned_off() -> None:
 
 @pytest.fixture(scope="module")
 def index() -> SourceIndex:
-    store = SQLiteStore(":memory:")
-    embedder = HashEmbedder()
-    sample = resources.files("qemem.data").joinpath("sample.json")
-    with resources.as_file(sample) as path:
-        Memory(store, embedder).ingest(path)
-    store.add_episodes(SCOPE, [EPISODE], embedder.embed([search_text(EPISODE)]), embedder.id)
-    return SourceIndex(store, SCOPE)
+    return sample_index(SCOPE, [EPISODE])
 
 
 def turn_items(index: SourceIndex, *ids: str) -> list[PoolItem]:

@@ -6,18 +6,17 @@ marked and shown with the original turns behind them."""
 from __future__ import annotations
 
 from datetime import datetime
-from importlib import resources
 
 import pytest
 
+from index_helpers import sample_index
 from qemem.answer import assemble
 from qemem.answer.wire import answer_from_json, answer_to_json
-from qemem.embed import HashEmbedder
 from qemem.evidence import CardDraft, SourceIndex, format_pool, verify_card
 from qemem.llm import LLMClient
 from qemem.memory import Memory
-from qemem.models import Episode, Pool, PoolItem, SemanticFact, search_text
-from qemem.store import Scope, SQLiteStore
+from qemem.models import Episode, Pool, PoolItem, SemanticFact
+from qemem.store import Scope
 from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
@@ -35,14 +34,7 @@ FACT = SemanticFact("F1", "demo-1", "Tomas ran the Riverside Half Marathon.", 5,
 
 @pytest.fixture(scope="module")
 def index() -> SourceIndex:
-    store = SQLiteStore(":memory:")
-    embedder = HashEmbedder()
-    sample = resources.files("qemem.data").joinpath("sample.json")
-    with resources.as_file(sample) as path:
-        Memory(store, embedder).ingest(path)
-    store.add_episodes(SCOPE, [RACE], embedder.embed([search_text(RACE)]), embedder.id)
-    store.put_facts(SCOPE, [FACT], embedder.embed([search_text(FACT)]), embedder.id)
-    return SourceIndex(store, SCOPE)
+    return sample_index(SCOPE, [RACE], [FACT])
 
 
 def card(index: SourceIndex, sources: list[str], quote: str, time: str = "") -> str:

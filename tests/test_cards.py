@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from importlib import resources
 from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
-from qemem.embed import HashEmbedder
+from index_helpers import sample_index
 from qemem.evidence import (
     CardDraft,
     SourceIndex,
@@ -22,9 +21,8 @@ from qemem.evidence import (
 )
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import LLMClient, LLMRequest
-from qemem.memory import Memory
-from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact, search_text
-from qemem.store import Scope, SQLiteStore
+from qemem.models import Episode, Plan, Pool, PoolItem, SemanticFact
+from qemem.store import Scope
 from qemem.testing import OfflineLLM
 
 SCOPE = Scope("demo-1")
@@ -51,14 +49,7 @@ FACT = SemanticFact(
 
 @pytest.fixture(scope="module")
 def index() -> SourceIndex:
-    store = SQLiteStore(":memory:")
-    embedder = HashEmbedder()
-    sample = resources.files("qemem.data").joinpath("sample.json")
-    with resources.as_file(sample) as path:
-        Memory(store, embedder).ingest(path)
-    store.add_episodes(SCOPE, [EPISODE], embedder.embed([search_text(EPISODE)]), embedder.id)
-    store.put_facts(SCOPE, [FACT], embedder.embed([search_text(FACT)]), embedder.id)
-    return SourceIndex(store, SCOPE)
+    return sample_index(SCOPE, [EPISODE], [FACT])
 
 
 def small_pool(index: SourceIndex, turn_ids: list[str]) -> Pool:
