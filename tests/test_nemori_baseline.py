@@ -276,6 +276,11 @@ def test_cli_ask_json(tmp_path: Path, store: SQLiteStore, monkeypatch: pytest.Mo
     pool = data["evidence"]["pool"]
     assert (len(pool["episodes"]), len(pool["facts"]), pool["turns"]) == (10, 20, [])
     assert data["trace"]["totals"]["total"]["calls"] == 1
+    page = tmp_path / "answer.html"
+    result = runner.invoke(app, [*args, "--llm", "fake", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    assert "mode nemori-baseline; 1 LLM calls" in result.output
+    assert "nemori-baseline" in page.read_text(encoding="utf-8")
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
