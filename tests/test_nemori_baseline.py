@@ -34,7 +34,8 @@ from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Space, Turn, search_text
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.pool import RetrievalConfig
-from qemem.store import Scope, SQLiteStore
+from qemem.store import Scope, SQLiteStore, open_store
+from qemem.store.base import MemoryStore
 from qemem.testing import OfflineLLM
 from service_helpers import served
 
@@ -63,7 +64,7 @@ def chunks(turns: list[Turn], size: int) -> list[list[Turn]]:
     return out
 
 
-def add_memory(store: SQLiteStore, episodes: int, facts: int) -> None:
+def add_memory(store: MemoryStore, episodes: int, facts: int) -> None:
     """``episodes`` episodes of 4 consecutive turns each and ``facts`` one-turn facts."""
     turns = store.turns(SCOPE)
     made = [
@@ -338,3 +339,21 @@ def test_http_and_remote_client(sample_path: Path) -> None:
         assert answer.pool.episodes and answer.pool.turns == []
         assert len(answer.pool.episodes) <= EPISODES and len(answer.pool.facts) <= FACTS
         assert answer.trace.totals["total"]["calls"] == 1
+
+
+def test_postgresql_retrieves_and_shows_the_same(pg_url: str, store: SQLiteStore) -> None:
+    pg = open_store(pg_url)
+    try:
+        sample = resources.files("qemem.data").joinpath("sample.json")
+        with resources.as_file(sample) as path:
+            Memory(pg, EMBEDDER).ingest(path)
+        add_memory(pg, episodes=14, facts=30)
+        answers = []
+        for backend in (store, pg):
+            recorder = Recorder()
+            llm = LLMClient(OfflineLLM(recorder))
+            answer = ask(backend, SCOPE, EMBEDDER, llm, QUESTION, mode="nemori-baseline")
+            answers.append((answer.pool.refs(), recorder.requests[0].messages[0].content))
+        assert answers[0] == answers[1]
+    finally:
+        pg.close()
