@@ -109,19 +109,30 @@ class MemoryJobs:
     auto_build: float | None = None
     """Seconds a conversation stays quiet after an append before it gets a build job."""
 
-    def _enqueue(self, kind: str, conversation: str, delay: float | None = None) -> Job:
+    def _enqueue(
+        self,
+        kind: str,
+        conversation: str,
+        delay: float | None = None,
+        namespace: str | None = None,
+    ) -> Job:
         table = job_table(self.store)
         return job_of(
             table.enqueue(
-                self.namespace, kind, conversation, max_attempts=self.job_attempts, delay=delay
+                namespace or self.namespace,
+                kind,
+                conversation,
+                max_attempts=self.job_attempts,
+                delay=delay,
             )
         )
 
-    def _appended(self, conversation: str, turns_added: int) -> None:
-        """With ``auto_build``: (re)schedule the conversation's build for ``auto_build``
-        seconds after this append, so a burst of appends makes one job."""
+    def _appended(self, conversation: str, turns_added: int, namespace: str | None = None) -> None:
+        """With ``auto_build``: (re)schedule the build of the conversation (of ``namespace``,
+        default this one's) for ``auto_build`` seconds after this append or ingest, so a burst
+        of them makes one job."""
         if self.auto_build is not None and turns_added:
-            self._enqueue("build", conversation, delay=self.auto_build)
+            self._enqueue("build", conversation, delay=self.auto_build, namespace=namespace)
 
     def job(self, job_id: str) -> Job:
         """The namespace's job ``job_id`` (NotFoundError if there is none)."""
