@@ -45,6 +45,28 @@ def _server_extra() -> None:
         ) from None
 
 
+AutoBuildOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--auto-build",
+        metavar="SECONDS",
+        help="Build a conversation by itself once it has been quiet for SECONDS after an "
+        "append or ingest (a burst of them makes one build job); needs an LLM.",
+    ),
+]
+
+
+def _check_auto_build(auto_build: float | None, llm: str | None) -> None:
+    """Refuse ``--auto-build`` at once (before a store is created or a worker started) when it
+    is no positive number or there is no LLM to build with."""
+    if auto_build is None:
+        return
+    client = open_llm(llm)
+    if client is not None:
+        client.close()
+    check_auto_build(auto_build, lambda: client)
+
+
 CreateOpt = Annotated[
     bool,
     typer.Option(
@@ -74,15 +96,7 @@ def serve(
         int,
         typer.Option("--job-attempts", min=1, help="Starts of a job before it fails for good."),
     ] = 3,
-    auto_build: Annotated[
-        float | None,
-        typer.Option(
-            "--auto-build",
-            metavar="SECONDS",
-            help="Build a conversation by itself once it has been quiet for SECONDS after an "
-            "append (a burst of appends makes one build job); needs an LLM.",
-        ),
-    ] = None,
+    auto_build: AutoBuildOpt = None,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
@@ -105,11 +119,8 @@ def serve(
             f"--idempotency-hours must be more than 0 (got {idempotency_hours:g}): it is how "
             "long a retried batch's Idempotency-Key is remembered"
         )
+    _check_auto_build(auto_build, llm)  # refused here rather than in each worker
     if auto_build is not None:
-        client = open_llm(llm)  # refused here rather than in each worker
-        if client is not None:
-            client.close()
-        check_auto_build(auto_build, lambda: client)
         os.environ["QEMEM_AUTO_BUILD"] = repr(auto_build)
     store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
@@ -137,15 +148,18 @@ def mcp(
     ] = False,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8766,
+    auto_build: AutoBuildOpt = None,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
 ) -> None:
     """Run the MCP server (stdio by default). With QEMEM_API_KEY set, the key's namespace is
-    served (a revoked key is refused) and a read-only key cannot remember or forget."""
+    served (a revoked key is refused) and a read-only key cannot remember or forget. With
+    --auto-build, the server also runs the store's build jobs while it is up."""
     _server_extra()
+    _check_auto_build(auto_build, llm)
     store = store if create else existing_store(store)
-    from qemem.service.mcp_server import create_mcp_server
+    from qemem.service.mcp_server import create_mcp_server, running_jobs
 
     read_only = False
     key = os.environ.get("QEMEM_API_KEY")
@@ -161,7 +175,10 @@ def mcp(
                 "drop --namespace"
             )
         namespace, read_only = record.namespace, record.read_only
-    with Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory:
+    with (
+        Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory,
+        running_jobs(memory, auto_build),
+    ):
         server = create_mcp_server(memory, read_only=read_only)
         if http:
             server.run("streamable-http", host=host, port=port)
