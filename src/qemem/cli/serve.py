@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -132,9 +136,29 @@ def serve(
         if value:
             os.environ[name] = value
     open_key_store(store).close()  # fail here, not in each worker, when the store is bad
-    uvicorn.run(
-        "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
-    )
+    with _metrics_folder(workers):
+        uvicorn.run(
+            "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
+        )
+
+
+@contextmanager
+def _metrics_folder(workers: int) -> Iterator[None]:
+    """With several workers (and metrics on): a fresh temporary folder for prometheus-client's
+    multiprocess mode while the block runs, so that a scrape of any worker sums all of them;
+    removed at the end. A ``PROMETHEUS_MULTIPROC_DIR`` already set is used as it is."""
+    from qemem.service.metrics import MULTIPROC_ENV
+
+    if workers < 2 or os.environ.get("QEMEM_METRICS") == "0" or os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="qemem-metrics-")
+    os.environ[MULTIPROC_ENV] = folder
+    try:
+        yield
+    finally:
+        del os.environ[MULTIPROC_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def mcp(
