@@ -76,7 +76,7 @@ def test_one_scrape_sums_the_requests_and_llm_calls_of_every_worker(
                 assert fresh.get(f"{server.base}/healthz", timeout=10).status_code == 200
             sent += 1
         counts = per_worker(folder, tmp_path / "scratch")
-        if len(counts) == 2 and all(counts.values()) or sent >= 1000:
+        if (len(counts) == 2 and all(counts.values())) or sent >= 1000:
             break
     assert len(counts) == 2 and all(counts.values()), counts  # spread over both workers
     assert sum(counts.values()) == sent
