@@ -107,7 +107,8 @@ def test_the_http_route_pages_with_a_next_cursor() -> None:
         assert [j["id"] for j in first.json()] == order[:4]  # the body is still a list
         assert _next(first) == order[3]
         link = first.headers["Link"]
-        assert link.endswith('>; rel="next"') and f"cursor={order[3]}" in link
+        assert link.startswith("</v1/jobs?") and link.endswith('>; rel="next"')
+        assert f"cursor={order[3]}" in link and "limit=4" in link
         seen, response = [], first
         while (cursor := _next(response)) is not None:
             seen += [j["id"] for j in response.json()]

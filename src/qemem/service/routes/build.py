@@ -52,7 +52,8 @@ def list_jobs(
     if len(page) == limit and memory.jobs(status, limit=1, before=page[-1].id):
         response.headers[NEXT_CURSOR] = page[-1].id
         following = request.url.include_query_params(cursor=page[-1].id)
-        response.headers["Link"] = f'<{following}>; rel="next"'
+        # relative (RFC 8288): right behind a proxy that rewrites the host
+        response.headers["Link"] = f'<{following.path}?{following.query}>; rel="next"'
     return page
 
 
