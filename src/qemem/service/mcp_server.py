@@ -2,7 +2,8 @@
 
 Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
 answer with cited, verified evidence), ``check`` (a statement's claims against the
-conversation), ``list_conversations`` and ``forget``.
+conversation), ``list_conversations`` and ``forget``. ``running_jobs`` runs the store's build
+jobs beside the server (``qemem mcp --auto-build``).
 """
 
 from __future__ import annotations
