@@ -212,6 +212,7 @@ class Memory(MemoryJobs, MemoryAPI):
             self.embed_documents,
             self.embedder.id,
             progress,
+            lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
         )
 
     def add_messages(
