@@ -269,6 +269,23 @@ CacheModeOpt = Annotated[
     typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
 ]
 PlotsOpt = Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")]
+NoPlanOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-plan",
+        help="Planning ablation: the question alone as the query set, rule-derived "
+        "aggregate/temporal flags, no planner call; recorded in the manifest.",
+    ),
+]
+ErrataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--errata",
+        help="JSON file of known answer-key errors (question key -> corrected answer or "
+        "excluded, with a reason): accuracy on the original and corrected gold side by side.",
+        callback=input_path,
+    ),
+]
 
 
 @eval_app.command()
@@ -295,6 +312,8 @@ def locomo(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    no_plan: NoPlanOpt = False,
+    errata: ErrataOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -322,6 +341,8 @@ def locomo(
         cache_mode=cache_mode,
         plots=plots,
         retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        plan=not no_plan,
+        errata=errata,
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)
@@ -361,6 +382,8 @@ def show_run(result: RunResult, mode: str, out: Path) -> None:
     )
     for failure in result.failures:
         err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
+    if summary.get("errata"):
+        show_errata(summary["errata"])
 
 
 @eval_app.command("report")
@@ -368,12 +391,26 @@ def report_command(
     out: Annotated[
         Path, typer.Argument(help="Run folder of `qemem eval locomo`.", callback=input_path)
     ],
+    errata: ErrataOpt = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="With --errata: the judge LLM spec that grades answers against corrected "
+            "gold (default: the run's judge; its cache is OUT/llm-cache.db or --cache).",
+        ),
+    ] = None,
+    cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild summary.json, report.md and the plots from results.jsonl and manifest.json
-    (no LLM call; byte-identical to what the run wrote)."""
+    (no LLM call; byte-identical to what the run wrote). With --errata, first score the run
+    on the corrected gold too (judging the corrected questions) and record the file's hash."""
+    from qemem.eval.errata import apply_errata
     from qemem.eval.report import rebuild_report
 
+    if errata is not None:
+        apply_errata(out, errata, judge=judge, cache=cache)
     summary = rebuild_report(out)
     if as_json:
         print_json(summary)
@@ -382,6 +419,26 @@ def report_command(
         f"rebuilt {out / 'summary.json'} and {out / 'report.md'} from "
         f"{summary['questions']} records"
     )
+    if summary.get("errata"):
+        show_errata(summary["errata"])
+
+
+def show_errata(block: dict[str, Any]) -> None:
+    """Accuracy on the original and the corrected gold, and the changed questions."""
+    table = Table("gold", "n", "accuracy", title=f"answer-key errata ({block['file']})")
+    for side in ("original", "corrected"):
+        acc = block[side]["accuracy"]
+        table.add_row(side, str(block[side]["n"]), "n/a" if acc is None else f"{acc:.4f}")
+    console.print(table)
+    for row in block["changed"]:
+        change = "excluded" if row["excluded"] else f"-> {row['corrected']!r}"
+        console.print(
+            f"{row['key']}: gold {row['gold']!r} {change} ({row['reason']}); score "
+            f"{row['score_original']} -> {row['score_corrected']}",
+            markup=False,
+        )
+    if block["unmatched"]:
+        console.print(f"not in this run: {', '.join(block['unmatched'])}", markup=False)
 
 
 @eval_app.command()

@@ -80,20 +80,56 @@ def evidence_section(s: Summary) -> list[str]:
 
 
 def refinement_section(s: Summary) -> list[str]:
-    """How often refinement ran, what it cost and how it ended."""
+    """How often refinement ran (and by what the round-0 pool showed), what it changed on the
+    triggered questions, what it cost and how it ended."""
     rf = s["refinement"]
-    return [
+    lines = [
         "",
         "## Refinement",
         "",
         f"Triggered on {rf['triggered']} of {rf['questions']} ({_pct(rf['trigger_rate'])}); "
         f"accuracy when triggered {_pct(rf['accuracy_triggered'])}, otherwise "
-        f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
-        f"{rf['extra_calls_per_question']}, per triggered question "
-        f"{rf['extra_calls_per_triggered']}; extra USD per question "
-        f"{rf['extra_cost_usd_per_question']}"
+        f"{_pct(rf['accuracy_not_triggered'])}"
         + (f"; terminations {rf['terminations']}." if rf["terminations"] else "."),
     ]
+    by_initial = rf.get("trigger_by_initial_evidence")
+    if by_initial:
+        lines += [
+            "",
+            "| round-0 pool | questions | triggered | trigger rate |",
+            "| --- | --- | --- | --- |",
+        ]
+        for key, label in (
+            ("initial_visible", "shows all evidence"),
+            ("initial_not_visible", "misses evidence"),
+        ):
+            b = by_initial[key]
+            lines.append(
+                f"| {label} | {b['questions']} | {b['triggered']} | {_pct(b['trigger_rate'])} |"
+            )
+    ba = rf.get("triggered_before_after")
+    if ba and ba["questions"]:
+        lines += [
+            "",
+            f"Triggered questions with a judged round-0 answer: {ba['questions']}; accuracy "
+            f"from the round-0 cards {_pct(ba['accuracy_before'])}, after refinement "
+            f"{_pct(ba['accuracy_after'])} (fixed {ba['fixed']}, broken {ba['broken']}).",
+        ]
+    lines += [
+        "",
+        "| extra cost of refinement | per question | per triggered question |",
+        "| --- | --- | --- |",
+    ]
+    for label, key in (("calls", "calls"), ("tokens", "tokens"), ("USD", "cost_usd")):
+        per_q, per_t = rf.get(f"extra_{key}_per_question"), rf.get(f"extra_{key}_per_triggered")
+        lines.append(f"| {label} | {per_q} | {per_t} |")
+    if "round0_answer_calls" in rf:
+        lines += [
+            "",
+            f"The round-0 answers (analysis only, outside the method's cost): "
+            f"{rf['round0_answer_calls']} calls, USD {rf['round0_answer_cost_usd']}.",
+        ]
+    return lines
 
 
 def cost_section(s: Summary) -> list[str]:
