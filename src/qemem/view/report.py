@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from qemem.answer import ROUND0_STAGE
 from qemem.view.record import evidence_record
 from qemem.view.render import render
 
@@ -38,6 +37,11 @@ DIAGNOSES = {
     "not_cited": "retrieved but not cited",
     "cited_wrong": "cited but wrong",
 }
+
+
+#: stages that measure the method rather than belong to it: the judge and the round-0 answer
+#: of the refinement analysis (``qemem.answer.ROUND0_STAGE``)
+ANALYSIS_STAGES = ("judge", "answer_round0")
 
 
 def correctness(record: Record) -> str:
@@ -67,9 +71,7 @@ def diagnosis(record: Record) -> str:
 def method_cost(record: Record) -> tuple[int, float | None]:
     """LLM calls and nominal USD of answering (the judge and the round-0 answer of the
     refinement analysis left out; USD None when unpriced)."""
-    stages = [
-        t for stage, t in record.get("llm", {}).items() if stage not in ("judge", ROUND0_STAGE)
-    ]
+    stages = [t for stage, t in record.get("llm", {}).items() if stage not in ANALYSIS_STAGES]
     costs = [t.get("cost_usd") for t in stages]
     usd = None if any(c is None for c in costs) else sum(float(c) for c in costs)
     return sum(int(t.get("calls", 0)) for t in stages), usd
