@@ -130,7 +130,10 @@ def folders(tmp_path: Path) -> tuple[Path, Path]:
         record("c3", 0, 1.0, 1, 1, 0),
         record("c3", 1, 0.0, 2, 1, 0),
     ]
-    b = [{**r, "mode": "matched", "score": s} for r, s in zip(a, [1.0, 0, 0, 0, 1.0, 0.0])]
+    b = [
+        {**r, "mode": "matched", "score": s}
+        for r, s in zip(a, [1.0, 0, 0, 0, 1.0, 0.0], strict=True)
+    ]
     return write_run(tmp_path / "a", "full", a), write_run(tmp_path / "b", "matched", b)
 
 
