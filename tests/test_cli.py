@@ -194,3 +194,20 @@ def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> Non
     assert diff == {b: round(strict[b] - base[b], 4) for b in strict}
     table = invoke("eval", "coverage", "--data", str(sample_path), "--baseline", "turns")
     assert "turns only" in table and "difference" in table
+
+
+def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> None:
+    base = ["eval", "coverage", "--data", str(sample_path), "--pool"]
+    table = invoke(*base, "--planner", "--llm", "fake", "--baseline", "no-plan")
+    assert "no plan: 20" in table and "within 20 turns" in table and "whole pool" in table
+    assert "80% complete-evidence coverage (pool):" in table
+    assert "80% complete-evidence coverage (no plan):" in table
+    plain = invoke(*base, "--no-plan", "--json")
+    result = json.loads(plain.strip().splitlines()[-1])
+    assert result["planner"] == "rules" and result["run"]["planning"] is False
+    assert set(result["milestones"]) == {"target", "turns", "tokens"}
+    turns = invoke("eval", "coverage", "--data", str(sample_path))
+    assert "80% complete-evidence coverage:" in turns
+    for bad in (["--planner", "--no-plan"], ["--baseline", "no-plan"], ["--baseline", "x"]):
+        result = runner.invoke(app, [*base, "--llm", "fake", *bad])
+        assert result.exit_code == 2, result.output
