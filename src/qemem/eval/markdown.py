@@ -167,9 +167,10 @@ def complexity_section(s: Summary) -> list[str]:
 
 
 def coverage_section(s: Summary) -> list[str]:
-    """The initial pool's evidence coverage over turn budgets."""
+    """The initial pool's evidence coverage over turn budgets, its 80% milestone, and by
+    category within 20 turns and over the whole initial pool."""
     cov = s["coverage"]
-    return [
+    lines = [
         "",
         "## Initial-pool coverage",
         "",
@@ -181,11 +182,73 @@ def coverage_section(s: Summary) -> list[str]:
         "| coverage | " + " | ".join(_pct(v) for v in cov["coverage"].values()) + " |",
         "",
     ]
+    if "milestone_turns" in cov:
+        reached = cov["milestone_turns"]
+        lines += [
+            "80% complete-evidence coverage: "
+            + ("never within the pool" if reached is None else f"at {reached} turns")
+            + f"; planning {'on' if s.get('planning', True) else 'off (--no-plan)'}.",
+            "",
+            "| category | questions | within 20 turns | whole initial pool |",
+            "| --- | --- | --- | --- |",
+        ]
+        for category, block in cov["by_category"].items():
+            lines.append(
+                f"| {category} | {block['questions']} | {_pct(block['at_20'])} | "
+                f"{_pct(block['whole_pool'])} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def errata_section(s: Summary) -> list[str]:
+    """Accuracy on the original and the corrected gold side by side, and the changed
+    questions (only when the run was scored against an errata file)."""
+    block = s.get("errata")
+    if not block:
+        return []
+    original, corrected = block["original"], block["corrected"]
+    categories = sorted(set(original["by_category"]) | set(corrected["by_category"]), key=int)
+    lines = [
+        "",
+        "## Known answer-key errors",
+        "",
+        f"Errata file `{block['file']}` (sha256 {block['sha256'][:12]}…): "
+        f"{block['corrected_questions']} corrected, {block['excluded_questions']} excluded.",
+        "",
+        "| gold | n | accuracy | " + " | ".join(f"cat {c}" for c in categories) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in categories) + " |",
+    ]
+    for name, side in (("original", original), ("corrected", corrected)):
+        cells = [_pct(side["by_category"].get(c)) for c in categories]
+        lines.append(
+            f"| {name} | {side['n']} | {_pct(side['accuracy'])} | " + " | ".join(cells) + " |"
+        )
+    if block["changed"]:
+        lines += [
+            "",
+            "| question | gold | corrected | reason | score before | after |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in block["changed"]:
+            fixed = "excluded" if row["excluded"] else _cell(row["corrected"])
+            lines.append(
+                f"| {row['key']} | {_cell(row['gold'])} | {fixed} | {_cell(row['reason'])} | "
+                f"{row['score_original']} | {row['score_corrected']} |"
+            )
+    if block["unmatched"]:
+        lines += ["", f"Not in this run: {', '.join(block['unmatched'])}."]
+    return lines
 
 
 SECTIONS = (
     header,
     accuracy_section,
+    errata_section,
     evidence_section,
     refinement_section,
     cost_section,

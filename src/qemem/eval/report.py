@@ -19,7 +19,14 @@ from typing import Any
 from qemem.answer import ROUND0_STAGE
 from qemem.errors import InputError
 from qemem.eval.audit.markdown import audit_markdown, load_audits
-from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
+from qemem.eval.coverage import (
+    MILESTONE,
+    PLANNING_BUDGET,
+    TURN_BUDGETS,
+    auc,
+    coverage_curve,
+    milestone,
+)
 from qemem.eval.errata import ERRATA_FILE, changed_questions, corrected_records
 from qemem.eval.grounding import VISIBILITY_RULES, grounding
 from qemem.eval.markdown import render_markdown
@@ -303,15 +310,28 @@ def complexity(records: Sequence[Record]) -> dict[str, Any]:
 
 
 def coverage(records: Sequence[Record]) -> dict[str, Any]:
-    """Coverage curve of the initial pool over turn budgets 10-120, with its AUC."""
+    """Coverage curve of the initial pool over turn budgets 10-120, with its AUC, the smallest
+    turn budget reaching 80% (None: never within the pool), and per category the coverage
+    within 20 turns and over the whole initial pool (the planning ablation's figures)."""
     ranks = [r["visibility"]["initial_pool_rank"] for r in records if r["evidence"]]
     curve = coverage_curve(ranks, TURN_BUDGETS)
     sizes = [float(len(r["initial_pool_turn_ids"])) for r in records]
+    with_evidence = [r for r in records if r["evidence"]]
+    by_category: dict[str, Any] = {}
+    for category, chosen in _by_category(with_evidence).items():
+        found = [r["visibility"]["initial_pool_rank"] for r in chosen]
+        by_category[category] = {
+            "questions": len(chosen),
+            f"at_{PLANNING_BUDGET}": _r(coverage_curve(found, [PLANNING_BUDGET])[PLANNING_BUDGET]),
+            "whole_pool": _r(_mean([float(bool(r["visibility"]["initial"])) for r in chosen])),
+        }
     return {
         "questions": len(ranks),
         "coverage": {str(b): _r(v) for b, v in curve.items()},
         "auc": _r(auc(curve)) if ranks else None,
         "mean_initial_pool_turns": _r(_mean(sizes), 1),
+        "milestone_turns": milestone(ranks, MILESTONE),
+        "by_category": by_category,
     }
 
 
