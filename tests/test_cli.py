@@ -119,6 +119,16 @@ def test_build_ask_and_pool_with_the_fake_llm(
     assert answer["mode"] == "full" and answer["text"]
     assert answer["evidence"]["cards"] and "D1:3" in answer["citations"]
     assert answer["evidence"]["plan"]["source"] == "llm"
+    unplanned = json.loads(
+        invoke(
+            "ask",
+            "When did Priya go to her first pottery class?",
+            *("--store", store, "-c", "demo-1", "--no-plan", "--json"),
+        ).splitlines()[-1]
+    )
+    assert unplanned["evidence"]["plan"]["source"] == "rules"
+    assert "plan" not in {c["stage"] for c in unplanned["trace"]["calls"]}
+    assert unplanned["round0"] is None  # ask never makes the analysis call
     shown = invoke(
         "ask", "What books has Priya read?", "--store", store, "-c", "demo-1", "--mode", "retrieval"
     )

@@ -183,7 +183,7 @@ def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: P
     with (out / "results.jsonl").open("a") as handle:  # as if killed while writing
         handle.write('{"conversation": "demo-1", "ind')
     text = invoke(*base, *fake)
-    assert "resumed 3" in text and "answered 11" in text
+    assert "resumed 3" in text and "answered 11" in text and "refinement triggered" in text
     records = lines(out / "results.jsonl")
     keys = [(r["conversation"], r["index"], r["mode"]) for r in records]
     assert len(keys) == 14 == len(set(keys))  # categories 1-4 of the sample, no duplicates

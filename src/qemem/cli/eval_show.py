@@ -144,6 +144,15 @@ def show_run(result: RunResult, mode: str, out: Path) -> None:
         f"final-context evidence visibility {ev['visible_final']}, initial-pool AUC "
         f"{summary['coverage']['auc']}, method calls/question {cost['method_calls_per_question']}"
     )
+    rf = summary["refinement"]
+    if mode == "full" and rf["questions"]:
+        before = rf["triggered_before_after"]
+        console.print(
+            f"refinement triggered {rf['triggered']}/{rf['questions']}; triggered accuracy "
+            f"from the round-0 cards {before['accuracy_before']}, after refinement "
+            f"{before['accuracy_after']}; extra calls per triggered question "
+            f"{rf['extra_calls_per_triggered']}"
+        )
     console.print(
         f"answered {result.answered}, resumed {result.skipped}, provider calls "
         f"{result.provider_calls}, cached {result.cached_calls}; report: {out / 'report.md'}, "
