@@ -215,7 +215,7 @@ def apply_errata(
 ) -> dict[str, Any]:
     """Score the run folder ``out`` against the errata file ``path``: judge its corrected
     questions (with ``judge``, else the run's judge spec; LLM cache ``cache``, else
-    ``QEMEM_LLM_CACHE``, else the run's ``llm-cache.db``), write ``errata.json`` and record
+    ``QEMEM_LLM_CACHE``, else the run's cache), write ``errata.json`` and record
     the file and its hash in ``manifest.json``; return what ``errata.json`` holds."""
     errata = load_errata(path)
     manifest, records = run_records(out)
@@ -225,7 +225,12 @@ def apply_errata(
     if any(fix.answer is not None for fix in errata.corrections.values()):
         config = manifest.get("config", {})
         spec = judge or config.get("judge") or config.get("llm")
-        cache_path = cache or os.environ.get("QEMEM_LLM_CACHE") or out / "llm-cache.db"
+        cache_path = (
+            cache
+            or os.environ.get("QEMEM_LLM_CACHE")
+            or config.get("cache")
+            or out / "llm-cache.db"
+        )
         client = open_llm(spec, cache_path=cache_path)
     try:
         judged = judge_errata(
