@@ -119,6 +119,16 @@ def test_build_ask_and_pool_with_the_fake_llm(
     assert answer["mode"] == "full" and answer["text"]
     assert answer["evidence"]["cards"] and "D1:3" in answer["citations"]
     assert answer["evidence"]["plan"]["source"] == "llm"
+    unplanned = json.loads(
+        invoke(
+            "ask",
+            "When did Priya go to her first pottery class?",
+            *("--store", store, "-c", "demo-1", "--no-plan", "--json"),
+        ).splitlines()[-1]
+    )
+    assert unplanned["evidence"]["plan"]["source"] == "rules"
+    assert "plan" not in {c["stage"] for c in unplanned["trace"]["calls"]}
+    assert unplanned["round0"] is None  # ask never makes the analysis call
     shown = invoke(
         "ask", "What books has Priya read?", "--store", store, "-c", "demo-1", "--mode", "retrieval"
     )
@@ -194,3 +204,20 @@ def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> Non
     assert diff == {b: round(strict[b] - base[b], 4) for b in strict}
     table = invoke("eval", "coverage", "--data", str(sample_path), "--baseline", "turns")
     assert "turns only" in table and "difference" in table
+
+
+def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> None:
+    base = ["eval", "coverage", "--data", str(sample_path), "--pool"]
+    table = invoke(*base, "--planner", "--llm", "fake", "--baseline", "no-plan")
+    assert "no plan: 20" in table and "within 20 turns" in table and "whole pool" in table
+    assert "80% complete-evidence coverage (pool):" in table
+    assert "80% complete-evidence coverage (no plan):" in table
+    plain = invoke(*base, "--no-plan", "--json")
+    result = json.loads(plain.strip().splitlines()[-1])
+    assert result["planner"] == "rules" and result["run"]["planning"] is False
+    assert set(result["milestones"]) == {"target", "turns", "tokens"}
+    turns = invoke("eval", "coverage", "--data", str(sample_path))
+    assert "80% complete-evidence coverage:" in turns
+    for bad in (["--planner", "--no-plan"], ["--baseline", "no-plan"], ["--baseline", "x"]):
+        result = runner.invoke(app, [*base, "--llm", "fake", *bad])
+        assert result.exit_code == 2, result.output

@@ -59,7 +59,14 @@ NO_LLM_MESSAGE = (
 @dataclass(frozen=True)
 class AskConfig:
     """Knobs of ``ask``: retrieval settings, refinement rounds after the first construction,
-    token limits, the abstention retry, and the answer context widths."""
+    token limits, the abstention retry, and the answer context widths.
+
+    ``plan`` False skips the planner (the planning ablation): the question alone is the query
+    set, with the rule-derived aggregate/temporal flags (:func:`~qemem.retrieve.plan.rule_plan`),
+    everything else unchanged. ``answer_round0`` True makes, in full mode and only when round 0
+    asks for refinement, one extra answer call over the round-0 cards (stage
+    ``answer_round0``), kept as ``Answer.round0``: what the answer would have been without
+    refinement."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -69,6 +76,23 @@ class AskConfig:
     neighbours: int = 2
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
+    plan: bool = True
+    answer_round0: bool = False
+
+
+ROUND0_STAGE = "answer_round0"
+"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
+
+
+@dataclass
+class Round0Answer:
+    """The answer the round-0 cards alone would have given (full mode, refinement triggered,
+    ``AskConfig.answer_round0``): its short text, the answerer's full text, and what its
+    prompt showed. It is made only to measure refinement, never returned as the answer."""
+
+    text: str
+    reasoning: str
+    shown: Shown = field(default_factory=Shown)
 
 
 @dataclass
@@ -91,8 +115,9 @@ class Answer:
     their turns), ``evidence`` the record of how the evidence came about (plan, rounds, cards,
     merged pool, termination, degradations, and what the answer prompt showed), ``pool_times``
     the resolved relative times of the pool's turns (against their session dates), ``trace``
-    the LLM calls and time, and ``sources`` the records the pool, cards and answer context
-    show (what the evidence viewer displays).
+    the LLM calls and time, ``sources`` the records the pool, cards and answer context
+    show (what the evidence viewer displays), and ``round0`` the answer from the round-0 cards
+    alone when refinement ran and ``AskConfig.answer_round0`` asked for it.
     """
 
     question: str
@@ -104,6 +129,7 @@ class Answer:
     trace: Trace = field(default_factory=Trace)
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
+    round0: Round0Answer | None = None
 
     @property
     def cards(self) -> list[ViewCard]:
@@ -150,7 +176,7 @@ def ask(
         return _nemori(store, scope, embedder, llm, question, index, config, started)
     ledger = Ledger()
     degradations: list[str] = []
-    plan = _plan(llm, question, mode, index, ledger, degradations)
+    plan = _plan(llm, question, mode, index, ledger, degradations, planned=config.plan)
     pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
     if mode == "matched":
         pool = matched_pool(store, scope, embedder, question, len(pool.turns))
@@ -176,6 +202,8 @@ def ask(
             ledger=ledger,
         )
         degradations.extend(evidence.degradations)
+        if mode == "full" and config.answer_round0 and _triggered(evidence):
+            answer.round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger)
         assembly = assemble(
             index,
             evidence.cards,
@@ -241,11 +269,15 @@ def _plan(
     index: SourceIndex,
     ledger: Ledger,
     degradations: list[str],
+    *,
+    planned: bool = True,
 ) -> Plan:
     """The LLM plan of the question (a fallback to rules is a degradation), or the rule plan
-    in retrieval mode."""
+    in retrieval mode and with planning off (``planned`` False)."""
     if llm is None or mode == "retrieval":
         return rule_plan(question, "retrieval mode makes no LLM call")
+    if not planned:
+        return rule_plan(question, "planning off (no-plan ablation)")
     conversation = index.conversation
     plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
     if plan.source == "rules":
@@ -277,6 +309,42 @@ def _answer_from(
     answer.evidence.shown = assembly.shown
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
+
+
+def _triggered(evidence: Evidence) -> bool:
+    """Whether round 0 asked for refinement (its constructor found the evidence insufficient)."""
+    first = evidence.rounds[0].feedback if evidence.rounds else None
+    return first is not None and not first.sufficient
+
+
+def _round0_answer(
+    llm: LLMClient,
+    index: SourceIndex,
+    question: str,
+    pool: Pool,
+    evidence: Evidence,
+    config: AskConfig,
+    ledger: Ledger,
+) -> Round0Answer:
+    """The answer over the round-0 cards and pool alone (stage ``answer_round0``)."""
+    assembly = assemble(
+        index,
+        evidence.rounds[0].cards,
+        pool,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+    )
+    reply = answer_question(
+        llm,
+        question,
+        assembly.text,
+        max_tokens=config.answer_max_tokens,
+        retry_abstention=config.retry_abstention,
+        ledger=ledger,
+        inputs=assembly.inputs,
+        stage=ROUND0_STAGE,
+    )
+    return Round0Answer(reply.text, reply.reasoning, assembly.shown)
 
 
 def _retriever(

@@ -230,6 +230,14 @@ def ask(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    no_plan: Annotated[
+        bool,
+        typer.Option(
+            "--no-plan",
+            help="Skip the planner: the question alone as the query set, rule-derived "
+            "aggregate/temporal flags (the planning ablation).",
+        ),
+    ] = False,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -246,7 +254,8 @@ def ask(
     """Answer a question with verified evidence cards and cited turns."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     config = AskConfig(
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        plan=not no_plan,
     )
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
