@@ -4,9 +4,9 @@ Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a 
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
 ``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
 ``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
-structured
-``request.inputs`` the stage attached, never the prompt text; else, for a stage it does not
-know or a request without those inputs, the generic answer of :mod:`qemem.testing.generic`.
+structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
+does not know or a request without those inputs, the generic answer of
+:mod:`qemem.testing.generic`.
 """
 
 from __future__ import annotations
