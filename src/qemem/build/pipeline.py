@@ -346,7 +346,7 @@ class _Run:
             episode, texts, vectors, self.config.dedup_threshold, self.next_fact
         )
         now = datetime.now(UTC)
-        replaced = []
+        replaced: list[Supersession] = []
         for fact in merge.new:
             old, turns = claims.get(fact.content, ("", ()))
             if old in self.facts.rows and old not in {s.old for s in replaced}:
