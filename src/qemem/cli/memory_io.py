@@ -40,7 +40,8 @@ def import_memory(
         print_json({k: v for k, v in vars(report).items() if k != "added_ids"})
         return
     console.print(
-        f"{report.conversation}: +{report.episodes_added} episodes, +{report.facts_added} facts "
+        f"{report.conversation}: +{report.episodes_added} episodes, +{report.facts_added} facts, "
+        f"+{report.supersessions_added} supersessions "
         f"({report.episodes_unchanged} episodes and {report.facts_unchanged} facts already "
         f"stored) in {report.seconds:.1f} s"
     )
