@@ -100,7 +100,9 @@ class _Guard:
     def __call__(self, fn: Callable[[], T], writes: bool = False) -> T:
         try:
             if writes and self.read_only:
-                raise AuthError("this API key is read-only: remember and forget are refused")
+                raise AuthError(
+                    "this API key is read-only: remember, forget and corrections are refused"
+                )
             return fn()
         except QememError as exc:
             message = str(exc)
