@@ -17,6 +17,7 @@ from qemem.embed.base import HashEmbedder
 from qemem.errors import InputError, NotFoundError, StoreError
 from qemem.llm import LLMClient
 from qemem.llm.types import LLMRequest
+from qemem.locks import writer_lock
 from qemem.memory import Memory
 from qemem.memory_file import dumps, parse
 from qemem.models import REDACTED, SemanticFact, Supersession
@@ -272,3 +273,29 @@ def test_a_memory_file_with_a_bad_supersession_is_refused(built: Memory) -> None
     other = {**data["supersessions"][0], "turn_ids": ["D2:1"]}
     with pytest.raises(StoreError, match="other supersessions"):
         memory.import_memory(parse({**data, "supersessions": [other]}))
+
+
+def test_a_redaction_during_a_reembedding_drops_the_staged_vector(built: Memory) -> None:
+    scope = built.scope(C)
+    store = built.store
+    store.begin_reembed("hash-next", built.embedder.dim)
+    ids = store.unstaged(scope, "turn")
+    store.stage_vectors(scope, "turn", ids, built.embed_documents(built.turns(C, ids)))
+    assert store.unstaged(scope, "turn") == []
+    built.redact_message(C, "D1:3")
+    assert store.unstaged(scope, "turn") == ["D1:3"]  # staged again from the marker text
+    assert "E1" not in store.unstaged(scope, "episode")  # its episode is gone, staged or not
+
+
+def test_an_edit_is_refused_while_a_build_runs(built: Memory) -> None:
+    with writer_lock(built.store, built.scope(C), "build"):  # as a running build holds it
+        for edit in (
+            lambda: built.delete_message(C, "D1:1"),
+            lambda: built.redact_message(C, "D1:1"),
+            lambda: built.delete_fact(C, "S1"),
+            lambda: built.correct_fact(C, "S1", "Evan paints."),
+        ):
+            with pytest.raises(StoreError, match="another build"):
+                edit()
+    assert "D1:1" in [t.id for t in built.turns(C)] and built.facts(C, ["S1"])
+    assert built.delete_fact(C, "S1").facts == ["S1"]  # once the build is done

@@ -23,6 +23,7 @@ from qemem.models import Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.rows import turn_row
+from qemem.store.staged import PREFIX
 
 T = TypeVar("T")
 SUPERSESSION_COLUMNS = ("conv", "old", "new", "turns", "at", "kind", "recorded")
@@ -65,9 +66,8 @@ def supersession_row(pk: int, s: Supersession) -> tuple[object, ...]:
 
 def drop_facts(host: _Host, pk: int, ids: Sequence[str]) -> None:
     """Delete facts (links cascade), their vectors and every supersession left dangling."""
-    rows = [(pk, i) for i in ids]
-    host._write("DELETE FROM vectors WHERE conv = ? AND space = 'fact' AND id = ?", rows)
-    host._write("DELETE FROM facts WHERE conv = ? AND id = ?", rows)
+    _drop_vectors(host, pk, "fact", ids)
+    host._write("DELETE FROM facts WHERE conv = ? AND id = ?", [(pk, i) for i in ids])
     host._exec(_DANGLING, (pk, pk, pk))
 
 
@@ -104,50 +104,49 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
-            episodes = [
-                r[0]
-                for r in self._query(
-                    "SELECT DISTINCT episode FROM episode_turns WHERE conv = ? AND turn = ?",
-                    (pk, turn_id),
-                )
-            ]
+            citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
+            episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {
                 r[0]
                 for r in self._query(
-                    "SELECT fact FROM fact_episodes WHERE conv = ? AND episode IN "
-                    "(SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?)",
+                    f"SELECT fact FROM fact_episodes WHERE conv = ? AND episode IN ({citing})",
                     (pk, pk, turn_id),
                 )
             }
-            rows = [(pk, e) for e in episodes]
-            self._write("DELETE FROM episodes WHERE conv = ? AND id = ?", rows)
-            self._write("DELETE FROM vectors WHERE conv = ? AND space = 'episode' AND id = ?", rows)
+            self._write(
+                "DELETE FROM episodes WHERE conv = ? AND id = ?", [(pk, e) for e in episodes]
+            )
+            _drop_vectors(self, pk, "episode", episodes)
+            _drop_vectors(self, pk, "turn", [turn_id])  # a redacted turn gets a new one below
             if redacted is None:
-                for table in ("vectors", "turns"):
-                    where = " AND space = 'turn'" if table == "vectors" else ""
-                    self._exec(
-                        f"DELETE FROM {table} WHERE conv = ?{where} AND id = ?", (pk, turn_id)
-                    )
+                self._exec("DELETE FROM turns WHERE conv = ? AND id = ?", (pk, turn_id))
             else:
                 turn, vector, embedder = redacted
                 self._check_vectors(1, vector, embedder)
-                row = turn_row(pk, turn)
                 self._exec(
                     "UPDATE turns SET text = ?, tokens = ? WHERE conv = ? AND id = ?",
-                    (turn.text, row[-1], pk, turn_id),
+                    (turn.text, turn_row(pk, turn)[-1], pk, turn_id),
                 )
                 self._put_vectors(pk, "turn", [turn_id], vector)
-            orphans = [r[0] for r in self._query(ORPHANS, (pk, pk))]
+            orphans = sorted(r[0] for r in self._query(ORPHANS, (pk, pk)))
             before = {s.old for s in _load_supersessions(self, pk)}
             _uncite(self, pk, turn_id)
             drop_facts(self, pk, orphans)
             after = {s.old for s in _load_supersessions(self, pk)}
         return TurnRemoval(
             tuple(episodes),
-            tuple(sorted(orphans)),
+            tuple(orphans),
             tuple(sorted(touched - set(orphans))),
             tuple(sorted(before - after)),
         )
+
+
+def _drop_vectors(host: _Host, pk: int, space: str, ids: Sequence[str]) -> None:
+    """Delete the live and the staged vectors (a re-embedding under way) of records."""
+    host._write(
+        "DELETE FROM vectors WHERE conv = ? AND space IN (?, ?) AND id = ?",
+        [(pk, space, PREFIX + space, i) for i in ids],
+    )
 
 
 def _uncite(host: _Host, pk: int, turn_id: str) -> None:
