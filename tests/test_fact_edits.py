@@ -57,8 +57,8 @@ def _messages(texts: list[str], session: str, day: str) -> list[dict[str, str]]:
     ]
 
 
-def _memory(url: str, handler: Any = None) -> Memory:
-    llm = LLMClient(OfflineLLM(handler)) if handler else "fake"
+def _memory(url: str, handler: Any = None, offline: OfflineLLM | None = None) -> Memory:
+    llm = LLMClient(offline or OfflineLLM(handler)) if handler or offline else "fake"
     memory = Memory(open_store(url), HashEmbedder(), llm=llm)
     memory.add_messages(C, _messages(FIRST, "D1", "2024-03-01"))
     memory.add_messages(C, _messages(SECOND, "D2", "2024-04-01"))
@@ -299,3 +299,28 @@ def test_an_edit_is_refused_while_a_build_runs(built: Memory) -> None:
                 edit()
     assert "D1:1" in [t.id for t in built.turns(C)] and built.facts(C, ["S1"])
     assert built.delete_fact(C, "S1").facts == ["S1"]  # once the build is done
+
+
+def test_the_calibrate_prompt_shows_known_ids_and_asks_for_proof(store_url: str) -> None:
+    offline = OfflineLLM()
+    memory = _memory(store_url, offline=offline)
+    memory.build(C, config=CONFIG)
+    prompts = [r.prompt_text for r in offline.calls if r.stage == "build.calibrate"]
+    first, second = prompts
+    assert "supersedes" not in first and "Nothing is known" in first
+    assert "- [S1] Evan mentioned I want to try yoga classes soon" in second
+    assert '"supersedes": "<id of the known fact>"' in second and "never name" in second
+    memory.close()
+
+
+def test_a_version_1_memory_file_still_imports(built: Memory, tmp_path: Path) -> None:
+    data = json.loads(dumps(built.export_memory(C)))
+    old = {k: v for k, v in data.items() if k != "supersessions"} | {"format": "qemem-memory/1"}
+    other = Memory(open_store(str(tmp_path / "v1.db")), HashEmbedder())
+    other.add_messages(C, _messages(FIRST, "D1", "2024-03-01"))
+    other.add_messages(C, _messages(SECOND, "D2", "2024-04-01"))
+    report = other.import_memory(parse(old))
+    assert (report.facts_added, report.supersessions_added) == (len(data["facts"]), 0)
+    assert other.supersessions(C) == [] and len(other.facts(C)) == len(data["facts"])
+    assert json.loads(dumps(other.export_memory(C)))["format"] == "qemem-memory/2"
+    other.close()
