@@ -21,6 +21,7 @@ from qemem.locks import writer_lock
 from qemem.memory import Memory
 from qemem.memory_file import dumps, parse
 from qemem.models import REDACTED, SemanticFact, Supersession
+from qemem.retrieve.index import search_index
 from qemem.store import open_store
 from qemem.testing import OfflineLLM, offline_answer
 
@@ -324,3 +325,19 @@ def test_a_version_1_memory_file_still_imports(built: Memory, tmp_path: Path) ->
     assert other.supersessions(C) == [] and len(other.facts(C)) == len(data["facts"])
     assert json.loads(dumps(other.export_memory(C)))["format"] == "qemem-memory/2"
     other.close()
+
+
+def test_hnsw_top_k_leaves_superseded_facts_out(pg_url: str) -> None:
+    from qemem.store.postgres import PostgresStore
+
+    memory = _memory(pg_url)
+    memory.build(C, config=CONFIG)
+    [record] = memory.supersessions(C)
+    hnsw = Memory(PostgresStore(pg_url, hnsw_min_rows=1), HashEmbedder())
+    with memory, hnsw:
+        queries = hnsw.embedder.embed(["want to try yoga classes soon"], query=True)
+        [found] = hnsw.store.nearest(hnsw.scope(C), "fact", queries, 10)  # type: ignore[attr-defined]
+        assert found and record.old not in found and record.new in found
+        assert found == [
+            f for f, _ in search_index(memory.store, memory.scope(C), "fact").dense(queries, 10)[0]
+        ]

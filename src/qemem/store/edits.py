@@ -29,6 +29,12 @@ T = TypeVar("T")
 SUPERSESSION_COLUMNS = ("conv", "old", "new", "turns", "at", "kind", "recorded")
 MANUAL_FACTS = "SELECT new FROM supersessions WHERE conv = ? AND kind = 'manual'"
 """Facts corrected by hand: their provenance is their supersession, not episodes."""
+NOT_SUPERSEDED = (
+    " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.conv = {table}.conv "
+    "AND s.old = {table}.id)"
+)
+"""The condition (after a WHERE, ``{table}`` the alias of a facts or vectors row) that keeps
+current facts only: a superseded fact is in no search index."""
 ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
     f"fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND id NOT IN ({MANUAL_FACTS})"

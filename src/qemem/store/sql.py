@@ -30,7 +30,7 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
-from qemem.store.edits import ORPHANS, SQLEdits, drop_facts
+from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
 from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
@@ -380,11 +380,7 @@ class SQLStore(SQLEdits, ABC):
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
         position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
-        current = (  # a superseded fact is in no search index
-            " AND NOT EXISTS (SELECT 1 FROM supersessions s WHERE s.conv = r.conv AND s.old = r.id)"
-            if space == "fact"
-            else ""
-        )
+        current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
         rows = self._query(
             f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
             "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
