@@ -183,7 +183,7 @@ def test_a_fact_supported_elsewhere_loses_only_that_link(built: Memory) -> None:
     assert built.facts(C, [fact.id])[0].episode_ids == ("E2",)
 
 
-def test_redact_keeps_the_place_and_leaves_search(built: Memory) -> None:
+def test_redact_keeps_the_place_and_leaves_search(built: Memory, tmp_path: Path) -> None:
     hits = built.search(C, "Prius broke down", k=1)
     assert hits[0].record.id == "D1:3"
     done = built.redact_message(C, "D1:3")
@@ -191,8 +191,12 @@ def test_redact_keeps_the_place_and_leaves_search(built: Memory) -> None:
     turn = built.turns(C, ["D1:3"])[0]
     assert (turn.text, turn.position, turn.speaker) == (REDACTED, 2, "Evan")
     assert all("Prius" not in h.record.text for h in built.search(C, "Prius broke down", k=6))
-    # a source ingested again leaves it redacted (no conflict)
+    # a source appended or ingested again leaves it redacted (no conflict)
     built.add_messages(C, _messages(FIRST, "D1", "2024-03-01"))
+    source = tmp_path / "again.jsonl"
+    lines = [json.dumps({**m, "conversation_id": C}) for m in _messages(FIRST, "D1", "2024-03-01")]
+    source.write_text("\n".join(lines) + "\n", "utf-8")
+    assert built.ingest(source).turns_added == 0
     assert built.turns(C, ["D1:3"])[0].text == REDACTED
 
 
