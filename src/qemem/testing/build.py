@@ -1,7 +1,8 @@
 """The offline LLM's build answers, from the ``turns`` a build request carries: episodes of
 about six turns, a title from the first turn's salient words, a narrative quoting the turns,
-no prediction and one fact per episode. Each returns None when the request carries no turns
-(the request then gets the generic answer); ``predict`` needs none."""
+no prediction and one fact per episode, plus one superseding a known fact (of the request's
+``known``) for each later turn that says something changed. Each returns None when the request
+carries no turns (the request then gets the generic answer); ``predict`` needs none."""
 
 from __future__ import annotations
 
