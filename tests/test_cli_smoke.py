@@ -35,6 +35,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check Priya-made-a-mug. --store STORE -c demo-1 --llm fake", READS),
     "import-memory": ("import-memory MEMFILE --store STORE", CHANGES),
     "export-memory": ("export-memory --store STORE -c demo-1", READS),
+    "facts": ("facts --store STORE -c demo-1 --as-of 2024-06-01", READS),
+    "delete-message": ("delete-message D1:1 --store STORE -c demo-1", CHANGES),
+    "redact-message": ("redact-message D1:2 --store STORE -c demo-1", CHANGES),
+    "delete-fact": ("delete-fact S1 --store STORE -c demo-1", CHANGES),
+    "correct-fact": ("correct-fact S1 Priya-makes-mugs. --store STORE -c demo-1", CHANGES),
     "serve": ("serve --store STORE", CHANGES),  # never started: refused first
     "mcp": ("mcp --store STORE", CHANGES),
     "keys create": ("keys create --store STORE --namespace t", WRITES),

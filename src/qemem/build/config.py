@@ -74,6 +74,8 @@ class BuildReport:
     episodes: int = 0
     facts_added: int = 0
     facts_merged: int = 0
+    facts_superseded: int = 0
+    """New facts recorded as superseding a known one (with the turns that show it)."""
     fallbacks: list[Fallback] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
     llm: dict[str, Tally] = field(default_factory=dict)
@@ -93,6 +95,7 @@ class BuildReport:
             "episodes": self.episodes,
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
+            "facts_superseded": self.facts_superseded,
             "fallbacks": [{"session": f.session, "reason": f.reason} for f in self.fallbacks],
             "degraded": self.degraded,
             "llm": {step: tally.to_dict() for step, tally in self.llm.items()},

@@ -11,12 +11,14 @@ import numpy as np
 from qemem.build.config import BuildConfig, CalibrateRule
 from qemem.build.prompting import (
     CalibrateOut,
+    NewFact,
     PredictOut,
     degradable,
     request,
     session_date,
     turn_lines,
 )
+from qemem.build.supersede import cited_turns
 from qemem.errors import LLMError
 from qemem.lexicon import NUMBER_WORDS
 from qemem.llm.client import LLMClient
@@ -28,6 +30,18 @@ _NUMBER = re.compile(
 )
 
 
+SUPERSEDE_RULE = (
+    "\nEach known fact starts with its id in brackets. When these messages show that a known "
+    "fact no longer holds (it changed, or they contradict it), return the fact that holds now "
+    'as {"fact": "...", "supersedes": "<id of the known fact>", "turns": [numbers of the '
+    "messages that show it]}; never name a known fact without the messages that show it."
+)
+"""How the calibrate prompt asks for supersessions (only when known facts are shown)."""
+
+Claims = dict[str, tuple[str, tuple[str, ...]]]
+"""New fact text -> (the known fact id it supersedes, the episode's turn ids that show it)."""
+
+
 def extract_facts(
     llm: LLMClient,
     episode: Episode,
@@ -36,8 +50,10 @@ def extract_facts(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
-) -> tuple[list[str], str | None]:
-    """New durable facts of an episode and why extraction degraded (None when it did not).
+) -> tuple[list[str], str | None, Claims]:
+    """New durable facts of an episode, why extraction degraded (None when it did not) and
+    the supersessions claimed: a new fact naming a known fact shown to the model and citing
+    at least one turn of the episode (any other claim is dropped; its fact stays new).
 
     With known facts, one call predicts the episode from its title and those facts and a
     second extracts what the prediction missed or got wrong; without, facts are extracted
@@ -60,7 +76,8 @@ def extract_facts(
                 ledger=ledger,
             ).value.prediction
             prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
-            context, rule = calibrate_context(facts_block, prediction, config.calibrate_rule)
+            labelled = "\n".join(f"- [{f.id}] {f.content}" for f in known)
+            context, rule = calibrate_context(labelled, prediction, config.calibrate_rule)
         else:
             context = "Nothing is known about these people yet."
             rule = "these messages state"
@@ -72,8 +89,9 @@ def extract_facts(
                 session_date=when,
                 known=context,
                 scope_rule=rule,
+                supersede_rule=SUPERSEDE_RULE if known else "",
                 lines=turn_lines(turns),
-                inputs={"turns": turns},
+                inputs={"turns": turns, "known": list(known)},
             ),
             CalibrateOut,
             ledger=ledger,
@@ -81,9 +99,27 @@ def extract_facts(
     except LLMError as exc:
         if not degradable(exc):
             raise
-        return [], str(exc)
-    cleaned = [" ".join(f.split()) for f in out.facts]
-    return list(dict.fromkeys(f for f in cleaned if f)), None
+        return [], str(exc), {}
+    return _facts_of(out, known, [t.id for t in turns])
+
+
+def _facts_of(
+    out: CalibrateOut, known: Sequence[SemanticFact], turn_ids: Sequence[str]
+) -> tuple[list[str], None, Claims]:
+    """The cleaned new facts of a calibrate answer and their valid supersession claims."""
+    shown = {f.id for f in known}
+    texts: list[str] = []
+    claims: Claims = {}
+    for item in out.facts:
+        text = " ".join((item if isinstance(item, str) else item.fact).split())
+        if not text:
+            continue
+        texts.append(text)
+        if isinstance(item, NewFact) and item.supersedes in shown and text not in claims:
+            cited = cited_turns(item.turns, turn_ids)
+            if cited:
+                claims[text] = (str(item.supersedes), cited)
+    return list(dict.fromkeys(texts)), None, claims
 
 
 def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:

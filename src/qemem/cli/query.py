@@ -109,7 +109,8 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged), {len(r.fallbacks)} segmentation fallbacks, "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact), "
+            f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
     console.print(table)

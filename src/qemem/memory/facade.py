@@ -46,6 +46,7 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
+from qemem.memory.editing import MemoryEdits
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
@@ -74,7 +75,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryJobs, MemoryAPI):
+class Memory(MemoryEdits, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -258,12 +259,6 @@ class Memory(MemoryJobs, MemoryAPI):
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)
 
-    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
-        return self.store.episodes(self.scope(conversation), ids)
-
-    def facts(self, conversation: str, ids: Sequence[str] | None = None) -> list[SemanticFact]:
-        return self.store.facts(self.scope(conversation), ids)
-
     def records(
         self, conversation: str, space: Space, ids: Sequence[str]
     ) -> list[Turn | Episode | SemanticFact]:
@@ -370,7 +365,7 @@ class Memory(MemoryJobs, MemoryAPI):
 
     # ------------------------------------------------------------------ memory files
     def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
-        """Add the episodes and facts of a ``qemem-memory/1`` file (see :mod:`qemem.memory_file`)
+        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
         to its conversation, embedded with this store's embedder.
 
         The conversation's turns must be stored already; every record is checked (turn ids,
@@ -388,8 +383,8 @@ class Memory(MemoryJobs, MemoryAPI):
         )
 
     def export_memory(self, conversation: str) -> MemoryFile:
-        """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;
-        the note of the file it was imported from, if any)."""
+        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
+        (store order; the note of the file it was imported from, if any)."""
         return export_memory_file(self.store, self.scope(conversation), conversation)
 
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
