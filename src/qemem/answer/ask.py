@@ -25,6 +25,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
+from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.evidence.refine import (
     Evidence,
@@ -54,7 +55,9 @@ NO_LLM_MESSAGE = (
 @dataclass(frozen=True)
 class AskConfig:
     """Knobs of ``ask``: retrieval settings, refinement rounds after the first construction,
-    token limits, the abstention retry, and the answer context widths."""
+    token limits, the abstention retry, the answer context widths, and the prompt layout
+    (``cached``: the stages share a prompt-cache prefix; ``paper``: the method's published
+    order; see ``qemem.evidence.layout``)."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -64,6 +67,7 @@ class AskConfig:
     neighbours: int = 2
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
+    prompt_layout: Layout = "cached"
 
 
 @dataclass
@@ -140,6 +144,10 @@ def ask(
     started = time.perf_counter()
     config = config or AskConfig()
     question = _checked(question, mode, llm)
+    if config.prompt_layout not in LAYOUTS:
+        raise InputError(
+            f"unknown prompt layout {config.prompt_layout!r}: use one of {', '.join(LAYOUTS)}"
+        )
     index = SourceIndex(store, scope)
     ledger = Ledger()
     degradations: list[str] = []
@@ -154,8 +162,10 @@ def ask(
         ids = [item.id for item in pool.turns]
         evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
         return _finish(answer, index, ledger, degradations, started, config)
+    prefix = SharedPrefix.of(index, pool) if config.prompt_layout == "cached" else None
+    above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
-        assembly = assemble_pool(index, pool)
+        assembly = assemble_pool(index, pool, above=above)
     else:
         answer.evidence = evidence = build_evidence(
             llm,
@@ -167,6 +177,7 @@ def ask(
             max_tokens=config.construct_max_tokens,
             threshold=config.quote_threshold,
             ledger=ledger,
+            prefix=prefix,
         )
         degradations.extend(evidence.degradations)
         assembly = assemble(
@@ -175,8 +186,9 @@ def ask(
             evidence.pool,
             neighbours=config.neighbours,
             episode_turns=config.episode_turns,
+            above=above,
         )
-    _answer_from(answer, llm, assembly, config, ledger, degradations)
+    _answer_from(answer, llm, assembly, config, ledger, degradations, prefix)
     return _finish(answer, index, ledger, degradations, started, config)
 
 
@@ -219,9 +231,10 @@ def _answer_from(
     config: AskConfig,
     ledger: Ledger,
     degradations: list[str],
+    prefix: SharedPrefix | None,
 ) -> None:
-    """The answer call over the assembled evidence; fills in the text, the citations and
-    what the prompt showed."""
+    """The answer call over the assembled evidence (opening with the shared ``prefix`` when
+    given); fills in the text, the citations and what the prompt showed."""
     reply = answer_question(
         llm,
         answer.question,
@@ -230,6 +243,7 @@ def _answer_from(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
+        prefix=prefix,
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations

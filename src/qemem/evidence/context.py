@@ -17,7 +17,7 @@ from typing import TypeVar
 
 from qemem.evidence.times import annotate_times
 from qemem.lexicon import WEEKDAYS
-from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
+from qemem.models import Conversation, Episode, Pool, SemanticFact, Space, Turn, format_datetime
 from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
@@ -161,3 +161,16 @@ def _by_session(index: SourceIndex, records: Sequence[R], lines: list[str]) -> I
             session = record.session
             lines.append(f"--- Session {session} ({show_date(index.session_date(record))})")
         yield record
+
+
+def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
+    """The pool's records by space (episodes and facts in pool order)."""
+    episodes = [i.record for i in pool.episodes if isinstance(i.record, Episode)]
+    facts = [i.record for i in pool.facts if isinstance(i.record, SemanticFact)]
+    turns = [i.record for i in pool.turns if isinstance(i.record, Turn)]
+    return episodes, facts, turns
+
+
+def format_pool(index: SourceIndex, pool: Pool) -> str:
+    """The pool as the constructor (and the direct answerer) reads it."""
+    return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
