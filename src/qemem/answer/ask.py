@@ -37,6 +37,7 @@ from qemem.evidence.refine import (
 )
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
+from qemem.llm.prompt_cache import min_cacheable_tokens
 from qemem.models import Plan, Pool, Ref, Turn
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
@@ -162,7 +163,11 @@ def ask(
         ids = [item.id for item in pool.turns]
         evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
         return _finish(answer, index, ledger, degradations, started, config)
-    prefix = SharedPrefix.of(index, pool) if config.prompt_layout == "cached" else None
+    prefix = None
+    if config.prompt_layout == "cached":
+        provider = llm.provider if llm is not None else None
+        minimum = min_cacheable_tokens(provider.name, provider.model) if provider else 0
+        prefix = SharedPrefix.of(index, pool, minimum)
     above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
         assembly = assemble_pool(index, pool, above=above)

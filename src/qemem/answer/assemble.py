@@ -44,6 +44,12 @@ CONTEXT_HEADER = (
 )
 
 
+CONTEXT_ABOVE = (
+    "(a turn the memories above show is named by id, with its relative times and their "
+    "resolutions, not repeated)"
+)
+
+
 def _check_text(card: ViewCard) -> str:
     """How the card's quote was checked, as the answerer is told."""
     if not card.verified:
@@ -205,9 +211,11 @@ def assemble(
         marked=[t.id for t in cited_turns],
         narratives=True,
         annotate=True,
+        above=[i.id for i in above.turns] if above is not None else (),
     )
     if cited:
-        sections.append(f"{CONTEXT_HEADER}\n{cited}")
+        header = CONTEXT_HEADER if above is None else f"{CONTEXT_HEADER}\n{CONTEXT_ABOVE}"
+        sections.append(f"{header}\n{cited}")
     background = format_memories(
         index,
         *_not_above(above, rest_episodes, rest_facts, rest_turns),

@@ -24,6 +24,8 @@ from qemem.cli.common import (
     JsonOpt,
     LLMOpt,
     OptionalStoreOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     console,
     err_console,
     input_path,
@@ -53,6 +55,7 @@ from qemem.retrieve.pool import RetrievalConfig
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
     from qemem.eval.locomo import RunResult
+    from qemem.evidence.layout import Layout
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True, cls=FlagGroup)
 
@@ -295,6 +298,7 @@ def locomo(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -322,6 +326,7 @@ def locomo(
         cache_mode=cache_mode,
         plots=plots,
         retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        prompt_layout=cast("Layout", str(prompt_layout)),
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)

@@ -31,6 +31,8 @@ from qemem.cli.common import (
     JsonOpt,
     LLMOpt,
     NamespaceOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     StoreOpt,
     console,
     err_console,
@@ -42,6 +44,7 @@ from qemem.cli.common import (
     progress_bar,
     write_output,
 )
+from qemem.evidence.layout import Layout
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
@@ -229,6 +232,7 @@ def ask(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -245,7 +249,8 @@ def ask(
     """Answer a question with verified evidence cards and cited turns."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     config = AskConfig(
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        prompt_layout=cast(Layout, str(prompt_layout)),
     )
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)

@@ -31,6 +31,7 @@ from qemem.eval.records import make_record
 from qemem.eval.report import write_report
 from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import write_run_sources
+from qemem.evidence.layout import Layout
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm
 from qemem.memory import Memory
@@ -60,7 +61,8 @@ class LocomoRunConfig:
     keeps the first questions of the selection (file order); ``concurrency`` bounds both the
     questions in flight and the provider calls of each client; ``plots`` turns the PNG plots
     off; ``retrieval`` sets the pool's budgets and other retrieval settings (None: the
-    defaults).
+    defaults); ``prompt_layout`` the prompts' layout (``cached`` or the method's published
+    ``paper`` order, see ``qemem.evidence.layout``), recorded in the manifest.
     """
 
     data: Path
@@ -82,6 +84,7 @@ class LocomoRunConfig:
     plots: bool = True
     retrieval: RetrievalConfig | None = None
     calibrate_rule: CalibrateRule = "complete"
+    prompt_layout: Layout = "cached"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text; a store URL's password masked)."""
@@ -292,6 +295,7 @@ def _manifest(
         config.data,
         config=config.to_dict(),
         mode=config.mode,
+        prompt_layout=config.prompt_layout,
         embedder=memory.embedder.id,
         answerer=_name(llm),
         judge=_name(judge),
@@ -343,7 +347,7 @@ def _answerer(
     memory: Memory, judge: LLMClient | None, config: LocomoRunConfig, context: Context
 ) -> Callable[[LocomoQuestion], dict[str, Any]]:
     """The work of one question: answer, judge (when there is a judge), make its record."""
-    ask_config = AskConfig(retrieval=config.retrieval)
+    ask_config = AskConfig(retrieval=config.retrieval, prompt_layout=config.prompt_layout)
 
     def answer_one(q: LocomoQuestion) -> dict[str, Any]:
         t0 = time.perf_counter()

@@ -177,9 +177,7 @@ def construct_cards(
     )
     if prefix is not None:
         own = _construct_input(index, pool, plan, existing, refining, cached=True)
-        request = prefix.request(
-            request.system, own, stage="construct", max_tokens=max_tokens, inputs=request.inputs
-        )
+        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=request.inputs)
     try:
         result = llm.structured(request, ConstructorOutput, ledger=ledger)
     except StructuredOutputError as exc:

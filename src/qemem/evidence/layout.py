@@ -6,9 +6,13 @@
   its abstention retry share comes first and is byte-identical: a common role as the system
   prompt, then one user message opening with the conversation header and the initial
   candidate pool rendered once, closed by a prompt-cache breakpoint; then the stage's own part
-  (its instructions, the question, previous cards, new candidates, cited source context).
-  Providers cache the prefix (``qemem.llm.prompt_cache``): every call after the first of a
-  question reads it at a tenth of the input price.
+  (its instructions, the question, previous cards, new candidates, cited source context; a
+  cited turn the pool already shows is named by id with its relative times resolved, not
+  repeated). Providers cache the prefix (``qemem.llm.prompt_cache``): every call after the
+  first of a question reads it at a tenth of the input price. A prefix shorter than the
+  model's minimum cacheable length (4,096 tokens for Claude Haiku 4.5) would not be cached
+  at all, so then the role also holds both stages' instructions (its stage's own part names
+  its task instead): cached twice or more, they cost less than sent once uncached.
 
 The layout changes the text only: every request carries the same structured inputs either
 way, so the offline LLM's cards and answers are the same under both.
@@ -22,7 +26,7 @@ from typing import Any, Literal, get_args
 
 from qemem.evidence.context import SourceIndex, format_pool
 from qemem.llm import LLMRequest, Message
-from qemem.llm.types import Part
+from qemem.llm.types import Part, estimate_tokens
 from qemem.models import Pool, format_datetime
 from qemem.prompts import as_data, render
 
@@ -39,33 +43,57 @@ def conversation_header(index: SourceIndex) -> tuple[str, str]:
     return speakers, when
 
 
+PADDINGS: tuple[tuple[str, ...], ...] = ((), ("answer",), ("construct",), ("construct", "answer"))
+"""The stages whose instructions may pad the role, shortest first."""
+
+
 @dataclass(frozen=True)
 class SharedPrefix:
     """The part of a question's prompts every stage shares: the role (system prompt) and the
-    conversation header with the initial pool (``text``), rendered once."""
+    conversation header with the initial pool (``text``), rendered once; ``instructions``
+    names the stages whose instructions the role holds (see the module docstring)."""
 
     system: str
     text: str
+    instructions: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, index: SourceIndex, pool: Pool) -> SharedPrefix:
-        """The shared prefix of the questions answered from ``pool``."""
+    def of(cls, index: SourceIndex, pool: Pool, minimum: int = 0) -> SharedPrefix:
+        """The shared prefix of the questions answered from ``pool``. When the role and pool
+        are shorter than ``minimum`` tokens (the model's minimum cacheable length), the role
+        also holds the fewest stage instructions that reach it (none when even both would
+        not: then nothing is cached anyway)."""
         speakers, span = conversation_header(index)
         memories = format_pool(index, pool)
         text = render("shared_memories", speakers=speakers, span=span, memories=memories)
-        return cls(render("role"), text)
+        for stages in PADDINGS:
+            prefix = cls(padded_role(stages), text, stages)
+            if estimate_tokens(f"{prefix.system}\n{text}") >= minimum:
+                return prefix
+        return cls(padded_role(()), text)
 
     def request(
         self,
-        instructions: str,
+        stage: str,
         stage_text: str,
         *,
-        stage: str,
         max_tokens: int,
         inputs: Mapping[str, Any],
     ) -> LLMRequest:
-        """A request with the shared prefix (closed by a cache breakpoint), then the stage's
-        ``instructions`` and ``stage_text``."""
-        own = f"{instructions.rstrip()}\n\n{stage_text}"
-        message = Message.of("user", [Part(self.text, cache=True), Part(own)])
+        """A request of ``stage`` (``construct`` or ``answer``, or a follow-up of one) with the
+        shared prefix (closed by a cache breakpoint), then the stage's instructions (or, when
+        the role holds them, its task's name) and ``stage_text``."""
+        base = stage.split(".", 1)[0]
+        held = base in self.instructions
+        head = render(f"{base}_task") if held else f"{render(base).rstrip()}\n\n"
+        message = Message.of("user", [Part(self.text, cache=True), Part(head + stage_text)])
         return LLMRequest(self.system, [message], stage, max_tokens=max_tokens, inputs=dict(inputs))
+
+
+def padded_role(stages: tuple[str, ...]) -> str:
+    """The ``cached`` layout's system prompt: the common role, with the instructions of
+    ``stages`` (their own templates, verbatim) when any."""
+    if not stages:
+        return render("role")
+    tasks = "".join(render(f"role_task_{s}", instructions=render(s)) for s in stages)
+    return render("role") + render("role_tasks") + tasks
