@@ -329,10 +329,11 @@ def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: 
     out = tmp_path / "matched"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
     args += ["--llm", "fake", "--limit", "3", "--no-plots", "--budget-turns", "5", "--json"]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--prompt-layout", "paper"])
     assert result.exit_code == 0, result.output
     records = lines(out / "results.jsonl")
     assert len(records) == 3 and {r["mode"] for r in records} == {"matched"}
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["retrieval"]["budget_turns"] == 5
+    assert manifest["prompt_layout"] == manifest["config"]["prompt_layout"] == "paper"
     assert all(r["prediction"] for r in records)

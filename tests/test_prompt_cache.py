@@ -3,9 +3,14 @@ ledger's cache token sums, and messages made of parts."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from qemem.llm import Ledger, LLMRequest, LLMResponse, Message, PriceTable
+from qemem.errors import ConfigError
+from qemem.llm import Ledger, LLMRequest, LLMResponse, Message, PriceTable, open_llm
+from qemem.llm.prices import load_cache_prices
 from qemem.llm.prompt_cache import (
     CacheSplit,
     Prompt,
@@ -108,3 +113,18 @@ def test_ledger_sums_cache_tokens_by_stage() -> None:
     old = LLMResponse.from_dict({k: v for k, v in ledger.responses[0].to_dict().items()
                                  if not k.startswith("cache_")})  # fmt: skip
     assert old.cache_write_tokens == old.cache_read_tokens == 0  # records from before
+
+
+def test_a_price_file_may_give_cache_prices(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "prices.json"
+    entry = {"input": 1.0, "output": 2.0, "cache_write": 1.25, "cache_read": 0.1}
+    path.write_text(json.dumps({"my-model": entry, "other": [0.5, 1.0]}))
+    assert load_cache_prices(path) == {"my-model": (1.25, 0.1)}
+    monkeypatch.setenv("QEMEM_PRICES", str(path))
+    client = open_llm("fake")
+    assert client is not None and client.prices.cache_lookup("my-model") == (1.25, 0.1)
+    path.write_text(json.dumps({"m": {"input": 1, "output": 2, "cache_read": 0.1}}))
+    with pytest.raises(ConfigError, match="give both cache_write and cache_read"):
+        load_cache_prices(path)

@@ -16,6 +16,7 @@ from qemem.embed import HashEmbedder
 from qemem.errors import InputError
 from qemem.evidence import SharedPrefix, SourceIndex
 from qemem.llm import LLMClient, LLMRequest
+from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.prompts import render
 from qemem.store import Scope, SQLiteStore
@@ -115,3 +116,42 @@ def test_an_unknown_layout_is_refused(store: SQLiteStore) -> None:
     config = AskConfig(prompt_layout="fancy")  # type: ignore[arg-type]
     with pytest.raises(InputError, match="unknown prompt layout 'fancy'"):
         ask(store, SCOPE, EMBEDDER, LLMClient(OfflineLLM()), QUESTION, config=config)
+
+
+def test_the_role_holds_the_fewest_instructions_that_reach_the_minimum(
+    store: SQLiteStore,
+) -> None:
+    index = SourceIndex(store, SCOPE)
+    pool = ask(store, SCOPE, EMBEDDER, None, QUESTION, mode="retrieval").pool
+    plain = SharedPrefix.of(index, pool)
+    assert plain.instructions == () and plain.system == render("role")
+    length = estimate_tokens(f"{plain.system}\n{plain.text}")
+    answer_only = SharedPrefix.of(index, pool, minimum=length + 10)
+    assert answer_only.instructions == ("answer",) and answer_only.text == plain.text
+    assert render("answer") in answer_only.system and render("construct") not in answer_only.system
+    both = SharedPrefix.of(index, pool, minimum=length + estimate_tokens(render("construct")) + 50)
+    assert both.instructions == ("construct", "answer")
+    assert SharedPrefix.of(index, pool, minimum=10**6).instructions == ()  # cannot reach it
+    inputs: dict[str, Any] = {}
+    held = answer_only.request("answer.retry", "Q?", max_tokens=9, inputs=inputs)
+    assert held.messages[0].parts[1].text == render("answer_task") + "Q?"
+    own = answer_only.request("construct", "Q?", max_tokens=9, inputs=inputs)
+    assert own.messages[0].parts[1].text == f"{render('construct').rstrip()}\n\nQ?"
+
+
+def test_the_cached_answer_names_cited_prefix_turns_with_their_resolved_times(
+    store: SQLiteStore,
+) -> None:
+    fake = OfflineLLM()
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION)
+    assert "D1:3" in answer.citations
+    request = fake.calls[-1]
+    prefix, own = request.messages[0].parts
+    assert "[D1:3] Priya: " in prefix.text
+    context = own.text.split("Cited sources in their context")[1]
+    line = next(x for x in context.splitlines() if x.startswith("*[D1:3]"))
+    assert line == "*[D1:3] Priya (shown above): last Saturday [the Saturday before 14 March 2024]"
+    paper = OfflineLLM()
+    ask(store, SCOPE, EMBEDDER, LLMClient(paper), QUESTION, config=AskConfig(prompt_layout="paper"))
+    shown = paper.calls[-1].messages[0].content  # the paper layout repeats the turn itself
+    assert "pottery class last Saturday [the Saturday before 14 March 2024] at the studio" in shown

@@ -124,3 +124,21 @@ def load_prices(path: str | os.PathLike[str]) -> dict[str, Price]:
                 '{"input": x, "output": y} in USD per million tokens'
             ) from exc
     return out
+
+
+def load_cache_prices(path: str | os.PathLike[str]) -> dict[str, CachePrice]:
+    """The cache prices of a JSON price file (see :func:`load_prices`): the entries of the
+    form ``{"input": x, "output": y, "cache_write": w, "cache_read": r}``."""
+    load_prices(path)  # the same checks, the same messages
+    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    out: dict[str, CachePrice] = {}
+    for model, value in raw.items():
+        if isinstance(value, dict) and ("cache_write" in value or "cache_read" in value):
+            try:
+                out[model] = (float(value["cache_write"]), float(value["cache_read"]))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(
+                    f"bad cache price for {model!r} in {path}: give both cache_write and "
+                    "cache_read in USD per million tokens"
+                ) from exc
+    return out
