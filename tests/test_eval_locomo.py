@@ -69,11 +69,19 @@ def test_stage_costs_group_repairs_and_missing_prices() -> None:
         call("plan", 10, 2, 0.5),
         call("plan.repair", 5, 1, 0.25),
         call("answer", 7, 3, None),
-        call("answer.retry", 1, 1, 0.1),
+        {**call("answer.retry", 1, 1, 0.1), "cache_read_tokens": 1},
     ]
+    cache = {"cache_write_tokens": 0, "cache_read_tokens": 0}  # absent in older records: 0
     assert stage_costs(calls) == {
-        "answer": {"calls": 2, "input_tokens": 8, "output_tokens": 4, "cost_usd": None},
-        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75},
+        "answer": {
+            "calls": 2,
+            "input_tokens": 8,
+            "output_tokens": 4,
+            **cache,
+            "cache_read_tokens": 1,
+            "cost_usd": None,
+        },
+        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, **cache, "cost_usd": 0.75},
     }
 
 

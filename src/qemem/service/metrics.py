@@ -54,6 +54,16 @@ class _Gauges(Collector):
             ("cached_calls", tally.cached_calls, "LLM calls answered from the cache"),
             ("input_tokens", tally.input_tokens, "LLM input tokens"),
             ("output_tokens", tally.output_tokens, "LLM output tokens"),
+            (
+                "cache_write_tokens",
+                tally.cache_write_tokens,
+                "LLM input tokens written to a provider's prompt cache",
+            ),
+            (
+                "cache_read_tokens",
+                tally.cache_read_tokens,
+                "LLM input tokens read from a provider's prompt cache",
+            ),
         ):
             yield CounterMetricFamily(f"qemem_llm_{name}", doc, value=value)
 
