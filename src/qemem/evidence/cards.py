@@ -162,22 +162,24 @@ def construct_cards(
     ``cached`` layout) the initial pool is in the prefix and the call's own part follows it;
     without, the published layout. Invalid output degrades to no cards."""
     episodes, facts, turns = pool_records(pool)
-    request = LLMRequest(
-        system=render("construct"),
-        messages=[Message("user", _construct_input(index, pool, plan, existing, refining))],
-        stage="construct",
-        max_tokens=max_tokens,
-        inputs={
-            "question": plan.question,
-            "need": plan.need,
-            "episodes": episodes,
-            "facts": facts,
-            "turns": index.in_order(turns),
-        },
-    )
+    inputs = {
+        "question": plan.question,
+        "need": plan.need,
+        "episodes": episodes,
+        "facts": facts,
+        "turns": index.in_order(turns),
+    }
+    own = _construct_input(index, pool, plan, existing, refining, cached=prefix is not None)
     if prefix is not None:
-        own = _construct_input(index, pool, plan, existing, refining, cached=True)
-        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=request.inputs)
+        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=inputs)
+    else:
+        request = LLMRequest(
+            render("construct"),
+            [Message("user", own)],
+            "construct",
+            max_tokens=max_tokens,
+            inputs=inputs,
+        )
     try:
         result = llm.structured(request, ConstructorOutput, ledger=ledger)
     except StructuredOutputError as exc:
