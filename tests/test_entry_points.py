@@ -332,7 +332,10 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "cancel_job": lambda w, t: library(lambda: w.memory.cancel_job(t), t),
     "enqueue_build": lambda w, t: library(lambda: w.memory.enqueue_build(t), t),
     "job": lambda w, t: library(lambda: w.memory.job(t), t),
-    "jobs": lambda w, t: library(lambda: w.memory.jobs(t), t),
+    "jobs": lambda w, t: (
+        library(lambda: w.memory.jobs(t), t),
+        library(lambda: w.memory.jobs(before=t), t),
+    ),
     "close": _namespace,  # a Memory of namespace TEXT: listed, then closed with its store
     "conversation": lambda w, t: library(lambda: w.memory.conversation(t), t),
     "conversations": _namespace,
@@ -417,6 +420,13 @@ def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
     return drive
 
 
+def _http_jobs(world: World, text: str) -> None:
+    """``GET /v1/jobs``: the text ignored, as the status and as the page's cursor."""
+    _http_plain("/v1/jobs")(world, text)
+    for param in ("status", "cursor"):
+        status(_get(world, f"/v1/jobs?{param}={quoted(text)}"), text, checked=False)
+
+
 HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
@@ -433,7 +443,7 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "POST /v1/conversations/{conversation}/build": _http_plain(
         "/v1/conversations/{}/build", "POST"
     ),
-    "GET /v1/jobs": _http_plain("/v1/jobs"),
+    "GET /v1/jobs": _http_jobs,
     "GET /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}"),
     "DELETE /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}", "DELETE"),
 }
@@ -592,6 +602,13 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "keys create": _cli_keys_create,
     "keys list": _cli(["keys", "list", "--store", "STORE", "--namespace", "TEXT", "--json"]),
     "keys revoke": _cli(["keys", "revoke", "TEXT", "--store", "STORE"], checked=False),
+    "jobs list": _cli(
+        ["jobs", "list", "--store", "STORE", "--namespace", "TEXT", "--json"],
+        ["jobs", "list", "--store", "STORE", "--before", "TEXT"],
+        ["jobs", "list", "--store", "STORE", "--status", "TEXT"],
+    ),
+    "jobs show": _cli(["jobs", "show", "TEXT", "--store", "STORE", "--json"]),
+    "jobs cancel": _cli(["jobs", "cancel", "TEXT", "--store", "STORE"]),
     "eval coverage": _cli(["eval", "coverage", "--data", "TEXT", "--store", "c.db"], checked=False),
     "eval locomo": _cli(
         ["eval", "locomo", "--data", "TEXT", "--out", "run", "--llm", "fake"], checked=False

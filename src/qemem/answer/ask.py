@@ -9,6 +9,9 @@
   query-guided pool exposes, then plain question-only hybrid search for as many turns
   (:func:`~qemem.retrieve.pool.matched_pool`) and one answer call over them, with the
   ``direct`` answer prompt.
+* ``nemori-baseline``: NEMORI's published query-time recipe over the same memory: dense top-10
+  episodes and top-20 facts for the question, no plan, no turn search, one answer call with a
+  prompt of the structure of that system's LoCoMo answer prompt (:mod:`qemem.answer.nemori`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from qemem.answer import nemori
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.reply import answer_question
 from qemem.answer.sources import Sources, collect_sources
@@ -39,11 +43,12 @@ from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
 from qemem.models import Plan, Pool, Ref, Turn
+from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
 from qemem.store.base import MemoryStore, Scope
 
-Mode = Literal["retrieval", "direct", "no-refine", "full", "matched"]
+Mode = Literal["retrieval", "direct", "no-refine", "full", "matched", "nemori-baseline"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 NO_LLM_MESSAGE = (
@@ -150,6 +155,8 @@ def ask(
             f"unknown prompt layout {config.prompt_layout!r}: use one of {', '.join(LAYOUTS)}"
         )
     index = SourceIndex(store, scope)
+    if mode == "nemori-baseline" and llm is not None:
+        return _nemori(store, scope, embedder, llm, question, index, config, started)
     ledger = Ledger()
     degradations: list[str] = []
     plan = _plan(llm, question, mode, index, ledger, degradations)
@@ -195,6 +202,40 @@ def ask(
         )
     _answer_from(answer, llm, assembly, config, ledger, degradations, prefix)
     return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _nemori(
+    store: MemoryStore,
+    scope: Scope,
+    embedder: Embedder,
+    llm: LLMClient,
+    question: str,
+    index: SourceIndex,
+    config: AskConfig,
+    started: float,
+) -> Answer:
+    """The ``nemori-baseline`` answer: the dense pool of episodes and facts, its listings
+    (InputError, before any call, when the conversation has neither) and one answer call.
+    Its top-k are the recipe's: retrieval settings (``config.retrieval``) are refused."""
+    if config.retrieval is not None:
+        raise InputError(
+            "mode 'nemori-baseline' retrieves a fixed top-10 episodes and top-20 facts (the "
+            "recipe it reproduces): leave the retrieval settings and budgets out"
+        )
+    pool = dense_pool(
+        store, scope, embedder, question, episodes=nemori.EPISODES, facts=nemori.FACTS
+    )
+    shown = nemori.prompted(index, pool)
+    plan = rule_plan(question, "the nemori-baseline mode makes no plan: the question alone")
+    evidence = Evidence(plan, [RoundTrace(0, None, pool.entries())], [], pool, None)
+    answer = Answer(question, "", "", "nemori-baseline", [], evidence)
+    ledger = Ledger()
+    text = nemori.nemori_answer(
+        llm, question, shown, max_tokens=config.answer_max_tokens, ledger=ledger
+    )
+    answer.text = answer.reasoning = text
+    evidence.shown = shown.shown
+    return _finish(answer, index, ledger, [], started, config)
 
 
 def _checked(question: str, mode: Mode, llm: LLMClient | None) -> str:

@@ -213,7 +213,8 @@ RunStoreOpt = Annotated[
     typer.Option("--store", "-s", help="Store (default OUT/memory.db).", callback=not_blank),
 ]
 ModeOpt = Annotated[
-    str, typer.Option("--mode", help="full, no-refine, direct, matched or retrieval.")
+    str,
+    typer.Option("--mode", help="full, no-refine, direct, matched, nemori-baseline or retrieval."),
 ]
 AnswererOpt = Annotated[
     str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")

@@ -60,6 +60,7 @@ class AskMode(StrEnum):
     direct = "direct"
     retrieval = "retrieval"
     matched = "matched"
+    nemori_baseline = "nemori-baseline"
 
 
 class CalibrateChoice(StrEnum):

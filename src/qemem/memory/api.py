@@ -213,8 +213,11 @@ class MemoryAPI(Protocol):
         """A background job of the namespace (NotFoundError if there is none)."""
         ...
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """The namespace's background jobs (of ``status``, when given), newest first."""
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """The namespace's ``limit`` (1 to 500) newest background jobs (of ``status``, when
+        given), newest first; ``before``: the last job id of the previous page."""
         ...
 
     def cancel_job(self, job_id: str) -> Job:

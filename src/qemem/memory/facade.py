@@ -212,6 +212,7 @@ class Memory(MemoryJobs, MemoryAPI):
             self.embed_documents,
             self.embedder.id,
             progress,
+            lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
         )
 
     def add_messages(
@@ -466,10 +467,10 @@ class Memory(MemoryJobs, MemoryAPI):
 
         Modes: ``retrieval`` (no LLM: the pool and its resolved times), ``direct`` (plan,
         retrieve, answer from the pool), ``no-refine`` (one round of evidence cards),
-        ``full`` (cards with sufficiency-guided refinement) and ``matched`` (the baseline: as
-        many turns as the query-guided pool exposes, from plain question-only hybrid search,
-        answered with the ``direct`` prompt). Budgets per space and in tokens are set through
-        ``config.retrieval``.
+        ``full`` (cards with sufficiency-guided refinement), ``matched`` (as many turns as the
+        guided pool exposes, from plain question-only hybrid search, ``direct`` prompt) and
+        ``nemori-baseline`` (NEMORI's recipe: dense top-10 episodes, top-20 facts, one call).
+        Budgets per space and in tokens are set through ``config.retrieval``.
         """
         check_query(question)
         self._check_embedder()

@@ -127,9 +127,12 @@ class AsyncRemoteMemory:
         """As ``Memory.job``: one job of the key's namespace."""
         return await self._run(calls.get_job(job_id))
 
-    async def jobs(self, status: str | None = None) -> list[Job]:
-        """As ``Memory.jobs``: the namespace's jobs, newest first."""
-        return await self._run(calls.jobs(status))
+    async def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """As ``Memory.jobs``: a page of the namespace's jobs, newest first (``before``: the
+        last job id of the previous page)."""
+        return await self._run(calls.jobs(status, limit, before))
 
     async def cancel_job(self, job_id: str) -> Job:
         """As ``Memory.cancel_job``."""

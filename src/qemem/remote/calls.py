@@ -222,9 +222,10 @@ def get_job(job_id: str) -> Steps[Job]:
     return job_of((yield Call("GET", f"/v1/jobs/{job_id}")))
 
 
-def jobs(status: str | None) -> Steps[list[Job]]:
-    query = f"?status={quote(status)}" if status is not None else ""
-    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs{query}"))]
+def jobs(status: str | None, limit: int, before: str | None) -> Steps[list[Job]]:
+    params = {"status": status, "limit": str(limit), "cursor": before}
+    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items() if v is not None)
+    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs?{query}"))]
 
 
 def cancel_job(job_id: str) -> Steps[Job]:

@@ -138,9 +138,12 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.job``: one job of the key's namespace."""
         return self._run(calls.get_job(job_id))
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """As ``Memory.jobs``: the namespace's jobs, newest first."""
-        return self._run(calls.jobs(status))
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """As ``Memory.jobs``: a page of the namespace's jobs, newest first (``before``: the
+        last job id of the previous page)."""
+        return self._run(calls.jobs(status, limit, before))
 
     def cancel_job(self, job_id: str) -> Job:
         """As ``Memory.cancel_job``."""

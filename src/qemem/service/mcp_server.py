@@ -2,13 +2,15 @@
 
 Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
 answer with cited, verified evidence), ``check`` (a statement's claims against the
-conversation), ``list_conversations`` and ``forget``.
+conversation), ``list_conversations`` and ``forget``. ``running_jobs`` runs the store's build
+jobs beside the server (``qemem mcp --auto-build``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -20,8 +22,11 @@ from qemem.answer.wire import check_to_json
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
 from qemem.memory.api import MAX_CONTEXT_BUDGET
+from qemem.memory.jobs import check_auto_build
+from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
 from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
 from qemem.service.schemas import MAX_K, MessageIn
+from qemem.service.state import Tenants
 
 T = TypeVar("T")
 
@@ -84,6 +89,26 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     _add_answer_tool(server, memory, guard)
     _add_conversation_tools(server, memory, guard)
     return server
+
+
+@contextmanager
+def running_jobs(
+    memory: Memory, auto_build: float | None, *, lease_s: float = DEFAULT_LEASE_S
+) -> Iterator[JobWorker | None]:
+    """With ``auto_build`` (seconds): ``memory`` schedules a build of each conversation that
+    ``remember`` appends to (a ConfigError without an LLM), and a job worker runs the store's
+    jobs, of every namespace, as ``qemem serve`` does, until the block ends (its running jobs
+    are then queued again). Without it, nothing runs: yields None."""
+    if auto_build is None:
+        yield None
+        return
+    memory.auto_build = check_auto_build(auto_build, lambda: memory.llm)
+    worker = JobWorker(memory, Tenants(memory, memory.job_attempts).memory, lease_s=lease_s)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 class _Guard:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -90,6 +90,14 @@ class MemoryStore(Protocol):
 
     def turns(self, scope: Scope, ids: Sequence[str] | None = None) -> list[Turn]:
         """Turns in conversation order (session, then position); only ``ids`` if given."""
+        ...
+
+    def turns_of(
+        self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
+    ) -> list[Turn]:
+        """The turns of ``sessions`` and those of ``ids`` (wherever they are), in conversation
+        order, reading only those rows (an append's check must not read the whole
+        conversation); NotFoundError when the conversation is absent."""
         ...
 
     def add_episodes(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
@@ -35,14 +35,18 @@ from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
     FIRST_TURN,
+    IN_CHUNK,
     LINK_COLUMNS,
     SESSION_COLUMNS,
     TABLES,
     TURN_COLUMNS,
+    TURN_SELECT,
     episode_row,
     fact_row,
     link_rows,
     session_row,
+    turn_of,
+    turn_order,
     turn_row,
 )
 
@@ -269,15 +273,21 @@ class SQLStore(ABC):
         )
 
     def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
-        rows = self._query(
-            "SELECT id, session, position, speaker, text, timestamp FROM turns WHERE conv = ? "
-            "ORDER BY session, position",
-            (pk,),
-        )
-        return [
-            Turn(rid, scope.conversation, session, pos, speaker, text, datetime.fromisoformat(ts))
-            for rid, session, pos, speaker, text, ts in rows
-        ]
+        rows = self._query(f"{TURN_SELECT} WHERE conv = ? ORDER BY session, position", (pk,))
+        return [turn_of(scope.conversation, row) for row in rows]
+
+    def turns_of(
+        self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
+    ) -> list[Turn]:
+        pk, _ = self._row(scope)
+        rows: dict[str, tuple[Any, ...]] = {}
+        for column, values in (("session", sorted(set(sessions))), ("id", sorted(set(ids)))):
+            for start in range(0, len(values), IN_CHUNK):
+                chunk = values[start : start + IN_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                sql = f"{TURN_SELECT} WHERE conv = ? AND {column} IN ({marks})"
+                rows.update((row[0], row) for row in self._query(sql, (pk, *chunk)))
+        return sorted((turn_of(scope.conversation, row) for row in rows.values()), key=turn_order)
 
     def add_episodes(
         self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str

@@ -138,7 +138,16 @@ def construct(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def answer(inputs: Mapping[str, Any]) -> str | None:
-    """A short answer from the first card (or the best-matching shown memory)."""
+    """A short answer from the first card (or the best-matching shown memory), after a line
+    of reasoning, on a ``FINAL ANSWER:`` line."""
+    text = short_answer(inputs)
+    return None if text is None else f"From the evidence shown: {text}\nFINAL ANSWER: {text}"
+
+
+def short_answer(inputs: Mapping[str, Any]) -> str | None:
+    """The short answer alone (the first card's quote or claim, else the opening words of the
+    best-matching shown ``who: what`` memory, else "no information"), as a prompt that asks
+    for the answer only (``answer.nemori``) gets it."""
     if "question" not in inputs:
         return None
     terms = _terms(str(inputs["question"]))
@@ -154,7 +163,7 @@ def answer(inputs: Mapping[str, Any]) -> str | None:
         text = _best_sentence(best[0][2], terms)
     else:
         text = "no information"
-    return f"From the evidence shown: {text}\nFINAL ANSWER: {text}"
+    return text
 
 
 def judge(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
