@@ -70,6 +70,8 @@ def test_documented_minimums_by_model_and_provider() -> None:
     assert min_cacheable_tokens("anthropic", "claude-3-5-haiku-latest") == 2048
     assert min_cacheable_tokens("openai", "gpt-4.1-mini") == 1024
     assert min_cacheable_tokens("anthropic", "some-new-model") == 4096  # never too short
+    assert min_cacheable_tokens("fake", "fake") == 0
+    assert min_cacheable_tokens("fake", "claude-haiku-4-5") == 4096  # standing for Haiku
 
 
 def test_request_cache_prefix_and_breakpoint_allowed() -> None:

@@ -15,6 +15,7 @@ from qemem.answer import AskConfig, ask
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError
 from qemem.evidence import SharedPrefix, SourceIndex
+from qemem.evidence.layout import shared_prefix
 from qemem.llm import LLMClient, LLMRequest
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
@@ -155,3 +156,16 @@ def test_the_cached_answer_names_cited_prefix_turns_with_their_resolved_times(
     ask(store, SCOPE, EMBEDDER, LLMClient(paper), QUESTION, config=AskConfig(prompt_layout="paper"))
     shown = paper.calls[-1].messages[0].content  # the paper layout repeats the turn itself
     assert "pottery class last Saturday [the Saturday before 14 March 2024] at the studio" in shown
+
+
+def test_a_question_whose_prefix_cannot_reach_the_minimum_gets_the_paper_layout(
+    store: SQLiteStore,
+) -> None:
+    index = SourceIndex(store, SCOPE)
+    pool = ask(store, SCOPE, EMBEDDER, None, QUESTION, mode="retrieval").pool
+    assert shared_prefix(index, pool, 0) == SharedPrefix.of(index, pool)
+    assert shared_prefix(index, pool, 10**6) is None
+    standing_for_haiku = OfflineLLM(model="claude-haiku-4-5")  # 4,096 tokens: the sample is short
+    ask(store, SCOPE, EMBEDDER, LLMClient(standing_for_haiku), QUESTION)
+    assert all(r.cache_prefix is None for r in standing_for_haiku.calls)
+    assert standing_for_haiku.calls[-1].system == render("answer")

@@ -29,7 +29,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
-from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix
+from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix, shared_prefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.evidence.refine import (
     Evidence,
@@ -174,7 +174,7 @@ def ask(
     if config.prompt_layout == "cached":
         provider = llm.provider if llm is not None else None
         minimum = min_cacheable_tokens(provider.name, provider.model) if provider else 0
-        prefix = SharedPrefix.of(index, pool, minimum)
+        prefix = shared_prefix(index, pool, minimum)
     above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
         assembly = assemble_pool(index, pool, above=above)

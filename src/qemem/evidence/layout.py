@@ -11,8 +11,10 @@
   repeated). Providers cache the prefix (``qemem.llm.prompt_cache``): every call after the
   first of a question reads it at a tenth of the input price. A prefix shorter than the
   model's minimum cacheable length (4,096 tokens for Claude Haiku 4.5) would not be cached
-  at all, so then the role also holds both stages' instructions (its stage's own part names
-  its task instead): cached twice or more, they cost less than sent once uncached.
+  at all, so then the role also holds the fewest stage instructions that reach it (their
+  stage's own part names its task instead): cached twice or more, they cost less than sent
+  once uncached. A question whose prefix cannot reach the minimum even so gets the ``paper``
+  layout (``shared_prefix``): nothing of it would be cached.
 
 The layout changes the text only: every request carries the same structured inputs either
 way, so the offline LLM's cards and answers are the same under both.
@@ -68,9 +70,14 @@ class SharedPrefix:
         text = render("shared_memories", speakers=speakers, span=span, memories=memories)
         for stages in PADDINGS:
             prefix = cls(padded_role(stages), text, stages)
-            if estimate_tokens(f"{prefix.system}\n{text}") >= minimum:
+            if prefix.tokens >= minimum:
                 return prefix
         return cls(padded_role(()), text)
+
+    @property
+    def tokens(self) -> int:
+        """The prefix's length in tokens (estimated as characters / 4)."""
+        return estimate_tokens(f"{self.system}\n{self.text}")
 
     def request(
         self,
@@ -97,3 +104,11 @@ def padded_role(stages: tuple[str, ...]) -> str:
         return render("role")
     tasks = "".join(render(f"role_task_{s}", instructions=render(s)) for s in stages)
     return render("role") + render("role_tasks") + tasks
+
+
+def shared_prefix(index: SourceIndex, pool: Pool, minimum: int) -> SharedPrefix | None:
+    """The ``cached`` layout's prefix for ``pool`` (:meth:`SharedPrefix.of`), or None when
+    even with both stages' instructions it stays below ``minimum``: nothing would be cached,
+    and the published layout, a little shorter, is used for the question instead."""
+    prefix = SharedPrefix.of(index, pool, minimum)
+    return prefix if prefix.tokens >= minimum else None

@@ -47,7 +47,10 @@ UNKNOWN_MIN_TOKENS = 4096
 
 
 def min_cacheable_tokens(provider: str, model: str) -> int:
-    """The minimum prefix length (tokens) ``provider`` caches for ``model``."""
+    """The minimum prefix length (tokens) ``provider`` caches for ``model`` (none for the
+    offline model ``fake``; an offline LLM standing for a real model takes its name)."""
+    if model == "fake":
+        return 0
     if provider in ("openai", "openai-compat"):
         return OPENAI_MIN_TOKENS
     matches = [key for key in CLAUDE_MIN_TOKENS if key in model]
