@@ -181,15 +181,22 @@ def test_full_mode_no_new_candidates(store: SQLiteStore) -> None:
     assert script.stages == ["plan", "construct", "answer"]
 
 
-def test_malformed_constructor_output_degrades(store: SQLiteStore) -> None:
+@pytest.mark.parametrize("layout", ["paper", "cached"])
+def test_malformed_constructor_output_degrades(store: SQLiteStore, layout: Any) -> None:
     script = Script(construct=["not json at all"], answer=["FINAL ANSWER: 9 March 2024"])
-    answer = run(store, script, "full")
+    answer = run(store, script, "full", config=AskConfig(prompt_layout=layout))
     assert script.stages == ["plan", "construct", "construct.repair", "answer"]
     assert answer.evidence.termination == "degraded: construct output invalid"
     assert answer.evidence.degradations == ["construct output invalid"]
     assert answer.cards == [] and answer.text == "9 March 2024"
-    # answered from the pool
-    assert script.requests[-1].messages[0].content.startswith("Retrieved memories:")
+    # answered from the pool: listed in the answer's own text, or shown in the shared prefix
+    message = script.requests[-1].messages[0]
+    if layout == "paper":
+        assert message.content.startswith("Retrieved memories:")
+    else:
+        prefix, own = message.parts
+        assert prefix.cache and "[D1:3]" in prefix.text and "[D1:3]" not in own.text
+        assert "Retrieved memories: the memories retrieved above." in own.text
     assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
 
 

@@ -118,6 +118,13 @@ def test_build_ask_and_pool_with_the_fake_llm(
     )
     assert answer["mode"] == "full" and answer["text"]
     assert answer["evidence"]["cards"] and "D1:3" in answer["citations"]
+    question = ["ask", "When did Priya go to her first pottery class?", "--store", store]
+    paper = json.loads(
+        invoke(*question, "-c", "demo-1", "--prompt-layout", "paper", "--json").splitlines()[-1]
+    )
+    assert (paper["text"], paper["citations"]) == (answer["text"], answer["citations"])
+    bad = runner.invoke(app, [*question, "-c", "demo-1", "--prompt-layout", "fancy"])
+    assert bad.exit_code != 0
     assert answer["evidence"]["plan"]["source"] == "llm"
     unplanned = json.loads(
         invoke(

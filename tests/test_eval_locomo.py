@@ -70,11 +70,19 @@ def test_stage_costs_group_repairs_and_missing_prices() -> None:
         call("plan", 10, 2, 0.5),
         call("plan.repair", 5, 1, 0.25),
         call("answer", 7, 3, None),
-        call("answer.retry", 1, 1, 0.1),
+        {**call("answer.retry", 1, 1, 0.1), "cache_read_tokens": 1},
     ]
+    cache = {"cache_write_tokens": 0, "cache_read_tokens": 0}  # absent in older records: 0
     assert stage_costs(calls) == {
-        "answer": {"calls": 2, "input_tokens": 8, "output_tokens": 4, "cost_usd": None},
-        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75},
+        "answer": {
+            "calls": 2,
+            "input_tokens": 8,
+            "output_tokens": 4,
+            **cache,
+            "cache_read_tokens": 1,
+            "cost_usd": None,
+        },
+        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, **cache, "cost_usd": 0.75},
     }
 
 
@@ -352,12 +360,13 @@ def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: 
     out = tmp_path / "matched"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
     args += ["--llm", "fake", "--limit", "3", "--no-plots", "--budget-turns", "5", "--json"]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--prompt-layout", "paper"])
     assert result.exit_code == 0, result.output
     records = lines(out / "results.jsonl")
     assert len(records) == 3 and {r["mode"] for r in records} == {"matched"}
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["retrieval"]["budget_turns"] == 5
+    assert manifest["prompt_layout"] == manifest["config"]["prompt_layout"] == "paper"
     assert all(r["prediction"] for r in records)
 
 

@@ -29,6 +29,7 @@ from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
+from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix, shared_prefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.evidence.refine import (
     Evidence,
@@ -40,6 +41,7 @@ from qemem.evidence.refine import (
 )
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
+from qemem.llm.prompt_cache import min_cacheable_tokens
 from qemem.models import Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -59,7 +61,9 @@ NO_LLM_MESSAGE = (
 @dataclass(frozen=True)
 class AskConfig:
     """Knobs of ``ask``: retrieval settings, refinement rounds after the first construction,
-    token limits, the abstention retry, and the answer context widths.
+    token limits, the abstention retry, the answer context widths, and the prompt layout
+    (``cached``: the stages share a prompt-cache prefix; ``paper``: the method's published
+    order; see ``qemem.evidence.layout``).
 
     ``plan`` False skips the planner (the planning ablation): the question alone is the query
     set, with the rule-derived aggregate/temporal flags (:func:`~qemem.retrieve.plan.rule_plan`),
@@ -78,6 +82,7 @@ class AskConfig:
     quote_threshold: float = DEFAULT_THRESHOLD
     plan: bool = True
     answer_round0: bool = False
+    prompt_layout: Layout = "cached"
 
 
 ROUND0_STAGE = "answer_round0"
@@ -171,6 +176,10 @@ def ask(
     started = time.perf_counter()
     config = config or AskConfig()
     question = _checked(question, mode, llm)
+    if config.prompt_layout not in LAYOUTS:
+        raise InputError(
+            f"unknown prompt layout {config.prompt_layout!r}: use one of {', '.join(LAYOUTS)}"
+        )
     index = SourceIndex(store, scope)
     if mode == "nemori-baseline" and llm is not None:
         return _nemori(store, scope, embedder, llm, question, index, config, started)
@@ -187,8 +196,10 @@ def ask(
         ids = [item.id for item in pool.turns]
         evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
         return _finish(answer, index, ledger, degradations, started, config)
+    prefix = _prefix(llm, index, pool, config)
+    above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
-        assembly = assemble_pool(index, pool)
+        assembly = assemble_pool(index, pool, above=above)
     else:
         answer.evidence = evidence = build_evidence(
             llm,
@@ -200,18 +211,21 @@ def ask(
             max_tokens=config.construct_max_tokens,
             threshold=config.quote_threshold,
             ledger=ledger,
+            prefix=prefix,
         )
         degradations.extend(evidence.degradations)
         if mode == "full" and config.answer_round0 and _triggered(evidence):
-            answer.round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger)
+            round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger, prefix)
+            answer.round0 = round0
         assembly = assemble(
             index,
             evidence.cards,
             evidence.pool,
             neighbours=config.neighbours,
             episode_turns=config.episode_turns,
+            above=above,
         )
-    _answer_from(answer, llm, assembly, config, ledger, degradations)
+    _answer_from(answer, llm, assembly, config, ledger, degradations, prefix)
     return _finish(answer, index, ledger, degradations, started, config)
 
 
@@ -292,9 +306,10 @@ def _answer_from(
     config: AskConfig,
     ledger: Ledger,
     degradations: list[str],
+    prefix: SharedPrefix | None,
 ) -> None:
-    """The answer call over the assembled evidence; fills in the text, the citations and
-    what the prompt showed."""
+    """The answer call over the assembled evidence (opening with the shared ``prefix`` when
+    given); fills in the text, the citations and what the prompt showed."""
     reply = answer_question(
         llm,
         answer.question,
@@ -303,6 +318,7 @@ def _answer_from(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
+        prefix=prefix,
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations
@@ -317,6 +333,19 @@ def _triggered(evidence: Evidence) -> bool:
     return first is not None and not first.sufficient
 
 
+def _prefix(
+    llm: LLMClient, index: SourceIndex, pool: Pool, config: AskConfig
+) -> SharedPrefix | None:
+    """The prompt-cache prefix every stage of the question opens with (``cached`` layout;
+    None for ``paper``, or when even the longest role leaves the prefix below the provider's
+    minimum cacheable length)."""
+    if config.prompt_layout != "cached":
+        return None
+    provider = llm.provider
+    minimum = min_cacheable_tokens(provider.name, provider.model) if provider else 0
+    return shared_prefix(index, pool, minimum)
+
+
 def _round0_answer(
     llm: LLMClient,
     index: SourceIndex,
@@ -325,14 +354,17 @@ def _round0_answer(
     evidence: Evidence,
     config: AskConfig,
     ledger: Ledger,
+    prefix: SharedPrefix | None,
 ) -> Round0Answer:
-    """The answer over the round-0 cards and pool alone (stage ``answer_round0``)."""
+    """The answer over the round-0 cards and the initial pool alone (stage ``answer_round0``),
+    in the question's prompt layout."""
     assembly = assemble(
         index,
         evidence.rounds[0].cards,
         pool,
         neighbours=config.neighbours,
         episode_turns=config.episode_turns,
+        above=pool if prefix is not None else None,
     )
     reply = answer_question(
         llm,
@@ -343,6 +375,7 @@ def _round0_answer(
         ledger=ledger,
         inputs=assembly.inputs,
         stage=ROUND0_STAGE,
+        prefix=prefix,
     )
     return Round0Answer(reply.text, reply.reasoning, assembly.shown)
 

@@ -24,6 +24,8 @@ from qemem.cli.common import (
     JsonOpt,
     LLMOpt,
     OptionalStoreOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     console,
     input_path,
     not_blank,
@@ -60,6 +62,7 @@ from qemem.retrieve.pool import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
+    from qemem.evidence.layout import Layout
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True, cls=FlagGroup)
 
@@ -291,6 +294,7 @@ def locomo(
     budget_tokens: BudgetTokensOpt = None,
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -320,6 +324,7 @@ def locomo(
         retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
         plan=not no_plan,
         errata=errata,
+        prompt_layout=cast("Layout", str(prompt_layout)),
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)

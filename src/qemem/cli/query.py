@@ -31,6 +31,8 @@ from qemem.cli.common import (
     JsonOpt,
     LLMOpt,
     NamespaceOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     StoreOpt,
     console,
     err_console,
@@ -42,6 +44,7 @@ from qemem.cli.common import (
     progress_bar,
     write_output,
 )
+from qemem.evidence.layout import Layout
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
@@ -239,6 +242,7 @@ def ask(
             "aggregate/temporal flags (the planning ablation).",
         ),
     ] = False,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -257,6 +261,7 @@ def ask(
     config = AskConfig(
         retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
         plan=not no_plan,
+        prompt_layout=cast(Layout, str(prompt_layout)),
     )
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)

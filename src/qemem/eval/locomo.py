@@ -32,6 +32,7 @@ from qemem.eval.records import make_record
 from qemem.eval.report import write_report
 from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import write_run_sources
+from qemem.evidence.layout import Layout
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm
 from qemem.memory import Memory
@@ -63,8 +64,10 @@ class LocomoRunConfig:
     off; ``retrieval`` sets the pool's budgets and other retrieval settings (None: the
     defaults); ``plan`` False is the planning ablation (``AskConfig.plan``); ``errata`` a
     file of known answer-key errors (:mod:`qemem.eval.errata`) to score beside the original
-    gold. In full mode every question that triggers refinement also gets the answer from its
-    round-0 cards, judged (``AskConfig.answer_round0``), for the refinement analysis.
+    gold; ``prompt_layout`` the prompts' layout (``cached`` or the method's published
+    ``paper`` order, see ``qemem.evidence.layout``), recorded in the manifest. In full mode
+    every question that triggers refinement also gets the answer from its round-0 cards,
+    judged (``AskConfig.answer_round0``), for the refinement analysis.
     """
 
     data: Path
@@ -88,6 +91,7 @@ class LocomoRunConfig:
     calibrate_rule: CalibrateRule = "complete"
     plan: bool = True
     errata: Path | None = None
+    prompt_layout: Layout = "cached"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text; a store URL's password masked)."""
@@ -304,6 +308,7 @@ def _manifest(
         config.data,
         config=config.to_dict(),
         mode=config.mode,
+        prompt_layout=config.prompt_layout,
         embedder=memory.embedder.id,
         answerer=_name(llm),
         judge=_name(judge),
@@ -377,7 +382,10 @@ def _answerer(
 ) -> Callable[[LocomoQuestion], dict[str, Any]]:
     """The work of one question: answer, judge (when there is a judge), make its record."""
     ask_config = AskConfig(
-        retrieval=config.retrieval, plan=config.plan, answer_round0=config.mode == "full"
+        retrieval=config.retrieval,
+        plan=config.plan,
+        answer_round0=config.mode == "full",
+        prompt_layout=config.prompt_layout,
     )
 
     def answer_one(q: LocomoQuestion) -> dict[str, Any]:

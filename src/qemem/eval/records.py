@@ -46,16 +46,24 @@ def evidence_visible(
 
 
 def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Calls, tokens and nominal cost per stage group (cost None when a call had no price)."""
+    """Calls, tokens (the provider's prompt-cache writes and reads among the input) and
+    nominal cost per stage group (cost None when a call had no price)."""
     out: dict[str, dict[str, Any]] = {}
     for call in calls:
         tally = out.setdefault(
             stage_group(str(call["stage"])),
-            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+            {
+                "calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_write_tokens": 0,
+                "cache_read_tokens": 0,
+                "cost_usd": 0.0,
+            },
         )
         tally["calls"] += 1
-        tally["input_tokens"] += int(call["input_tokens"])
-        tally["output_tokens"] += int(call["output_tokens"])
+        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"):
+            tally[name] += int(call.get(name, 0))
         cost = call.get("cost_usd")
         tally["cost_usd"] = (
             None if cost is None or tally["cost_usd"] is None else (tally["cost_usd"] + float(cost))

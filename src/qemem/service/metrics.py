@@ -53,6 +53,8 @@ _LLM = (
     ("cached_calls", "LLM calls answered from the cache"),
     ("input_tokens", "LLM input tokens"),
     ("output_tokens", "LLM output tokens"),
+    ("cache_write_tokens", "LLM input tokens written to a provider's prompt cache"),
+    ("cache_read_tokens", "LLM input tokens read from a provider's prompt cache"),
 )
 
 
