@@ -40,7 +40,7 @@ def _call(
             inputs=inputs,
         )
     else:
-        request = prefix.request(stage, user, max_tokens=max_tokens, inputs=inputs)
+        request = prefix.request(stage, user, max_tokens=max_tokens, inputs=inputs, task="answer")
     reasoning = llm.complete(request, ledger=ledger).text
     text, found = extract_final_answer(reasoning)
     flags = [] if found else [f"{stage}: no FINAL ANSWER line; used the last line"]

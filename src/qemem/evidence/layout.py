@@ -86,11 +86,13 @@ class SharedPrefix:
         *,
         max_tokens: int,
         inputs: Mapping[str, Any],
+        task: str | None = None,
     ) -> LLMRequest:
         """A request of ``stage`` (``construct`` or ``answer``, or a follow-up of one) with the
-        shared prefix (closed by a cache breakpoint), then the stage's instructions (or, when
-        the role holds them, its task's name) and ``stage_text``."""
-        base = stage.split(".", 1)[0]
+        shared prefix (closed by a cache breakpoint), then the instructions of ``task``
+        (default: the stage's first part; or, when the role holds them, the task's name) and
+        ``stage_text``."""
+        base = task or stage.split(".", 1)[0]
         held = base in self.instructions
         head = render(f"{base}_task") if held else f"{render(base).rstrip()}\n\n"
         message = Message.of("user", [Part(self.text, cache=True), Part(head + stage_text)])
