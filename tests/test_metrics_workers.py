@@ -85,13 +85,17 @@ def test_one_scrape_sums_the_requests_and_llm_calls_of_every_worker(
 
     job = server.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
     wait_for(lambda: server.job(job["id"], headers)["status"] == "done", 120)
-    reports = server.job(job["id"], headers)["reports"]
-    calls = sum(t["calls"] for r in reports for t in r["llm"].values())
+    done = server.job(job["id"], headers)
+    calls = sum(t["calls"] for r in done["reports"] for t in r["llm"].values())
     assert calls > 0
-    wait_for(lambda: scrape(server).get(("qemem_llm_calls_total", ())) == calls, 10)
+    # the report counts its last attempt's calls; on a starved machine a job whose lease
+    # lapsed runs again, and the metrics rightly count the calls of every attempt
+    exact = done["attempts"] == 1
+    llm_calls = ("qemem_llm_calls_total", ())
+    wait_for(lambda: scrape(server).get(llm_calls, 0.0) >= calls, 10)
     for _ in range(6):
         found = scrape(server)
-        assert found[("qemem_llm_calls_total", ())] == calls
+        assert found[llm_calls] == calls if exact else found[llm_calls] >= calls
         assert found[("qemem_jobs", (("status", "done"),))] == 1  # from the store
 
     server.process.send_signal(signal.SIGTERM)  # a clean stop removes the folder
