@@ -23,7 +23,13 @@ from pydantic import TypeAdapter
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
-from qemem.answer.wire import answer_from_json, check_from_json, context_from_json
+from qemem.answer.memory_audit import MemoryAudit
+from qemem.answer.wire import (
+    answer_from_json,
+    audit_from_json,
+    check_from_json,
+    context_from_json,
+)
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -276,3 +282,8 @@ def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
 def check(conversation: str, text: str) -> Steps[CheckResult]:
     body = {"text": text}
     return check_from_json((yield Call("POST", f"/v1/conversations/{conversation}/check", body)))
+
+
+def audit_memory(conversation: str, sample: int, seed: int) -> Steps[MemoryAudit]:
+    body = {"sample": sample, "seed": seed}
+    return audit_from_json((yield Call("POST", f"/v1/conversations/{conversation}/audit", body)))

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
-from qemem.memory import SearchResult
+from qemem.answer.memory_audit import MAX_SAMPLE
+from qemem.memory import AUDIT_SAMPLE, SearchResult
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.models import Pool, Ref, Session, Space
 
@@ -115,6 +116,13 @@ class ContextIn(BaseModel):
 
 class CheckIn(BaseModel):
     text: str = Field(description="the answer or statement whose claims to check")
+
+
+class AuditIn(BaseModel):
+    sample: int = Field(
+        default=AUDIT_SAMPLE, ge=1, le=MAX_SAMPLE, description="facts and episodes to judge"
+    )
+    seed: int = Field(default=0, description="the same seed draws the same sample")
 
 
 class Health(BaseModel):
