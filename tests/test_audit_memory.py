@@ -263,8 +263,9 @@ def test_bad_audits_are_refused(memory: Memory, sample_path: Path) -> None:
         memory.audit_memory("nope")
     with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm="fake") as bare:
         bare.ingest(sample_path)
-        with pytest.raises(InputError, match="build its memory first"):
-            bare.audit_memory("demo-1")
+        empty = bare.audit_memory("demo-1")
+        assert (empty.population, empty.items, empty.census.facts) == ({}, [], 0)
+        assert empty.facts["supported"].share is None and empty.trace.calls == []
     with Memory(_store(sample_path, late=False), HashEmbedder()) as without:
         with pytest.raises(LLMError):
             without.audit_memory("demo-1")

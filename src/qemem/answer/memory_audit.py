@@ -352,16 +352,11 @@ def audit_memory(
     store: MemoryStore, scope: Scope, llm: LLMClient, *, sample: int = 60, seed: int = 0
 ) -> MemoryAudit:
     """Audit the memory of ``scope`` (see the module doc); NotFoundError for an unknown
-    conversation, InputError when it has no episode or fact yet."""
+    conversation. A conversation not built yet has an empty audit (no judge call)."""
     started = time.perf_counter()
     check_sample(sample)
     conversation = store.get_conversation(scope)
     facts, episodes = store.facts(scope), store.episodes(scope)
-    if not facts and not episodes:
-        raise InputError(
-            f"conversation {scope.conversation!r} has no episodes or facts to audit: build its "
-            "memory first (qemem build, Memory.build)"
-        )
     sessions = [s.index for s in conversation.sessions]
     units = _units(facts, episodes, sessions)
     drawn: list[Drawn] = stratified_sample(units, lambda u: u.stratum, sample, seed)

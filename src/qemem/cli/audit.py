@@ -172,6 +172,12 @@ def memory(
         print_json({k: v for k, v in data.items() if k not in ("items", "trace")})
         return
     facts, census = result.facts["supported_or_partial"], result.census
+    if not result.population:
+        console.print(
+            f"nothing to audit: conversation {markup_safe(conversation)} has no episodes or "
+            "facts yet (build its memory first: qemem build)"
+        )
+        return
     console.print(
         f"{len(result.items)} of {census.facts + census.episodes} records judged; facts "
         f"supported or partially: {facts.share} (95% CI {facts.ci95}); facts with a pronoun "
