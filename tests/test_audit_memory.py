@@ -247,6 +247,22 @@ def test_unresolved_provenance_and_unparsed_verdicts(sample_path: Path) -> None:
     assert audit.facts["unsupported"].n == 10  # 11 facts, one unparsed
 
 
+def test_a_fact_of_several_episodes_shows_all_their_turns_in_conversation_order(
+    sample_path: Path,
+) -> None:
+    store = _store(sample_path, late=False)
+    fact = SemanticFact("S50", "demo-1", "Priya left Northgate for pottery.", 2, ("E2", "E1"))
+    store.put_facts(SCOPE, [fact], HashEmbedder().embed([fact.content]), HashEmbedder().id)
+    recorder = Recorder()
+    with Memory(store, HashEmbedder()) as mem:
+        audit = mem.audit_memory("demo-1", sample=100, judge=LLMClient(OfflineLLM(recorder)))
+    [item] = [i for i in audit.items if i.id == "S50"]
+    assert item.turns == ("D1:3", "D1:4", "D1:5", "D2:1", "D2:2")
+    [request] = [r for r in recorder.requests if r.inputs["statement"] == fact.content]
+    assert [p["id"] for p in request.inputs["passages"]] == list(item.turns)
+    assert request.inputs["passages"][0]["date"].startswith("Thursday, 14 March 2024")
+
+
 def test_the_census_counts_pronouns_dates_and_duplicates(memory: Memory) -> None:
     census = memory.audit_memory("demo-1", sample=1).census
     assert (census.facts, census.episodes) == (110, 3)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -314,12 +315,10 @@ def census(
 
 
 def _judge(
-    llm: LLMClient, unit: _Unit, turns: Mapping[str, Turn], dates: Mapping[int, Any], ledger: Ledger
+    llm: LLMClient, unit: _Unit, cited: Sequence[Turn], dates: Mapping[int, Any], ledger: Ledger
 ) -> tuple[MemoryLabel | None, str, str | None]:
-    """The label and reason of one record, and the degradation if its output did not parse."""
-    cited = sorted(
-        (turns[t] for t in unit.turn_ids if t in turns), key=lambda t: (t.session, t.position)
-    )
+    """The label and reason of one record judged against its ``cited`` turns, and the
+    degradation if the judge's output did not parse."""
     if not cited:
         return "unsupported", "its provenance cites no stored turn", None
     passages = [
@@ -336,6 +335,12 @@ def _judge(
     except StructuredOutputError as exc:
         return None, "the judge's output did not validate", f"{unit.space} {unit.id}: {exc}"
     return verdict.value.label, " ".join(verdict.value.reason.split())[:300], None
+
+
+def _cited(unit: _Unit, turns: Mapping[str, Turn]) -> list[Turn]:
+    """The stored turns ``unit`` cites, in conversation order."""
+    found = (turns[t] for t in unit.turn_ids if t in turns)
+    return sorted(found, key=lambda t: (t.session, t.position))
 
 
 def check_sample(sample: int) -> int:
@@ -369,21 +374,20 @@ def audit_memory(
         judge=f"{llm.provider.name}:{llm.provider.model}",
         sample=sample,
         seed=seed,
-        population={
-            k: sum(u.stratum == k for u in units) for k in sorted({u.stratum for u in units})
-        },
+        population=dict(sorted(Counter(u.stratum for u in units).items())),
         facts={},
         episodes={},
         census=census(facts, len(episodes), store.vectors(scope, "fact"), conversation.speakers),
     )
+    cited = [_cited(d.item, turns) for d in drawn]
     with ThreadPoolExecutor(JUDGE_WORKERS, thread_name_prefix="qemem-audit") as workers:
-        judged = list(workers.map(lambda d: _judge(llm, d.item, turns, dates, ledger), drawn))
-    for d, (label, reason, problem) in zip(drawn, judged, strict=True):
+        judged = list(workers.map(lambda d, c: _judge(llm, d.item, c, dates, ledger), drawn, cited))
+    for d, shown, (label, reason, problem) in zip(drawn, cited, judged, strict=True):
         unit: _Unit = d.item
-        shown = tuple(t for t in unit.turn_ids if t in turns)
         audit.unresolved += not shown
+        ids = tuple(t.id for t in shown)
         audit.items.append(
-            AuditedItem(unit.space, unit.id, unit.text, d.stratum, d.weight, shown, label, reason)
+            AuditedItem(unit.space, unit.id, unit.text, d.stratum, d.weight, ids, label, reason)
         )
         if problem:
             audit.degradations.append(problem)
