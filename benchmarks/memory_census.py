@@ -36,12 +36,13 @@ def main() -> None:
             seconds = time.perf_counter() - started
             print(
                 f"{file.conversation}: {census.facts} facts, {census.episodes} episodes; "
-                f"pronoun {len(census.pronoun)} ({census.pronoun_share:.1%}), "
+                f"pronoun {len(census.pronoun)} ({census.pronoun_share:.1%}; "
+                f"{len(census.unresolved)} standing for no one named before it), "
                 f"date {len(census.dated)} ({census.date_share:.1%}), "
                 f"near-duplicate pairs {len(census.duplicates)}, "
                 f"superseded {len(census.superseded)}; {seconds:.2f} s"
             )
-            for fid in census.pronoun[: args.examples]:
+            for fid in census.unresolved[: args.examples]:
                 print(f"  pronoun  {fid}: {census.texts[fid]}")
             for fid in census.dated[: args.examples]:
                 print(f"  date     {fid}: {census.texts[fid]}")

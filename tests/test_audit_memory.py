@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from audit_support import make_run
 from qemem.answer.memory_audit import (
     AuditedItem,
     DuplicatePair,
@@ -22,6 +23,7 @@ from qemem.answer.memory_audit import (
     has_pronoun,
     label_shares,
     period,
+    unresolved_pronoun,
 )
 from qemem.answer.sampling import weighted_share
 from qemem.answer.wire import audit_from_json, audit_to_json
@@ -119,6 +121,23 @@ def test_pronouns_and_dates_are_found_by_the_lexicon() -> None:
         assert not has_date(plain), plain
 
 
+def test_an_unresolved_pronoun_stands_for_no_one_named_before_it() -> None:
+    dangling = [
+        "His health improved",
+        "She moved to Paris with Evan",
+        "The doctor told her to rest",
+        "Sam thinks you should rest",
+        "I like tea",
+    ]
+    resolved = [
+        "Jon lost his job",
+        "The LGBTQ group gave Caroline the courage to embrace herself",
+        "Evan's son hurt his ankle",
+        "Evan paints",
+    ]
+    assert [unresolved_pronoun(t) for t in dangling + resolved] == [True] * 5 + [False] * 4
+
+
 def test_period_is_the_third_of_the_conversation() -> None:
     sessions = [1, 2, 3, 4, 5, 6, 7, 8, 9]
     assert [period(s, sessions) for s in (1, 3, 4, 6, 7, 9)] == [
@@ -138,12 +157,13 @@ def test_the_subject_is_the_first_speaker_named_else_the_first_capitalised_word(
 def test_duplicate_pairs_need_a_close_cosine_and_the_same_subject() -> None:
     ids = ["S9", "S2", "S3", "S4"]
     vectors = [[1.0, 0.0], [0.95, 0.3], [2.0, 0.0], [0.0, 1.0]]  # S3 unnormalised
-    pairs = duplicate_pairs(ids, vectors, ["Evan", "Evan", "Sam", "Evan"])
+    pairs = duplicate_pairs(ids, vectors, ["Evan", "Evan", "Sam", "Evan"], threshold=0.9)
     assert pairs == [DuplicatePair("S2", "S9", pytest.approx(0.9536, abs=1e-4), "Evan")]
     assert duplicate_pairs(ids, vectors, ["Evan", "Evan", "Evan", "Evan"], threshold=0.99) == [
         DuplicatePair("S3", "S9", 1.0, "Evan")
     ]
-    assert duplicate_pairs(ids, vectors, ["", "", "", ""]) == []
+    assert duplicate_pairs(ids, vectors, ["", "", "", ""], threshold=0.9) == []
+    assert duplicate_pairs(ids, vectors, ["Evan", "Evan", "Sam", "Evan"]) == []  # 0.96
     assert duplicate_pairs([], np.zeros((0, 4)), []) == []
 
 
@@ -266,7 +286,7 @@ def test_a_fact_of_several_episodes_shows_all_their_turns_in_conversation_order(
 def test_the_census_counts_pronouns_dates_and_duplicates(memory: Memory) -> None:
     census = memory.audit_memory("demo-1", sample=1).census
     assert (census.facts, census.episodes) == (110, 3)
-    assert census.pronoun == ("S1",) and census.dated == ("S2",)
+    assert census.pronoun == census.unresolved == ("S1",) and census.dated == ("S2",)
     assert census.pronoun_share == round(1 / 110, 4)
     assert [(d.first, d.second, d.subject) for d in census.duplicates] == [("S3", "S4", "Priya")]
     assert census.superseded == ()  # the store records no supersession yet
@@ -327,3 +347,16 @@ def test_the_cli_audits_a_store_into_a_run_folder(sample_path: Path, tmp_path: P
     assert again.exit_code == 0 and "4 of 28 records judged" in again.output
     missing = CliRunner().invoke(app, args, env=env)
     assert isinstance(missing.exception, InputError) and "--store" in str(missing.exception)
+
+
+def test_auditing_the_memory_a_run_built_adds_a_section_to_its_report_and_page(
+    sample_path: Path, tmp_path: Path
+) -> None:
+    run = make_run(sample_path, tmp_path / "run")
+    [conversation] = json.loads((run / "build.json").read_text("utf-8"))
+    args = ["eval", "audit", "memory", "-c", conversation, "--judge", "fake", "--out", str(run)]
+    result = CliRunner().invoke(app, [*args, "--sample", "5"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "## Memory audit" in (run / "report.md").read_text("utf-8")
+    page = (run / "report.html").read_text("utf-8")
+    assert 'id="audit-memory"' in page and f"<h3>{conversation}</h3>" in page

@@ -123,6 +123,10 @@ def answers(
         )
 
 
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "n/a" if ci is None else f"{ci[0]:.3f}-{ci[1]:.3f}"
+
+
 def _memory_store(store: str | None, out: Path | None) -> str:
     """The store to audit: ``--store``, else the run folder's own memory.db."""
     if store is None and out is not None and (out / "memory.db").exists():
@@ -180,8 +184,9 @@ def memory(
         return
     console.print(
         f"{len(result.items)} of {census.facts + census.episodes} records judged; facts "
-        f"supported or partially: {facts.share} (95% CI {facts.ci95}); facts with a pronoun "
-        f"{len(census.pronoun)}, with a date {len(census.dated)}, near-duplicate pairs "
+        f"supported or partially: {facts.share} (95% CI {_interval(facts.ci95)}); facts with "
+        f"a pronoun {len(census.pronoun)} ({len(census.unresolved)} standing for no one "
+        f"named before it), with a date {len(census.dated)}, near-duplicate pairs "
         f"{len(census.duplicates)}, superseded {len(census.superseded)}"
         + (f"; see {markup_safe(out / MEMORY_FILE)}" if out is not None else "")
     )

@@ -73,7 +73,8 @@ def memory_section(record: Mapping[str, Any]) -> list[str]:
         lines += [
             "",
             f"Facts ({census['facts']}): with a personal pronoun {len(census['pronoun'])} "
-            f"({_share(census['pronoun_share'])}), with a date or time "
+            f"({_share(census['pronoun_share'])}; standing for no one the fact names before "
+            f"it: {len(census['unresolved'])}), with a date or time "
             f"{len(census['dated'])} ({_share(census['date_share'])}); near-duplicate pairs "
             f"{len(census['duplicates'])}; superseded {len(census['superseded'])}.",
             "",
