@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -53,8 +53,8 @@ from qemem.prompts import as_data, render
 from qemem.store.base import MemoryStore, Scope
 
 STAGE = "audit.memory"
-LABELS = ("supported", "partially supported", "unsupported", "contradicted")
 MemoryLabel = Literal["supported", "partially supported", "unsupported", "contradicted"]
+LABELS: tuple[MemoryLabel, ...] = get_args(MemoryLabel)
 AuditSpace = Literal["fact", "episode"]
 PERIODS = ("early", "middle", "late")
 DUPLICATE_COSINE = 0.96
@@ -271,7 +271,7 @@ def label_shares(items: Sequence[AuditedItem], space: AuditSpace, seed: int) -> 
         values = [float(i.label in hit) for i in rows]
         return to_share(weighted_share(values, weights, strata, seed=seed))
 
-    out = {label: share([label]) for label in LABELS}
+    out: dict[str, Share] = {label: share([label]) for label in LABELS}
     out["supported_or_partial"] = share(LABELS[:2])
     return out
 
