@@ -74,6 +74,7 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
         out["context"] = await memory.context("demo-1", QUESTION, budget_tokens=300)
         out["ask"] = await memory.ask("demo-1", QUESTION)
         out["check"] = await memory.check("demo-1", "Priya made a mug.")
+        out["audit"] = await memory.audit_memory("demo-1", sample=4, seed=1)
         with pytest.raises(NotFoundError):
             await memory.conversation("nope")
         with pytest.raises(ConflictError):
@@ -103,6 +104,9 @@ def test_results_match_the_blocking_client(sample_path: Path) -> None:
         assert _without_timings(check_to_json(got["check"])) == _without_timings(
             check_to_json(remote.check("demo-1", "Priya made a mug."))
         )
+        audit = remote.audit_memory("demo-1", sample=4, seed=1)
+        assert got["audit"].items == audit.items and got["audit"].census == audit.census
+        assert len(audit.items) == 4
         assert got["build"] and got["build"][0].conversation == "demo-1"
         assert got["job"] == got["jobs"][0] == remote.job(got["job"].id)
         assert got["job"].status == "done" and got["job"].reports == got["build"]
@@ -118,6 +122,8 @@ async def _without_llm(s: Served, sample: Path) -> None:
             await memory.ask("demo-1", QUESTION)
         with pytest.raises(LLMError):
             await memory.check("demo-1", "Priya made a mug.")
+        with pytest.raises(LLMError):
+            await memory.audit_memory("demo-1")
         with pytest.raises(LLMError):
             await memory.enqueue_build("demo-1")
         assert (await memory.ask("demo-1", QUESTION, mode="retrieval")).evidence.pool.turns

@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "jobs show": ("jobs show JOB --store STORE", READS),
     "jobs cancel": ("jobs cancel JOB --store STORE", CHANGES),
     "eval coverage": ("eval coverage --data SAMPLE --store STORE", WRITES),
+    "eval audit memory": ("eval audit memory --store STORE -c demo-1 --judge fake", READS),
     "eval locomo": (
         "eval locomo --data SAMPLE --store STORE --out OUT --llm fake --no-build --limit 1 "
         "--no-plots",
@@ -64,6 +65,10 @@ OUTPUTS: dict[str, tuple[str, str]] = {
         "folder",
     ),
     "eval compare": ("eval compare STORE STORE -o OUTPUT", "file"),
+    "eval audit memory": (
+        "eval audit memory --store STORE -c demo-1 --judge fake --out OUTPUT",
+        "folder",
+    ),
     "data locomo": ("data locomo --out OUTPUT", "folder"),
 }
 SERVERS = {"serve", "mcp"}  # given a store that can be read, they would start serving

@@ -46,6 +46,7 @@ from qemem.embed import HashEmbedder
 from qemem.errors import QememError
 from qemem.keys import open_key_store
 from qemem.memory import Memory
+from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
 from qemem.memory.jobs import MemoryJobs
 from qemem.memory_file import MemoryFile
@@ -323,10 +324,16 @@ def _nemori(world: World, text: str) -> None:
         library(lambda: world.memory.import_nemori(text, "base"), text, checked=False)
 
 
+def _audit(world: World, text: str) -> None:
+    library(lambda: world.memory.audit_memory(text, sample=1), text)
+    library(lambda: world.memory.audit_memory("base", sample=1, judge=text), text, False)
+
+
 MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "add_messages": lambda w, t: _append(w, t, ingest=False),
     "ask": _both(lambda m, c, q: m.ask(c, q, mode="retrieval")),
     "check": _both(lambda m, c, q: m.check(c, q)),
+    "audit_memory": _audit,
     "context": _both(lambda m, c, q: m.context(c, q, budget_tokens=200)),
     "build": lambda w, t: library(lambda: w.memory.build(t), t),
     "build_job": lambda w, t: library(lambda: w.memory.build_job(t), t),
@@ -469,6 +476,13 @@ def _http_facts(world: World, text: str) -> None:
     _http_plain("/v1/conversations/{}/facts")(world, text)
 
 
+def _http_audit(world: World, text: str) -> None:
+    path = f"/v1/conversations/{quoted(text)}/audit"
+    status(_post(world, path, {"sample": 1}), text, checked=False)
+    body = {"sample": 1, "seed": text}  # not a number: refused
+    status(_post(world, "/v1/conversations/base/audit", body), text, checked=False)
+
+
 HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
@@ -482,6 +496,7 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "POST /v1/conversations/{conversation}/ask": _http_query("question", {"mode": "retrieval"}),
     "POST /v1/conversations/{conversation}/context": _http_query("question", {}, "context"),
     "POST /v1/conversations/{conversation}/check": _http_query("text", {}, "check"),
+    "POST /v1/conversations/{conversation}/audit": _http_audit,
     "POST /v1/conversations/{conversation}/build": _http_plain(
         "/v1/conversations/{}/build", "POST"
     ),
@@ -695,6 +710,11 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "eval audit answers": _cli(
         ["eval", "audit", "answers", "TEXT", "--judge", "fake"], checked=False
     ),
+    "eval audit memory": _cli(
+        ["eval", "audit", "memory", "--store", "STORE", "-c", "TEXT", "--judge", "fake"],
+        ["eval", "audit", "memory", "--store", "STORE", "-c", "base", "--judge", "TEXT"],
+        checked=False,
+    ),
     "data locomo": _cli_data,
     "facts": _cli(
         ["facts", "--store", "STORE", "-c", "TEXT", "--json"],
@@ -727,7 +747,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
 def memory_methods() -> set[str]:
     return {
         name
-        for cls in (Memory, MemoryJobs, MemoryEdits)  # Memory's own, job and edit methods
+        for cls in (Memory, MemoryJobs, MemoryEdits, MemoryAudits)  # its own and its mixins'
         for name, value in vars(cls).items()
         if not name.startswith("_") and inspect.isfunction(getattr(value, "__func__", value))
     }

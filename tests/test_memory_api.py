@@ -16,6 +16,7 @@ import pytest
 from qemem import RemoteMemory
 from qemem.answer import Answer
 from qemem.answer.check import CheckResult, Citation
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.answer.wire import answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.errors import ConflictError, InputError, LLMError, NotFoundError
@@ -216,6 +217,28 @@ def test_check_labels_the_claims_like_the_embedded_memory(
         memory.check("nope", STATEMENT)
 
 
+def test_the_memory_audit_agrees_with_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.build("demo-1")
+    reference.build("demo-1")
+    audit = memory.audit_memory("demo-1", sample=6, seed=2)
+    assert isinstance(audit, MemoryAudit) and len(audit.items) == 6
+    expected = reference.audit_memory("demo-1", sample=6, seed=2)
+    assert (audit.items, audit.facts, audit.episodes) == (
+        expected.items,
+        expected.facts,
+        expected.episodes,
+    )
+    assert audit.census == expected.census and audit.population == expected.population
+    with pytest.raises(InputError):
+        memory.audit_memory("demo-1", sample=0)
+    with pytest.raises(NotFoundError):
+        memory.audit_memory("nope")
+
+
 def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -> None:
     memory = make(llm=None)
     memory.ingest(sample_path)
@@ -225,6 +248,8 @@ def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -
         memory.check("demo-1", STATEMENT)
     with pytest.raises(LLMError):
         memory.build("demo-1")
+    with pytest.raises(LLMError):
+        memory.audit_memory("demo-1")
     assert memory.ask("demo-1", QUESTION, mode="retrieval").evidence.pool.turns
 
 

@@ -33,6 +33,7 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/ask"): {"question": "cat?", "mode": "retrieval"},
     ("POST", "/v1/conversations/{conversation}/context"): {"question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/check"): {"text": "Ana has a cat."},
+    ("POST", "/v1/conversations/{conversation}/audit"): {"sample": 2, "seed": 1},
     ("POST", "/v1/conversations/{conversation}/build"): None,
     ("GET", "/v1/conversations/{conversation}/episodes"): None,
     ("GET", "/v1/conversations/{conversation}/facts"): None,

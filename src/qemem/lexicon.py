@@ -80,6 +80,16 @@ TITLE_STOPWORDS = frozenset(
     "we were what when where which who will with wow yeah yes you your really been did do "
     "does going good great thanks thank about also can could would should".split()
 )
+#: Third-person personal pronouns: one stands for a person named earlier in the same fact, or
+#: for someone the fact does not name (the memory audit counts those facts).
+THIRD_PERSON_PRONOUNS = frozenset(
+    "he him his himself she her hers herself they them their theirs themselves".split()
+)
+#: Personal pronouns (any case): the build rules ask facts to name people instead (the memory
+#: audit counts the facts holding one). "it" is left out: it rarely stands for a person.
+PERSONAL_PRONOUNS = THIRD_PERSON_PRONOUNS | frozenset(
+    "i me my mine myself we us our ours ourselves you your yours yourself yourselves".split()
+)
 #: The words LoCoMo's official scorer removes from answers (``normalize_answer``).
 LOCOMO_ARTICLES = ("a", "an", "the", "and")
 #: Words the offline planner leaves out of a question's content words.

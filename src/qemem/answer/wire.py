@@ -1,7 +1,7 @@
-"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context`` and a
-``CheckResult``): what the CLI prints with ``--json``, what the HTTP service and MCP return,
-what ``RemoteMemory`` reads
-back, and (compact) what a run keeps per question.
+"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context``, a
+``CheckResult`` and a ``MemoryAudit``): what the CLI prints with ``--json``, what the HTTP
+service and MCP return, what ``RemoteMemory`` reads back, and (compact) what a run keeps per
+question.
 
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 
 from qemem.answer.ask import Answer
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.evidence.block import Context
 from qemem.models import Pool
 
@@ -85,3 +86,15 @@ def check_from_json(data: Any) -> CheckResult:
     """A ``CheckResult`` from the JSON form :func:`check_to_json` wrote."""
     result: CheckResult = _adapter(CheckResult).validate_python(data)
     return result
+
+
+def audit_to_json(audit: MemoryAudit) -> dict[str, Any]:
+    """A memory audit as JSON-ready data (what ``--json``, HTTP and a run folder keep)."""
+    data: dict[str, Any] = _adapter(MemoryAudit).dump_python(audit, mode="json")
+    return data
+
+
+def audit_from_json(data: Any) -> MemoryAudit:
+    """A ``MemoryAudit`` from the JSON form :func:`audit_to_json` wrote."""
+    audit: MemoryAudit = _adapter(MemoryAudit).validate_python(data)
+    return audit

@@ -13,11 +13,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import InputError
 from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
@@ -263,6 +265,15 @@ class MemoryAPI(Protocol):
     def check(self, conversation: str, text: str) -> CheckResult:
         """Label each claim of ``text`` against the conversation's turns, with the turns that
         support or contradict it and verified quotes (needs an LLM)."""
+        ...
+
+    def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """Judge a stratified sample of the conversation's facts and episode narratives
+        against the turns their provenance cites (population-weighted shares with 95% CIs),
+        and count pronoun and dated facts, near-duplicates and superseded facts (needs an
+        LLM: the memory's, or the server's)."""
         ...
 
     def enqueue_build(self, conversation: str) -> Job:

@@ -46,6 +46,7 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
+from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
@@ -75,7 +76,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryEdits, MemoryJobs, MemoryAPI):
+class Memory(MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(

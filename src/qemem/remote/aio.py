@@ -20,6 +20,7 @@ import httpx
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import QememError
 from qemem.evidence.block import Context
@@ -33,6 +34,7 @@ from qemem.memory.api import (
     Progress,
     SearchResult,
 )
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
@@ -246,3 +248,9 @@ class AsyncRemoteMemory:
     async def check(self, conversation: str, text: str) -> CheckResult:
         """As ``RemoteMemory.check`` (the server's LLM): the claims of ``text``, labelled."""
         return await self._run(calls.check(conversation, text))
+
+    async def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """As ``RemoteMemory.audit_memory`` (the server's LLM judges)."""
+        return await self._run(calls.audit_memory(conversation, sample, seed))

@@ -24,7 +24,13 @@ from pydantic import TypeAdapter
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
-from qemem.answer.wire import answer_from_json, check_from_json, context_from_json
+from qemem.answer.memory_audit import MemoryAudit
+from qemem.answer.wire import (
+    answer_from_json,
+    audit_from_json,
+    check_from_json,
+    context_from_json,
+)
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -348,3 +354,8 @@ def _select(records: list[R], ids: Sequence[str]) -> list[R]:
     """The records of ``ids``, in their order (unknown ids skipped), as ``Memory`` gives."""
     by_id = {r.id: r for r in records}
     return [by_id[i] for i in ids if i in by_id]
+
+
+def audit_memory(conversation: str, sample: int, seed: int) -> Steps[MemoryAudit]:
+    body = {"sample": sample, "seed": seed}
+    return audit_from_json((yield Call("POST", f"/v1/conversations/{conversation}/audit", body)))

@@ -23,6 +23,7 @@ import httpx
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import QememError
 from qemem.evidence.block import Context
@@ -37,6 +38,7 @@ from qemem.memory.api import (
     Progress,
     SearchResult,
 )
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
@@ -249,3 +251,9 @@ class RemoteMemory(MemoryAPI):
     def check(self, conversation: str, text: str) -> CheckResult:
         """As ``Memory.check`` (the server's LLM): the claims of ``text``, labelled."""
         return self._run(calls.check(conversation, text))
+
+    def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """As ``Memory.audit_memory``, judged by the server's LLM."""
+        return self._run(calls.audit_memory(conversation, sample, seed))

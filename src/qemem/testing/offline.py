@@ -39,6 +39,7 @@ ANSWERERS: dict[str, Answerer] = {
     "audit.claim": audit.claim,
     "audit.split": audit.split,
     "audit.answer": audit.answer,
+    "audit.memory": audit.memory,
     "check.split": audit.split,
     "check.claim": audit.check,
 }

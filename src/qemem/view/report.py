@@ -32,6 +32,8 @@ ANSWER_METRICS = (
     "abstention",
     "correct_and_grounded",
 )
+#: the memory audit's labels (audit-memory.json)
+MEMORY_LABELS = ("supported", "partially supported", "unsupported", "contradicted")
 DIAGNOSES = {
     "never_retrieved": "evidence never retrieved",
     "not_cited": "retrieved but not cited",
@@ -162,7 +164,8 @@ def report_html(
     ``summary`` (see the module doc). ``plots`` are ``{"name", "src"}`` images; ``sources`` are
     the source records by conversation (a run's sources.json); for a conversation it lacks, the
     sources the records carry themselves are used. ``audits`` are the run's audit records by
-    kind (``claims``, ``answers``: its audit-*.json), each shown in its own section."""
+    kind (``claims``, ``answers``, ``memory``: its audit-*.json), each shown in its own
+    section."""
     views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
@@ -181,4 +184,5 @@ def report_html(
         audits=dict(audits or {}),
         audit_labels=AUDIT_LABELS,
         answer_metrics=ANSWER_METRICS,
+        memory_labels=MEMORY_LABELS,
     )

@@ -1,5 +1,5 @@
-"""Questions to one conversation: hybrid search and the evidence pool, answers, context blocks
-and checks of statements against it."""
+"""Questions to one conversation: hybrid search and the evidence pool, answers, context blocks,
+checks of statements against it and the audit of its memory."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from fastapi.responses import JSONResponse
 
 from qemem.answer import Answer
 from qemem.answer.check import CheckResult
-from qemem.answer.wire import answer_to_json, check_to_json, context_to_json
+from qemem.answer.memory_audit import MemoryAudit
+from qemem.answer.wire import answer_to_json, audit_to_json, check_to_json, context_to_json
 from qemem.errors import InputError, LLMError
 from qemem.evidence.block import Context
 from qemem.memory.searching import check_conversations
@@ -16,6 +17,7 @@ from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
 from qemem.service.schemas import (
     AskIn,
+    AuditIn,
     CheckIn,
     ContextIn,
     SearchIn,
@@ -86,6 +88,23 @@ def check(conversation: str, body: CheckIn, key: Reader, state: State) -> JSONRe
     return JSONResponse(check_to_json(memory.check(conversation, body.text)))
 
 
+def audit(conversation: str, body: AuditIn, key: Reader, state: State) -> JSONResponse:
+    """Audit the conversation's memory: a stratified sample of its facts and episode
+    narratives, each judged by the server's LLM against only the turns its provenance cites
+    (supported, partially supported, unsupported, contradicted), population-weighted shares
+    with 95% CIs, and the facts with pronouns or dates, near-duplicate pairs and superseded
+    facts. One judge call per sampled record; needs the server's LLM (503 without)."""
+    memory = state.memory(key.namespace)
+    existing_conversation(memory, conversation)  # 404 before 503
+    if memory.llm is None:
+        raise LLMError(
+            "auditing the memory needs an LLM and this server has none: start it with "
+            "QEMEM_LLM set (e.g. anthropic:claude-sonnet-4-5; fake for an offline trial)"
+        )
+    result = memory.audit_memory(conversation, sample=body.sample, seed=body.seed)
+    return JSONResponse(audit_to_json(result))
+
+
 def context(conversation: str, body: ContextIn, key: Reader, state: State) -> JSONResponse:
     """A ready-to-paste evidence block for the caller's own LLM, cut to ``budget_tokens``:
     turns grouped by session with dates and citable ids, relative times resolved, episodes and
@@ -142,4 +161,12 @@ def register(app: FastAPI) -> None:
         tags=["query"],
         responses=error_responses(404, 503),
         response_model=CheckResult,
+    )
+    app.add_api_route(
+        "/v1/conversations/{conversation}/audit",
+        audit,
+        methods=["POST"],
+        tags=["query"],
+        responses=error_responses(404, 503),
+        response_model=MemoryAudit,
     )
