@@ -37,7 +37,6 @@ from qemem.locks import writer_lock
 from qemem.memory.api import (
     CONTEXT_BUDGET,
     MAX_CHECK_CHARS,
-    MAX_CONTEXT_BUDGET,
     Appended,
     ContextMode,
     MemoryAPI,
@@ -45,6 +44,7 @@ from qemem.memory.api import (
     SearchResult,
     check_query,
 )
+from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
@@ -74,7 +74,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryJobs, MemoryAPI):
+class Memory(MemoryAcross, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -443,10 +443,7 @@ class Memory(MemoryJobs, MemoryAPI):
         ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
         "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
         check_query(question)
-        if isinstance(budget_tokens, bool) or not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
-            raise InputError(f"budget_tokens must be 1 to {MAX_CONTEXT_BUDGET}")
-        if mode not in ("rule", "llm"):
-            raise InputError(f"unknown context mode {mode!r}: use 'rule' or 'llm'")
+        check_context(budget_tokens, mode)
         if mode == "llm":
             self._require_llm("context mode 'llm'")
         plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)
