@@ -27,13 +27,14 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, InputError, LLMError
+from qemem.errors import EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
+from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.api import (
     CONTEXT_BUDGET,
     MAX_CHECK_CHARS,
@@ -44,7 +45,6 @@ from qemem.memory.api import (
     SearchResult,
     check_query,
 )
-from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
