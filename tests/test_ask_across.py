@@ -257,3 +257,13 @@ def test_both_stores_rank_across_conversations_alike(
     assert block.items[0].ref == Ref("turn", "D1:3", "demo-2")
     expected = reference.ask_many(["demo-1", "demo-2", "c1"], QUESTION, mode="retrieval")
     assert answer.pool == expected.pool and answer.across == expected.across
+
+
+def test_the_llm_planner_plans_over_every_conversations_speakers(
+    threads: Memory, llm: OfflineLLM
+) -> None:
+    llm.calls.clear()
+    block = threads.context_many(["demo-2", "c1"], QUESTION, budget_tokens=600, mode="llm")
+    assert block.planner == "llm" and block.items
+    [plan] = [r for r in llm.calls if r.stage == "plan"]
+    assert "Priya" in plan.prompt_text and "Ana" in plan.prompt_text
