@@ -1,6 +1,6 @@
 """The single-conversation outputs whose JSON must not change when features across
 conversations are added: ``tests/fixtures/single_conversation.json`` holds the SHA-256 of each
-output's JSON text as the code before those features wrote it (commit 608756d), and
+output's JSON text as the code before those features wrote it (commits 608756d and 802054f), and
 ``test_ask_across`` compares. To see a difference, write :func:`single_outputs` with both
 versions of the code and diff them."""
 

@@ -234,6 +234,8 @@ def test_bad_conversation_lists_and_missing_llms_are_refused(
         threads.context_many(["demo-1", "nope"], QUESTION)
     with pytest.raises(InputError):
         threads.ask_many(["demo-1"], " ")
+    with pytest.raises(InputError, match="one-conversation recipe"):
+        threads.ask_many(["demo-1", "c1"], QUESTION, mode="nemori-baseline")
     with pytest.raises(InputError, match="budget_tokens"):
         threads.context_many(["demo-1"], QUESTION, budget_tokens=0)
     plain = Memory(threads.store, HashEmbedder(), namespace="u")
