@@ -14,6 +14,7 @@ import pytest
 from qemem import AsyncRemoteMemory, RemoteMemory
 from qemem.answer.wire import answer_to_json, check_to_json
 from qemem.errors import ConflictError, InputError, LLMError, NotFoundError, QememError
+from qemem.models import Ref
 from service_helpers import MESSAGES, Served, served
 
 QUESTION = "What pottery pieces has Priya made?"
@@ -73,6 +74,9 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
             await memory.job("job-0000")
         out["context"] = await memory.context("demo-1", QUESTION, budget_tokens=300)
         out["ask"] = await memory.ask("demo-1", QUESTION)
+        both = ["demo-1", "c1"]
+        out["context_many"] = await memory.context_many(both, "grey cat?", budget_tokens=300)
+        out["ask_many"] = await memory.ask_many(both, "grey cat?", mode="retrieval")
         out["check"] = await memory.check("demo-1", "Priya made a mug.")
         out["audit"] = await memory.audit_memory("demo-1", sample=4, seed=1)
         with pytest.raises(NotFoundError):
@@ -107,6 +111,11 @@ def test_results_match_the_blocking_client(sample_path: Path) -> None:
         audit = remote.audit_memory("demo-1", sample=4, seed=1)
         assert got["audit"].items == audit.items and got["audit"].census == audit.census
         assert len(audit.items) == 4
+        assert got["context_many"].conversations == ["demo-1", "c1"]
+        assert got["context_many"].items[0].ref == Ref("turn", "m1", "c1")
+        many = got["ask_many"]
+        assert many.across is not None and many.across.conversations == ["demo-1", "c1"]
+        assert {item.conversation for item in many.pool.turns} == {"demo-1", "c1"}
         assert got["build"] and got["build"][0].conversation == "demo-1"
         assert got["job"] == got["jobs"][0] == remote.job(got["job"].id)
         assert got["job"].status == "done" and got["job"].reports == got["build"]

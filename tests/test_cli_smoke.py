@@ -56,6 +56,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         WRITES,
     ),
 }
+# the commands that take -c repeated (several conversations), as run across two of them
+SEVERAL: dict[str, str] = {
+    "search": "search pottery --store STORE -c demo-1 -c c1",
+    "ask": "ask pottery? --store STORE -c demo-1 -c c1 --mode retrieval",
+    "context": "context pottery? --store STORE -c demo-1 -c c1",
+}
 # commands with an output path: argv with OUTPUT replaced; whether it names a file or a folder
 OUTPUTS: dict[str, tuple[str, str]] = {
     "export-memory": ("export-memory --store STORE -c demo-1 -o OUTPUT", "file"),
@@ -328,3 +334,32 @@ def test_a_read_only_output_folder(
     refused(code, output)
     assert "not writable" in output or "read-only" in output.lower(), output
     assert listing(folder) == []
+
+
+# ---------------------------------------------------------------- several conversations
+
+
+@pytest.mark.parametrize("name", SEVERAL)
+def test_several_conversations(
+    name: str,
+    tmp_path: Path,
+    files: dict[str, str],
+    sample_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from service_helpers import MESSAGES
+
+    typo = tmp_path / "typo.db"
+    code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(typo)}), capsys)
+    refused(code, output)
+    assert "no qemem store" in output and not typo.exists(), output
+    path = tmp_path / "m.db"
+    with Memory.open(path, embedder="hash") as memory:
+        memory.ingest(sample_path)
+        code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(path)}), capsys)
+        refused(code, output)
+        assert "no conversation c1" in output, output
+        memory.add_messages("c1", MESSAGES)
+    code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(path)}), capsys)
+    assert code == 0 and "Traceback" not in output, output
+    assert "demo-1" in output and "c1" in output, output

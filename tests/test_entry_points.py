@@ -46,6 +46,7 @@ from qemem.embed import HashEmbedder
 from qemem.errors import QememError
 from qemem.keys import open_key_store
 from qemem.memory import Memory
+from qemem.memory.across import MemoryAcross
 from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
 from qemem.memory.jobs import MemoryJobs
@@ -335,6 +336,8 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "check": _both(lambda m, c, q: m.check(c, q)),
     "audit_memory": _audit,
     "context": _both(lambda m, c, q: m.context(c, q, budget_tokens=200)),
+    "context_many": _both(lambda m, c, q: m.context_many([c, "base"], q, budget_tokens=200)),
+    "ask_many": _both(lambda m, c, q: m.ask_many([c, "base"], q, mode="retrieval")),
     "build": lambda w, t: library(lambda: w.memory.build(t), t),
     "build_job": lambda w, t: library(lambda: w.memory.build_job(t), t),
     "cancel_job": lambda w, t: library(lambda: w.memory.cancel_job(t), t),
@@ -426,6 +429,17 @@ def _http_search_many(world: World, text: str) -> None:
     status(_post(world, "/v1/search", body), text, checked=False)
 
 
+def _http_many(path: str, extra: dict[str, object]) -> Callable[[World, str], None]:
+    """A route across conversations: the text as the question, then as a conversation id."""
+
+    def drive(world: World, text: str) -> None:
+        status(_post(world, path, {"conversations": ["base"], "question": text, **extra}), text)
+        body = {"conversations": ["base", text], "question": "pottery", **extra}
+        status(_post(world, path, body), text, checked=False)
+
+    return drive
+
+
 def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
     """A route without text (the text goes in a query parameter it ignores) or with one in
     its path."""
@@ -493,6 +507,8 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "POST /v1/conversations/{conversation}/messages": _http_append,
     "POST /v1/conversations/{conversation}/search": _http_query("query", {"k": 3}),
     "POST /v1/search": _http_search_many,
+    "POST /v1/ask": _http_many("/v1/ask", {"mode": "retrieval"}),
+    "POST /v1/context": _http_many("/v1/context", {}),
     "POST /v1/conversations/{conversation}/ask": _http_query("question", {"mode": "retrieval"}),
     "POST /v1/conversations/{conversation}/context": _http_query("question", {}, "context"),
     "POST /v1/conversations/{conversation}/check": _http_query("text", {}, "check"),
@@ -548,6 +564,16 @@ MCP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "context": lambda w, t: (
         tool(w, "context", t, conversation="base", question=t),
         tool(w, "context", t, conversation=t, question="who?"),
+    ),
+    "context_across": lambda w, t: (
+        tool(w, "context_across", t, conversations=["base"], question=t),
+        tool(w, "context_across", t, False, conversations=["base", t], question="who?"),
+    ),
+    "ask_across": lambda w, t: (
+        tool(w, "ask_across", t, conversations=["base"], question=t, mode="retrieval"),
+        tool(
+            w, "ask_across", t, False, conversations=["base", t], question="who?", mode="retrieval"
+        ),
     ),
     "check": lambda w, t: (
         tool(w, "check", t, conversation="base", text=t),
@@ -670,10 +696,12 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "ask": _cli(
         ["ask", "TEXT", "--store", "STORE", "-c", "base", "--mode", "retrieval", "--json"],
         ["ask", "who?", "--store", "STORE", "-c", "TEXT", "--mode", "retrieval"],
+        ["ask", "who?", "--store", "STORE", "-c", "base", "-c", "TEXT", "--mode", "retrieval"],
     ),
     "context": _cli(
         ["context", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["context", "who?", "--store", "STORE", "-c", "TEXT"],
+        ["context", "who?", "--store", "STORE", "-c", "base", "-c", "TEXT", "--json"],
     ),
     "check": _cli(
         ["check", "TEXT", "--store", "STORE", "-c", "base", "--llm", "fake", "--json"],
@@ -747,7 +775,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
 def memory_methods() -> set[str]:
     return {
         name
-        for cls in (Memory, MemoryJobs, MemoryEdits, MemoryAudits)  # its own and its mixins'
+        for cls in (Memory, MemoryJobs, MemoryEdits, MemoryAudits, MemoryAcross)  # and mixins'
         for name, value in vars(cls).items()
         if not name.startswith("_") and inspect.isfunction(getattr(value, "__func__", value))
     }

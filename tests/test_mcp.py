@@ -40,6 +40,10 @@ async def _session(memory: Memory, read_only: bool = False) -> dict[str, Any]:
         out["across"] = await call("recall_across", across)
         out["across_missing"] = await call("recall_across", {**across, "conversations": ["nope"]})
         out["across_none"] = await call("recall_across", {**across, "conversations": []})
+        many = {"conversations": ["c1", "c2"], "question": "What is the cat called?"}
+        out["context_across"] = await call("context_across", many)
+        out["ask_across"] = await call("ask_across", many)
+        out["ask_across_none"] = await call("ask_across", {**many, "conversations": "c1"})
         out["ask"] = await call(
             "ask", {"conversation": "c1", "question": "What is the cat called?"}
         )
@@ -68,6 +72,12 @@ def test_tools_listed_with_agent_descriptions_and_each_call_works() -> None:
         assert (
             out["across_none"].is_error and "no conversations" in out["across_none"].content[0].text
         )
+        block = _payload(out["context_across"])
+        assert "[c1/m1]" in block["text"] and "[c2/m1]" in block["text"]
+        assert {"conversation": "c2", "space": "turn", "id": "m1"} in block["ids"]
+        cited = [ref for card in _payload(out["ask_across"])["cards"] for ref in card["cited"]]
+        assert {(r["conversation"], r["id"]) for r in cited} >= {("c1", "m1"), ("c2", "m1")}
+        assert out["ask_across_none"].is_error
         answer = _payload(out["ask"])
         assert answer["answer"] and answer["cards"] and answer["citations"]
         assert out["missing"].is_error and "no conversation" in out["missing"].content[0].text

@@ -200,6 +200,31 @@ def test_context_gives_the_same_block(make: Factory, reference: Memory, sample_p
         memory.context("demo-1", QUESTION, mode="llm")
 
 
+def test_ask_and_context_across_conversations_give_what_the_embedded_memory_gives(
+    make: Factory, reference: Memory, sample_path: Path
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.add_messages("c1", MESSAGES)
+    reference.add_messages("c1", MESSAGES)
+    question, both = "What is the name of the grey cat?", ["demo-1", "c1", "demo-1"]
+    answer = memory.ask_many(both, question)
+    assert answer.across is not None and answer.across.conversations == ["demo-1", "c1"]
+    assert _without_timings(answer) == _without_timings(reference.ask_many(both, question))
+    assert Ref("turn", "m1", "c1") in [ref for card in answer.cards for ref in card.refs]
+    block = memory.context_many(both, question, budget_tokens=400)
+    assert block == reference.context_many(both, question, budget_tokens=400)
+    assert block.items[0].conversation == "c1" and "[c1/m1]" in block.text
+    with pytest.raises(NotFoundError):
+        memory.ask_many(["demo-1", "nope"], question)
+    with pytest.raises(NotFoundError):
+        memory.context_many(["nope", "c1"], question)
+    with pytest.raises(InputError):
+        memory.context_many("c1", question)
+    with pytest.raises(InputError):
+        memory.ask_many([], question, mode="retrieval")
+
+
 def test_check_labels_the_claims_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:

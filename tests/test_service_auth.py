@@ -30,6 +30,8 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/messages"): {"messages": MESSAGES[:1]},
     ("POST", "/v1/conversations/{conversation}/search"): {"query": "cat", "pool": True},
     ("POST", "/v1/search"): {"conversations": ["c1"], "query": "cat"},
+    ("POST", "/v1/ask"): {"conversations": ["c1"], "question": "cat?", "mode": "retrieval"},
+    ("POST", "/v1/context"): {"conversations": ["c1"], "question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/ask"): {"question": "cat?", "mode": "retrieval"},
     ("POST", "/v1/conversations/{conversation}/context"): {"question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/check"): {"text": "Ana has a cat."},

@@ -19,10 +19,11 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from qemem.answer import nemori
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
+from qemem.answer.corpus import Corpus, OneConversation
 from qemem.answer.reply import answer_question
 from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
@@ -42,10 +43,10 @@ from qemem.evidence.refine import (
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
-from qemem.models import Plan, Pool, Ref, Turn
+from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
+from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.base import MemoryStore, Scope
 
 Mode = Literal["retrieval", "direct", "no-refine", "full", "matched", "nemori-baseline"]
@@ -112,6 +113,19 @@ class Trace:
 
 
 @dataclass
+class Across:
+    """What an answer across conversations adds (``qemem.answer.across``): the conversations
+    it ranked together, the explicit ref of every label its strings hold (card ``sources``,
+    ``citations``, ``evidence.shown``, ``pool_times`` keys: ``conv-26/D1:3`` is
+    ``Ref("turn", "D1:3", "conv-26")``), and each conversation's source records by their own
+    ids (the answer's ``sources`` stays empty)."""
+
+    conversations: list[str]
+    labels: dict[str, Ref] = field(default_factory=dict)
+    sources: dict[str, Sources] = field(default_factory=dict)
+
+
+@dataclass
 class Answer:
     """An answer with its evidence.
 
@@ -122,7 +136,8 @@ class Answer:
     the resolved relative times of the pool's turns (against their session dates), ``trace``
     the LLM calls and time, ``sources`` the records the pool, cards and answer context
     show (what the evidence viewer displays), and ``round0`` the answer from the round-0 cards
-    alone when refinement ran and ``AskConfig.answer_round0`` asked for it.
+    alone when refinement ran and ``AskConfig.answer_round0`` asked for it. ``across`` is set
+    only for an answer across conversations (``ask_many``).
     """
 
     question: str
@@ -135,6 +150,7 @@ class Answer:
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
     round0: Round0Answer | None = None
+    across: Annotated[Across | None, OMIT_NONE] = None
 
     @property
     def cards(self) -> list[ViewCard]:
@@ -174,21 +190,36 @@ def ask(
     A constructor whose output does not validate degrades (no cards, flagged in the trace).
     """
     started = time.perf_counter()
+    question = check_ask(question, mode, llm)
+    corpus = OneConversation(store, scope, embedder)
+    if mode == "nemori-baseline" and llm is not None:
+        config = config or AskConfig()
+        return _nemori(store, scope, embedder, llm, question, corpus.index, config, started)
+    return ask_over(corpus, llm, question, mode, config, started)
+
+
+def ask_over(
+    corpus: Corpus,
+    llm: LLMClient | None,
+    question: str,
+    mode: Mode,
+    config: AskConfig | None,
+    started: float,
+) -> Answer:
+    """``ask`` over a corpus (one conversation or several), the question already checked
+    (``started``: when answering began, ``time.perf_counter``)."""
     config = config or AskConfig()
-    question = _checked(question, mode, llm)
+    index = corpus.index
+    ledger = Ledger()
+    degradations: list[str] = []
     if config.prompt_layout not in LAYOUTS:
         raise InputError(
             f"unknown prompt layout {config.prompt_layout!r}: use one of {', '.join(LAYOUTS)}"
         )
-    index = SourceIndex(store, scope)
-    if mode == "nemori-baseline" and llm is not None:
-        return _nemori(store, scope, embedder, llm, question, index, config, started)
-    ledger = Ledger()
-    degradations: list[str] = []
     plan = _plan(llm, question, mode, index, ledger, degradations, planned=config.plan)
-    pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
+    pool = corpus.pool(plan, config.retrieval)
     if mode == "matched":
-        pool = matched_pool(store, scope, embedder, question, len(pool.turns))
+        pool = corpus.matched(question, len(pool.turns))
     evidence = Evidence(plan, [RoundTrace(0, None, pool.entries())], [], pool, None)
     answer = Answer(question, "", "", mode, [], evidence)
     if llm is None or mode == "retrieval":
@@ -206,7 +237,7 @@ def ask(
             index,
             plan,
             pool,
-            _retriever(store, scope, embedder, plan, config.retrieval),
+            _retriever(corpus, plan, config.retrieval),
             refine_rounds=config.refine_rounds if mode == "full" else 0,
             max_tokens=config.construct_max_tokens,
             threshold=config.quote_threshold,
@@ -263,7 +294,7 @@ def _nemori(
     return _finish(answer, index, ledger, [], started, config)
 
 
-def _checked(question: str, mode: Mode, llm: LLMClient | None) -> str:
+def check_ask(question: str, mode: Mode, llm: LLMClient | None) -> str:
     """The question stripped; InputError for an empty one or an unknown mode, LLMError when
     the mode needs an LLM and there is none."""
     question = question.strip()
@@ -380,19 +411,11 @@ def _round0_answer(
     return Round0Answer(reply.text, reply.reasoning, assembly.shown)
 
 
-def _retriever(
-    store: MemoryStore,
-    scope: Scope,
-    embedder: Embedder,
-    plan: Plan,
-    config: RetrievalConfig | None,
-) -> Retriever:
+def _retriever(corpus: Corpus, plan: Plan, config: RetrievalConfig | None) -> Retriever:
     """The refinement rounds' retrieval: the pool for follow-up queries, less ``exclude``."""
 
     def retrieve(queries: Sequence[str], exclude: Collection[Ref]) -> Pool:
-        return build_pool(
-            store, scope, embedder, plan, config=config, exclude=exclude, queries=queries
-        )
+        return corpus.pool(plan, config, exclude, queries)
 
     return retrieve
 

@@ -131,8 +131,8 @@ class Census:
     """Counts over every fact, without a model: the ids of facts with a personal pronoun
     (``pronoun``; ``unresolved``: one that stands for no one the fact names before it), with a
     date or time expression, the near-duplicate pairs and the superseded facts (replaced by a
-    later fact, see ``Memory.supersessions``), the pronoun and date shares of all facts, and the text of
-    every fact named here (``texts``, by id)."""
+    later fact, see ``Memory.supersessions``), the pronoun and date shares of all facts, and
+    the text of every fact named here (``texts``, by id)."""
 
     facts: int
     episodes: int

@@ -6,9 +6,11 @@ question.
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
 parse. ``compact`` leaves out what a run stores once per conversation or does not need per
-question: the source records (``sources``), the pool times, and the merged pool's records
-(it keeps only its candidates' refs, in pool order: each round's entries carry the rest, their
-reasons without empty fields).
+question: the source records (``sources``, and ``across.sources`` of an answer across
+conversations), the pool times, and the merged pool's records (it keeps only its candidates'
+refs, in pool order: each round's entries carry the rest, their reasons without empty fields).
+Fields that only results across conversations set (a ref's ``conversation``, ``across``) are
+left out while unset, so single-conversation JSON does not change.
 """
 
 from __future__ import annotations
@@ -41,7 +43,13 @@ def answer_to_json(
     del data["sources"], data["pool_times"]
     pool = data["evidence"]["pool"]
     for space in ("episodes", "facts", "turns"):
-        pool[space] = [{"space": i["space"], "id": i["record"]["id"]} for i in pool[space]]
+        pool[space] = [
+            {"space": i["space"], "id": i["record"]["id"]}
+            | ({"conversation": i["conversation"]} if "conversation" in i else {})
+            for i in pool[space]
+        ]
+    if "across" in data:
+        del data["across"]["sources"]
     for round_ in data["evidence"]["rounds"]:
         for entry in round_["pool"]:
             reasons = entry["reasons"]

@@ -124,6 +124,15 @@ OptionalStoreOpt = Annotated[str | None, _store_option()]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")
 ]
+ManyConversationsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--conversation",
+        "-c",
+        help="Conversation id, e.g. conv-26; repeat it to use several of the namespace "
+        "together (their records ranked together, each id written conversation/id).",
+    ),
+]
 EmbedderOpt = Annotated[
     str | None,
     typer.Option(

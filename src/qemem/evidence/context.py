@@ -49,10 +49,25 @@ class SourceIndex:
     """Every record of one conversation, by id, with session dates (loaded once)."""
 
     def __init__(self, store: MemoryStore, scope: Scope) -> None:
-        self.conversation: Conversation = store.get_conversation(scope)
-        self.turns = store.turns(scope)
-        self.episodes = store.episodes(scope)
-        self.facts = store.facts(scope)
+        self._load(
+            store.get_conversation(scope),
+            store.turns(scope),
+            store.episodes(scope),
+            store.facts(scope),
+        )
+
+    def _load(
+        self,
+        conversation: Conversation,
+        turns: list[Turn],
+        episodes: list[Episode],
+        facts: list[SemanticFact],
+    ) -> None:
+        """Index the records (``turns`` in conversation order; ids unique)."""
+        self.conversation = conversation
+        self.turns = turns
+        self.episodes = episodes
+        self.facts = facts
         self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}
         self._by_id.update((e.id, FoundRecord("episode", e)) for e in self.episodes)
         self._by_id.update((t.id, FoundRecord("turn", t)) for t in self.turns)
@@ -65,6 +80,10 @@ class SourceIndex:
     def get(self, raw_id: str) -> FoundRecord | None:
         """The record an id (possibly decorated, see ``clean_id``) names; None if none does."""
         return self._by_id.get(raw_id.strip()) or self._by_id.get(clean_id(raw_id))
+
+    def session_title(self, record: Record) -> str:
+        """How a session header names the record's session: ``Session 3``."""
+        return f"Session {record.session}"
 
     def session_date(self, record: Record) -> datetime:
         """The date-time of the session the record belongs to."""
@@ -166,7 +185,7 @@ def _by_session(index: SourceIndex, records: Sequence[R], lines: list[str]) -> I
     for record in sorted(records, key=lambda r: r.session):
         if record.session != session:
             session = record.session
-            lines.append(f"--- Session {session} ({show_date(index.session_date(record))})")
+            lines.append(session_header(index, record))
         yield record
 
 
@@ -189,3 +208,8 @@ def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Tu
 def format_pool(index: SourceIndex, pool: Pool) -> str:
     """The pool as the constructor (and the direct answerer) reads it."""
     return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
+
+
+def session_header(index: SourceIndex, record: Record) -> str:
+    """The header line of the record's session: ``--- Session 3 (Thursday, 14 March ...)``."""
+    return f"--- {index.session_title(record)} ({show_date(index.session_date(record))})"

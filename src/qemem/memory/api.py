@@ -258,6 +258,25 @@ class MemoryAPI(Protocol):
         ``mode`` is "llm": the LLM planner)."""
         ...
 
+    def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """One evidence block across several conversations of the namespace, ranked
+        together; each item's ``ref`` names its conversation."""
+        ...
+
+    def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """An answer across several conversations of the namespace, ranked together; its
+        cards and pool name each record's conversation (``Answer.across``)."""
+        ...
+
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """Answer a question with its evidence record (``Answer.evidence``)."""
         ...

@@ -27,17 +27,17 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, InputError, LLMError
+from qemem.errors import EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
+from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.api import (
     CONTEXT_BUDGET,
     MAX_CHECK_CHARS,
-    MAX_CONTEXT_BUDGET,
     Appended,
     ContextMode,
     MemoryAPI,
@@ -76,7 +76,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
+class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -439,10 +439,7 @@ class Memory(MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
         "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
         check_query(question)
-        if isinstance(budget_tokens, bool) or not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
-            raise InputError(f"budget_tokens must be 1 to {MAX_CONTEXT_BUDGET}")
-        if mode not in ("rule", "llm"):
-            raise InputError(f"unknown context mode {mode!r}: use 'rule' or 'llm'")
+        check_context(budget_tokens, mode)
         if mode == "llm":
             self._require_llm("context mode 'llm'")
         plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)

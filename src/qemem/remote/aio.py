@@ -241,6 +241,24 @@ class AsyncRemoteMemory:
         """As ``RemoteMemory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
         return await self._run(calls.context(conversation, question, budget_tokens, mode))
 
+    async def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``RemoteMemory.context_many``: one block across conversations, ranked together."""
+        return await self._run(calls.context_many(conversations, question, budget_tokens, mode))
+
+    async def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """As ``RemoteMemory.ask_many`` (the server's LLM and settings): an answer across
+        conversations, ranked together."""
+        return await self._run(calls.ask_many(conversations, question, mode))
+
     async def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``RemoteMemory.ask`` (the server's LLM and settings)."""
         return await self._run(calls.ask(conversation, question, mode))

@@ -288,6 +288,28 @@ def context(
     )
 
 
+def _conversation_list(conversations: Sequence[str]) -> str | list[str]:
+    """As sent: a bare string stays one, so the server refuses it as ``Memory`` does."""
+    return conversations if isinstance(conversations, str) else list(conversations)
+
+
+def context_many(
+    conversations: Sequence[str], question: str, budget_tokens: int, mode: ContextMode
+) -> Steps[Context]:
+    body = {
+        "conversations": _conversation_list(conversations),
+        "question": question,
+        "budget_tokens": budget_tokens,
+        "mode": mode,
+    }
+    return context_from_json((yield Call("POST", "/v1/context", body)))
+
+
+def ask_many(conversations: Sequence[str], question: str, mode: Mode) -> Steps[Answer]:
+    body = {"conversations": _conversation_list(conversations), "question": question, "mode": mode}
+    return answer_from_json((yield Call("POST", "/v1/ask", body)))
+
+
 def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
     body = {"question": question, "mode": mode}
     return answer_from_json((yield Call("POST", f"/v1/conversations/{conversation}/ask", body)))

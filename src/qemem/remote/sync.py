@@ -244,6 +244,24 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
         return self._run(calls.context(conversation, question, budget_tokens, mode))
 
+    def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``Memory.context_many``: one block across conversations, ranked together."""
+        return self._run(calls.context_many(conversations, question, budget_tokens, mode))
+
+    def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """As ``Memory.ask_many`` (the server's LLM and settings): an answer across
+        conversations, ranked together."""
+        return self._run(calls.ask_many(conversations, question, mode))
+
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``Memory.ask`` (the server's LLM and settings)."""
         return self._run(calls.ask(conversation, question, mode))

@@ -14,6 +14,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from qemem.embed.base import Embedder
 from qemem.embed.cache import query_cache
 from qemem.errors import InputError
@@ -242,6 +244,28 @@ def exposure_order(
     return out
 
 
+def dense_vectors(
+    embedder: Embedder, texts: Sequence[str], speakers: Sequence[str], config: RetrievalConfig
+) -> np.ndarray:
+    """The dense query vectors of ``texts`` (one row each), the speakers' names stripped when
+    ``config.strip_speakers``; the texts not in the query cache are embedded in one batch."""
+    dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
+    unique = list(dict.fromkeys(dense_texts))
+    unique_vectors = query_cache.embed(embedder, unique)
+    vectors: np.ndarray = unique_vectors[[unique.index(t) for t in dense_texts]]
+    return vectors
+
+
+def pool_texts(plan: Plan, queries: Sequence[str] | None) -> list[str]:
+    """The retrieval texts of ``queries`` (default: the plan's query set), whitespace
+    normalised and de-duplicated; InputError when none is left."""
+    texts = [" ".join(q.split()) for q in (plan.query_set if queries is None else queries)]
+    texts = [q for q in dict.fromkeys(texts) if q]
+    if not texts:
+        raise InputError("nothing to retrieve with: give a non-empty question or queries")
+    return texts
+
+
 def fused_spaces(
     store: MemoryStore,
     scope: Scope,
@@ -251,11 +275,7 @@ def fused_spaces(
 ) -> dict[Space, dict[str, FusedScore]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
     dense queries not in the query cache are embedded in one batch."""
-    speakers = store.get_conversation(scope).speakers
-    dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
-    unique = list(dict.fromkeys(dense_texts))
-    unique_vectors = query_cache.embed(embedder, unique)
-    vectors = unique_vectors[[unique.index(t) for t in dense_texts]]
+    vectors = dense_vectors(embedder, texts, store.get_conversation(scope).speakers, config)
     tokens = [tokenize(q) for q in texts]
     return {
         space: fuse_lists(
@@ -404,10 +424,7 @@ def build_pool(
     (:func:`fused_spaces`), then :func:`pool_from_fusion`. The records in ``exclude`` are never
     returned."""
     config = config or RetrievalConfig()
-    texts = [" ".join(q.split()) for q in (plan.query_set if queries is None else queries)]
-    texts = [q for q in dict.fromkeys(texts) if q]
-    if not texts:
-        raise InputError("nothing to retrieve with: give a non-empty question or queries")
+    texts = pool_texts(plan, queries)
     fused = fused_spaces(store, scope, embedder, texts, config)
     return pool_from_fusion(
         scope.conversation,

@@ -114,6 +114,18 @@ class ContextIn(BaseModel):
     mode: ContextMode = Field(default="rule", description="llm: the LLM planner (needs an LLM)")
 
 
+class AskManyIn(AskIn):
+    conversations: list[str] = Field(
+        description="conversations of the namespace to answer over together (duplicates ignored)"
+    )
+
+
+class ContextManyIn(ContextIn):
+    conversations: list[str] = Field(
+        description="conversations of the namespace to draw the block from (duplicates ignored)"
+    )
+
+
 class CheckIn(BaseModel):
     text: str = Field(description="the answer or statement whose claims to check")
 
