@@ -1,31 +1,46 @@
 """Semantic facts of an episode: predict from what is known, calibrate against the turns,
-then de-duplicate against the facts so far."""
+check that each names its subject, then de-duplicate against the facts so far."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from qemem.build.config import BuildConfig, CalibrateRule
+from qemem.build.factcheck import (
+    PARAPHRASE_MAX_EXTRA,
+    check_pronouns,
+    fact_subject,
+    numbers_of,
+    same_statement,
+)
 from qemem.build.prompting import (
     CalibrateOut,
     PredictOut,
+    context_block,
     degradable,
     request,
     session_date,
     turn_lines,
 )
 from qemem.errors import LLMError
-from qemem.lexicon import NUMBER_WORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Episode, SemanticFact, Turn
 
-_NUMBER = re.compile(
-    rf"\b(?:\d+(?:[.,]\d+)?|{'|'.join(NUMBER_WORDS[:13])}|once|twice)\b", re.IGNORECASE
-)
+
+@dataclass(frozen=True)
+class Extracted:
+    """An episode's new facts, why extraction degraded (None when it did not) and how many
+    facts the pronoun rule rewrote or refused."""
+
+    facts: list[str]
+    degraded: str | None = None
+    rewritten: int = 0
+    refused: int = 0
 
 
 def extract_facts(
@@ -36,17 +51,21 @@ def extract_facts(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
-) -> tuple[list[str], str | None]:
-    """New durable facts of an episode and why extraction degraded (None when it did not).
+    before: Sequence[Turn] = (),
+) -> Extracted:
+    """New durable facts of an episode (see :class:`Extracted`).
 
     With known facts, one call predicts the episode from its title and those facts and a
     second extracts what the prediction missed or got wrong; without, facts are extracted
-    directly. A failed call yields no facts.
+    directly. ``before`` (the messages just before the episode) is shown as context only. With
+    ``config.pronoun_rule == "name"`` facts that do not name their subject are rewritten or
+    refused (:func:`~qemem.build.factcheck.check_pronouns`). A failed call yields no facts.
     """
     when = session_date(episode.timestamp)
     try:
         if known:
-            facts_block = "\n".join(f"- {f.content}" for f in known)
+            here = [s for s in speakers if any(t.speaker == s for t in turns)]
+            facts_block = known_block(known, here if config.mark_speakers else ())
             predicted = llm.structured(
                 request(
                     "predict",
@@ -72,8 +91,9 @@ def extract_facts(
                 session_date=when,
                 known=context,
                 scope_rule=rule,
+                context=context_block(before),
                 lines=turn_lines(turns),
-                inputs={"turns": turns},
+                inputs={"turns": turns, "context": before},
             ),
             CalibrateOut,
             ledger=ledger,
@@ -81,9 +101,36 @@ def extract_facts(
     except LLMError as exc:
         if not degradable(exc):
             raise
-        return [], str(exc)
-    cleaned = [" ".join(f.split()) for f in out.facts]
-    return list(dict.fromkeys(f for f in cleaned if f)), None
+        return Extracted([], str(exc))
+    cleaned = list(dict.fromkeys(c for f in out.facts if (c := " ".join(f.split()))))
+    if config.pronoun_rule == "keep":
+        return Extracted(cleaned)
+    kept, rewritten, refused = check_pronouns(
+        cleaned, speakers, [t.speaker for t in turns], [f.content for f in known]
+    )
+    return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused)
+
+
+def known_block(known: Sequence[SemanticFact], speakers: Sequence[str]) -> str:
+    """The known facts as prompt lines ``- fact``; with ``speakers`` (the people speaking in
+    the episode), a fact naming one of them is marked ``- [Name] fact`` under a line saying
+    what the mark means."""
+    if not speakers:
+        return "\n".join(f"- {f.content}" for f in known)
+    lines = []
+    for fact in known:
+        named = [s for s in speakers if _names(fact.content, s)]
+        lines.append(f"- [{', '.join(named)}] {fact.content}" if named else f"- {fact.content}")
+    legend = f"(A fact marked [Name] is about {_who(speakers)}, speaking in this episode.)"
+    return "\n".join([legend, *lines])
+
+
+def _names(text: str, speaker: str) -> bool:
+    return re.search(rf"\b{re.escape(speaker)}\b", text, re.IGNORECASE) is not None
+
+
+def _who(speakers: Sequence[str]) -> str:
+    return speakers[0] if len(speakers) == 1 else ", ".join(speakers[:-1]) + " or " + speakers[-1]
 
 
 def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:
@@ -105,29 +152,41 @@ def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple
     )
 
 
-def _subject(text: str) -> str:
-    first = text.split()[0].lower() if text.split() else ""
-    return re.sub(r"('s|’s|\W)+$", "", first)
-
-
 def compatible(a: str, b: str) -> bool:
     """Whether two facts may be restatements: same subject word, same numbers mentioned."""
-    numbers_a = sorted(n.lower() for n in _NUMBER.findall(a))
-    numbers_b = sorted(n.lower() for n in _NUMBER.findall(b))
-    return _subject(a) == _subject(b) and numbers_a == numbers_b
+    return fact_subject(a) == fact_subject(b) and numbers_of(a) == numbers_of(b)
 
 
 def find_duplicate(
-    text: str, vector: np.ndarray, texts: Sequence[str], matrix: np.ndarray, threshold: float
+    text: str,
+    vector: np.ndarray,
+    texts: Sequence[str],
+    matrix: np.ndarray,
+    threshold: float,
+    paraphrase_cosine: float | None = None,
+    names: Sequence[str] = (),
 ) -> int | None:
-    """Row of the closest compatible fact with cosine >= ``threshold`` (rows and ``vector``
-    unit-norm), or None."""
+    """Row of the closest fact ``text`` restates (rows and ``vector`` unit-norm), or None: a
+    compatible one with cosine >= ``threshold``, or, with ``paraphrase_cosine``, one it says the
+    same as in other words (:func:`~qemem.build.factcheck.same_statement`, ``names`` the
+    speakers) with cosine >= ``paraphrase_cosine``."""
     if not len(texts):
         return None
     scores = matrix @ vector
+    floor = threshold if paraphrase_cosine is None else min(threshold, paraphrase_cosine)
     for row in np.argsort(-scores, kind="stable"):
-        if scores[row] < threshold:
+        score = float(scores[row])
+        if score < floor:
             return None
-        if compatible(text, texts[row]):
+        if score >= threshold and compatible(text, texts[row]):
+            return int(row)
+        if paraphrase_cosine is not None and same_statement(
+            text,
+            texts[row],
+            score,
+            min_cosine=paraphrase_cosine,
+            max_extra=PARAPHRASE_MAX_EXTRA,
+            names=names,
+        ):
             return int(row)
     return None
