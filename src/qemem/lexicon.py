@@ -10,7 +10,8 @@ since each list is part of what that stage computes: ``BM25_STOPWORDS`` (search 
 ``FUNCTION_WORDS`` and ``REPLY_WORDS`` (a quote's content-word count), ``TITLE_STOPWORDS``
 (fallback episode titles), ``LOCOMO_ARTICLES`` (the official answer scorer),
 ``OFFLINE_PLAN_STOPWORDS`` and ``OFFLINE_MATCH_STOPWORDS`` (the offline LLM's planner and
-constructor).
+constructor), ``PARAPHRASE_LIGHT_WORDS`` (the build's paraphrase check), ``PHATIC_WORDS``,
+``GREETING_PHRASES`` and ``CLOSING_PHRASES`` (the build's greeting/closing runs).
 """
 
 from __future__ import annotations

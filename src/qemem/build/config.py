@@ -60,8 +60,11 @@ class BuildConfig:
     (:func:`~qemem.build.factcheck.same_statement`: same head word, numbers and negation, one's
     content words all in the other's plus at most one) when their cosine is at least this;
     None keeps only the ``dedup_threshold`` rule. It merges "Evan paints as a hobby" / "Evan
-    has watercolor painting as a hobby" (e5 cosine 0.967); measured on LoCoMo dev by
-    ``benchmarks/fact_rules.py``."""
+    has watercolor painting as a hobby" (e5 cosine 0.967). On LoCoMo dev
+    (``benchmarks/fact_rules.py``) it flags no pair among the 732 facts a capable model built
+    and one among LoCoMo's 677 observations, a real restatement; allowing two extra stems at
+    0.88 flags 8, 6 of them different facts ("Maria has friends from church" / "Maria went
+    camping with friends from church")."""
     pronoun_rule: PronounRule = "name"
     """``name``: a fact must name its subject: one starting with a pronoun or using one without
     naming anybody ("His ankle is healing") is rewritten when the subject is unambiguous (a
