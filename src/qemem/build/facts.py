@@ -63,26 +63,7 @@ def extract_facts(
     """
     when = session_date(episode.timestamp)
     try:
-        if known:
-            here = [s for s in speakers if any(t.speaker == s for t in turns)]
-            facts_block = known_block(known, here if config.mark_speakers else ())
-            predicted = llm.structured(
-                request(
-                    "predict",
-                    speakers,
-                    config.predict_max_tokens,
-                    facts=facts_block,
-                    title=episode.title,
-                    session_date=when,
-                ),
-                PredictOut,
-                ledger=ledger,
-            ).value.prediction
-            prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
-            context, rule = calibrate_context(facts_block, prediction, config.calibrate_rule)
-        else:
-            context = "Nothing is known about these people yet."
-            rule = "these messages state"
+        context, rule = _known_context(llm, episode, turns, known, speakers, config, ledger)
         out = llm.structured(
             request(
                 "calibrate",
@@ -109,6 +90,37 @@ def extract_facts(
         cleaned, speakers, [t.speaker for t in turns], [f.content for f in known]
     )
     return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused)
+
+
+def _known_context(
+    llm: LLMClient,
+    episode: Episode,
+    turns: Sequence[Turn],
+    known: Sequence[SemanticFact],
+    speakers: Sequence[str],
+    config: BuildConfig,
+    ledger: Ledger | None,
+) -> tuple[str, str]:
+    """The calibrate prompt's known-facts block and rule: with known facts, after a predict
+    call from the episode's title and those facts."""
+    if not known:
+        return "Nothing is known about these people yet.", "these messages state"
+    here = [s for s in speakers if any(t.speaker == s for t in turns)]
+    facts_block = known_block(known, here if config.mark_speakers else ())
+    predicted = llm.structured(
+        request(
+            "predict",
+            speakers,
+            config.predict_max_tokens,
+            facts=facts_block,
+            title=episode.title,
+            session_date=session_date(episode.timestamp),
+        ),
+        PredictOut,
+        ledger=ledger,
+    ).value.prediction
+    prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
+    return calibrate_context(facts_block, prediction, config.calibrate_rule)
 
 
 def known_block(known: Sequence[SemanticFact], speakers: Sequence[str]) -> str:

@@ -291,6 +291,49 @@ class _Run:
             self.report.runs_merged += merged
             yield from ((session, g, c, fallbacks) for g, c in zip(groups, calls, strict=True))
 
+    def _request_facts(
+        self,
+        workers: ThreadPoolExecutor,
+        item: tuple[int, list[Turn], _Narrative, list[str]],
+        lag: int,
+    ) -> tuple[Episode, list[Turn], _Facts, list[str]]:
+        """The next episode (from its narrative call), its turns, its fact extraction call
+        against the facts at its snapshot point, and what degraded so far."""
+        session, group, narrative, fallbacks = item
+        title, content, why = narrative.result()
+        episode = Episode(
+            f"E{self.next_episode}",
+            self.scope.conversation,
+            session,
+            title,
+            content,
+            _when(self.dates, session, group),
+            tuple(t.id for t in group),
+        )
+        self.next_episode += 1
+        reasons = [f"segmentation fell back to windows ({r})" for r in fallbacks]
+        if why:
+            reasons.append(f"narrative built from the turns ({why})")
+        with CPU:
+            known = self.facts.related(
+                self.embedder.embed([search_text(episode)], query=True)[0],
+                tokenize(search_text(episode)),
+                self.config.related_facts,
+                episode_number(episode.id) - lag,
+            )
+        call = workers.submit(
+            extract_facts,
+            self.llm,
+            episode,
+            group,
+            known,
+            self.speakers,
+            self.config,
+            self.ledger,
+            self.before(group),
+        )
+        return episode, group, call, reasons
+
     def execute(
         self,
         workers: ThreadPoolExecutor,
@@ -310,40 +353,7 @@ class _Run:
                 item = next(planned, None)
                 if item is None:
                     return
-                session, group, narrative, fallbacks = item
-                title, content, why = narrative.result()
-                episode = Episode(
-                    f"E{self.next_episode}",
-                    self.scope.conversation,
-                    session,
-                    title,
-                    content,
-                    _when(self.dates, session, group),
-                    tuple(t.id for t in group),
-                )
-                self.next_episode += 1
-                reasons = [f"segmentation fell back to windows ({r})" for r in fallbacks]
-                if why:
-                    reasons.append(f"narrative built from the turns ({why})")
-                with CPU:
-                    known = self.facts.related(
-                        self.embedder.embed([search_text(episode)], query=True)[0],
-                        tokenize(search_text(episode)),
-                        self.config.related_facts,
-                        episode_number(episode.id) - lag,
-                    )
-                call = workers.submit(
-                    extract_facts,
-                    self.llm,
-                    episode,
-                    group,
-                    known,
-                    self.speakers,
-                    self.config,
-                    self.ledger,
-                    self.before(group),
-                )
-                queue.append((episode, group, call, reasons))
+                queue.append(self._request_facts(workers, item, lag))
 
         fill()
         while queue:
