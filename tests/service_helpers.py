@@ -24,6 +24,10 @@ MCP_TOOLS = {
     "check",
     "list_conversations",
     "forget",
+    "facts",
+    "forget_message",
+    "forget_fact",
+    "correct_fact",
 }
 """The MCP server's tools (the stdio and in-memory tests both check the list)."""
 

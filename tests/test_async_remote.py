@@ -136,3 +136,37 @@ async def _unreachable() -> None:
 
 def test_an_unreachable_server_is_a_clear_error() -> None:
     anyio.run(_unreachable)
+
+
+async def _records(s: Served, sample: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with _async(s, s.alice) as memory:
+        await memory.ingest(sample)
+        await memory.build("demo-1")
+        out["episodes"] = await memory.episodes("demo-1")
+        out["fixed"] = await memory.correct_fact("demo-1", "S2", "Priya makes mugs.")
+        out["facts"] = await memory.facts("demo-1")
+        out["all"] = await memory.facts("demo-1", include_superseded=True)
+        out["supersessions"] = await memory.supersessions("demo-1")
+        out["redacted"] = await memory.redact_message("demo-1", "D1:3")
+        out["deleted"] = await memory.delete_message("demo-1", "D2:1")
+        out["gone"] = await memory.delete_fact("demo-1", out["fixed"].new)
+        out["after"] = await memory.facts("demo-1")
+        with pytest.raises(NotFoundError):
+            await memory.delete_fact("demo-1", "S999")
+    return out
+
+
+def test_the_record_edits_match_the_blocking_client(sample_path: Path) -> None:
+    with served() as s:
+        got = anyio.run(_records, s, sample_path)
+        remote = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.01)
+        assert got["episodes"] != [] and remote.episodes("demo-1")[0].id == "E2"  # E1 went
+        assert got["supersessions"] == [got["fixed"]] and got["fixed"].old == "S2"
+        assert "S2" not in [f.id for f in got["facts"]] and "S2" in [f.id for f in got["all"]]
+        assert got["redacted"].redacted == ["D1:3"] and got["deleted"].deleted == ["D2:1"]
+        assert got["gone"].facts == [got["fixed"].new] and remote.supersessions("demo-1") == []
+        after = remote.facts("demo-1")
+        assert after == got["after"]
+        removed = set(got["redacted"].facts + got["deleted"].facts + got["gone"].facts)
+        assert {f.id for f in after} == {f.id for f in got["all"]} - removed  # S2 current again

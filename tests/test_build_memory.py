@@ -116,7 +116,10 @@ def test_predict_then_calibrate_uses_the_known_facts() -> None:
     assert len(predictions) == len(calibrations) - 1 == 13
     # later ones predict from the stored facts, then calibrate against the prediction
     shown = predictions[0].messages[0].content
-    assert "- [Priya, Tomas] Priya mentioned Hey Tomas! It's been ages." in shown
+    assert (
+        "- Priya mentioned Hey Tomas! It's been ages. How's everything going (about Priya, Tomas)"
+        in shown
+    )
     assert '"Priya: signed full eight-week course Saturday"' in predictions[0].messages[0].content
     second = calibrations[1].messages[0].content
     assert "- Tomas keeps training for the half marathon." in second

@@ -160,6 +160,23 @@ def test_a_pronoun_fact_of_a_single_known_speaker_is_rewritten() -> None:
     assert (out.rewritten, out.refused, out.degraded) == (1, 1, None)
 
 
+def test_a_rewritten_fact_keeps_its_supersession_claim() -> None:
+    def calibrate(request: LLMRequest) -> object:
+        if request.stage == "build.calibrate":
+            claim = {"fact": "Her kitten is called Miso.", "supersedes": "S1", "turns": [1]}
+            return {"facts": [claim, {"fact": "They moved.", "supersedes": "S1", "turns": [1]}]}
+        return None
+
+    when = datetime(2024, 7, 22)
+    turns = [Turn("D4:4", "c1", 4, 3, "Priya", "Her name is Miso, not Mochi!", when)]
+    episode = Episode("E5", "c1", 4, "Priya's kitten", "Priya named her kitten.", when, ("D4:4",))
+    known = [SemanticFact("S1", "c1", "Priya's kitten is called Mochi; she loves her.", 1, ("E1",))]
+    llm, _ = client(calibrate)
+    out = extract_facts(llm, episode, turns, known, ["Priya", "Tomas"], BuildConfig())
+    assert out.facts == ["Priya's kitten is called Miso."]
+    assert out.claims == {"Priya's kitten is called Miso.": ("S1", ("D4:4",))}
+
+
 def test_a_paraphrase_is_stored_once(sample_path: Path) -> None:
     first, again = "Priya paints watercolors as a hobby.", "Priya paints watercolors as her hobby."
     vectors = HashEmbedder().embed([first, again])
@@ -192,14 +209,18 @@ def test_known_facts_about_the_episode_s_speakers_are_marked(sample_path: Path) 
     ]
     block = known_block(known, ["Priya"])
     assert block.splitlines() == [
-        "(A fact marked [Name] is about Priya, speaking in this episode.)",
-        "- [Priya] Priya has a cat named Biscuit.",
+        "(A fact ending in (about Name) is about Priya, speaking in this episode.)",
+        "- Priya has a cat named Biscuit. (about Priya)",
         "- Arjun is planning a trip to Japan.",
-        "- [Priya] Tomas runs with Priya's brother.",
+        "- Tomas runs with Priya's brother. (about Priya)",
     ]
     both = known_block(known, ["Tomas", "Priya"]).splitlines()
-    assert both[0] == "(A fact marked [Name] is about Tomas or Priya, speaking in this episode.)"
-    assert both[3] == "- [Tomas, Priya] Tomas runs with Priya's brother."
+    assert both[0] == (
+        "(A fact ending in (about Name) is about Tomas or Priya, speaking in this episode.)"
+    )
+    assert both[3] == "- Tomas runs with Priya's brother. (about Tomas, Priya)"
+    labelled = known_block(known, ["Priya"], ids=True).splitlines()
+    assert labelled[1] == "- [S1] Priya has a cat named Biscuit. (about Priya)"
     assert known_block(known, []).splitlines()[0] == "- Priya has a cat named Biscuit."
     _, _, _, seen = build(sample_path, BuildConfig(snapshot_lag=1))
     predict = prompts(seen, "build.predict")
@@ -207,9 +228,9 @@ def test_known_facts_about_the_episode_s_speakers_are_marked(sample_path: Path) 
     assert any("is about Priya or Tomas" in p for p in predict)
     # the sample's one-turn episodes (a session's 13th turn) have a single speaker
     assert any("is about Tomas, speaking" in p for p in predict)
-    assert any("- [Priya" in p for p in prompts(seen, "build.calibrate"))
+    assert any("(about Priya" in p and "- [S" in p for p in prompts(seen, "build.calibrate"))
     _, _, _, seen = build(sample_path, BuildConfig(snapshot_lag=1, mark_speakers=False))
-    assert not any("[Priya" in p for p in prompts(seen, "build.predict"))
+    assert not any("(about Priya" in p for p in prompts(seen, "build.predict"))
 
 
 def test_the_method_config_turns_every_rule_off_and_is_recorded(tmp_path: Path) -> None:

@@ -19,7 +19,8 @@ from qemem.cli import app
 from qemem.memory import Memory
 
 READS, WRITES, CHANGES = "reads", "writes", "changes"  # CHANGES: needs an existing store
-# argv (split at spaces) with STORE, OUT, SAMPLE, NEMORI and MEMFILE replaced; store access
+# argv (split at spaces) with STORE, OUT, SAMPLE, NEMORI, MEMFILE and JOB (a job of the store
+# when it has one) replaced; store access
 COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest SAMPLE --store STORE -q", WRITES),
     "conversations": ("conversations --store STORE", READS),
@@ -34,11 +35,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check Priya-made-a-mug. --store STORE -c demo-1 --llm fake", READS),
     "import-memory": ("import-memory MEMFILE --store STORE", CHANGES),
     "export-memory": ("export-memory --store STORE -c demo-1", READS),
+    "facts": ("facts --store STORE -c demo-1 --as-of 2024-06-01", READS),
+    "delete-message": ("delete-message D1:1 --store STORE -c demo-1", CHANGES),
+    "redact-message": ("redact-message D1:2 --store STORE -c demo-1", CHANGES),
+    "delete-fact": ("delete-fact S1 --store STORE -c demo-1", CHANGES),
+    "correct-fact": ("correct-fact S1 Priya-makes-mugs. --store STORE -c demo-1", CHANGES),
     "serve": ("serve --store STORE", CHANGES),  # never started: refused first
     "mcp": ("mcp --store STORE", CHANGES),
     "keys create": ("keys create --store STORE --namespace t", WRITES),
     "keys list": ("keys list --store STORE", READS),
     "keys revoke": ("keys revoke nokey --store STORE", CHANGES),
+    "jobs list": ("jobs list --store STORE", READS),
+    "jobs show": ("jobs show JOB --store STORE", READS),
+    "jobs cancel": ("jobs cancel JOB --store STORE", CHANGES),
     "eval coverage": ("eval coverage --data SAMPLE --store STORE", WRITES),
     "eval locomo": (
         "eval locomo --data SAMPLE --store STORE --out OUT --llm fake --no-build --limit 1 "
@@ -141,6 +150,7 @@ def files(tmp_path: Path, sample_path: Path) -> dict[str, str]:
         "NEMORI": str(inputs / "nemori"),
         "MEMFILE": str(memfile),
         "OUT": str(tmp_path / "run"),
+        "JOB": "job-none",
     }
 
 
@@ -241,12 +251,14 @@ def test_a_read_only_store(
     sample_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with Memory.open(read_only / "m.db", embedder="hash") as memory:
+    with Memory.open(read_only / "m.db", embedder="hash", llm="fake") as memory:
         memory.ingest(sample_path)
+        job = memory.enqueue_build("demo-1")
     folder = make_read_only(read_only)
     template, kind = COMMANDS[name]
     before = listing(folder)
-    code, output = qemem(argv(template, {**files, "STORE": str(folder / "m.db")}), capsys)
+    names = {**files, "STORE": str(folder / "m.db"), "JOB": job.id}
+    code, output = qemem(argv(template, names), capsys)
     if kind == READS:
         assert code == 0 and "Traceback" not in output, output
     else:

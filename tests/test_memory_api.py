@@ -5,6 +5,7 @@ the byte on everything but timings."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -263,3 +264,41 @@ def test_without_an_llm_no_build_is_queued(make: Factory, sample_path: Path) -> 
     with pytest.raises(LLMError):
         memory.enqueue_build("demo-1")
     assert memory.jobs() == []
+
+
+def test_facts_and_one_record_edits_agree_with_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.build("demo-1")
+    reference.build("demo-1")
+    assert memory.episodes("demo-1") == reference.episodes("demo-1")
+    assert memory.episodes("demo-1", ["E2", "E1"]) == reference.episodes("demo-1", ["E2", "E1"])
+    assert memory.facts("demo-1") == reference.facts("demo-1") != []
+    fixed = memory.correct_fact("demo-1", "S2", "Priya makes mugs.", turns=["D1:4"])
+    same = reference.correct_fact("demo-1", "S2", "Priya makes mugs.", turns=["D1:4"])
+    assert dataclasses.replace(fixed, recorded=same.recorded) == same
+    assert [s.new for s in memory.supersessions("demo-1")] == [fixed.new]
+    for args in ({}, {"include_superseded": True}, {"as_of": "2024-03-14"}):
+        assert memory.facts("demo-1", **args) == reference.facts("demo-1", **args)
+    assert memory.facts("demo-1", ["S2"]) == reference.facts("demo-1", ["S2"])  # superseded
+    assert memory.redact_message("demo-1", "D1:3") == reference.redact_message("demo-1", "D1:3")
+    assert memory.delete_message("demo-1", "D2:1") == reference.delete_message("demo-1", "D2:1")
+    assert memory.delete_fact("demo-1", fixed.new) == reference.delete_fact("demo-1", fixed.new)
+    assert memory.facts("demo-1") == reference.facts("demo-1")
+    for bad in (
+        lambda: memory.delete_message("demo-1", "D9:9"),
+        lambda: memory.redact_message("nope", "D1:1"),
+        lambda: memory.delete_fact("demo-1", "S999"),
+        lambda: memory.correct_fact("demo-1", "S999", "Priya paints."),
+        lambda: memory.facts("nope"),
+        lambda: memory.episodes("nope"),
+        lambda: memory.supersessions("nope"),
+    ):
+        with pytest.raises(NotFoundError):
+            bad()
+    with pytest.raises(InputError):
+        memory.correct_fact("demo-1", "S3", " ")
+    with pytest.raises(InputError):
+        memory.facts("demo-1", as_of="someday")

@@ -6,11 +6,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import pytest
 
-from qemem.errors import ConflictError, InputError
+from qemem.embed import HashEmbedder
+from qemem.errors import ConflictError, InputError, NotFoundError
 from qemem.memory import Memory
+from qemem.models import search_text
+from qemem.store.sqlite import SQLiteStore
 from service_helpers import MESSAGES
 
 
@@ -56,3 +61,95 @@ def test_import_qemem_needs_no_server_extra() -> None:
     code = "import qemem, sys; print(sorted({'fastapi', 'mcp', 'uvicorn'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _in_s2(text: str, **extra: object) -> dict[str, object]:
+    """A message of session s2 (the session of ``MESSAGES[2]``), without a caption."""
+    return {
+        "session_id": "s2",
+        "timestamp": "2024-04-02T10:05:00",
+        "speaker": "Ben",
+        "text": text,
+        **extra,
+    }
+
+
+def test_store_turns_of_reads_sessions_and_ids(store_url: str) -> None:
+    with Memory.open(store_url, embedder=HashEmbedder()) as mem:
+        mem.add_messages("c1", [*MESSAGES, _in_s2("And a vase.", id="m4")])
+        scope = mem.scope("c1")
+        assert [t.id for t in mem.store.turns_of(scope, sessions=[2])] == ["D2:1", "m4"]
+        got = mem.store.turns_of(scope, sessions=[2], ids=["m2", "m4", "nope"])
+        assert [t.id for t in got] == ["m2", "D2:1", "m4"]  # conversation order, no repeats
+        assert got == mem.turns("c1", ["m2", "D2:1", "m4"])
+        assert mem.store.turns_of(scope) == []
+        with pytest.raises(NotFoundError):
+            mem.store.turns_of(mem.scope("absent"), sessions=[1])
+
+
+class _Watched(HashEmbedder):
+    """A HashEmbedder that records, per call, whether the store was inside its write
+    transaction, and can run a hook on its first document embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory: Memory | None = None
+        self.in_transaction: list[bool] = []
+        self.hook: Callable[[], None] | None = None
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+        if not query and self.memory is not None:
+            self.in_transaction.append(self.memory.store._in_transaction())  # type: ignore[attr-defined]
+            hook, self.hook = self.hook, None
+            if hook:
+                hook()
+        return super().embed(texts, query=query)
+
+
+def test_append_embeds_before_the_transaction_and_reads_no_whole_conversation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    embedder = _Watched()
+    with Memory(SQLiteStore(":memory:"), embedder) as mem:
+        embedder.memory = mem
+        mem.add_messages("c1", MESSAGES)
+        embedder.in_transaction.clear()
+
+        def whole(*args: object, **kwargs: object) -> None:
+            raise AssertionError("an append read every turn of the conversation")
+
+        monkeypatch.setattr(mem.store, "turns", whole)
+        done = mem.add_messages("c1", [_in_s2("New one.")])
+        monkeypatch.undo()
+        assert done.ids == ["D2:2"]
+        assert embedder.in_transaction == [False]  # embedded once, outside the transaction
+        [stored] = mem.turns("c1", ["D2:2"])
+        assert stored.text == "New one."
+
+
+def test_append_planned_again_when_another_writer_came_first() -> None:
+    embedder = _Watched()
+    with Memory(SQLiteStore(":memory:"), embedder) as mem:
+        embedder.memory = mem
+        mem.add_messages("c1", MESSAGES)
+        other, mine = _in_s2("Someone else's message."), _in_s2("My message.")
+        # while this append embeds ahead, another writer appends to the same session
+        embedder.hook = lambda: mem.add_messages("c1", [other])
+        done = mem.add_messages("c1", [mine])
+        turns = mem.turns("c1")
+        assert done.ids == ["D2:3"]
+        assert [(t.id, t.text) for t in turns[-2:]] == [
+            ("D2:2", "Someone else's message."),
+            ("D2:3", "My message."),
+        ]
+        vectors = dict(zip(*mem.store.vectors(mem.scope("c1"), "turn"), strict=True))
+        expected = embedder.embed([search_text(turns[-1])])[0]
+        assert np.allclose(vectors["D2:3"], expected)
+
+
+def test_a_new_id_taken_in_another_session_is_refused(empty_memory: Memory) -> None:
+    empty_memory.add_messages("c1", MESSAGES[:2])
+    empty_memory.add_messages("c1", [{**MESSAGES[0], "id": "D2:1", "text": "odd id"}])
+    with pytest.raises(InputError, match="'D2:1' is already used"):
+        empty_memory.add_messages("c1", [_in_s2("a first message of session 2")])
+    assert [t.id for t in empty_memory.turns("c1")] == ["m1", "m2", "D2:1"]

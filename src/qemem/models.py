@@ -186,6 +186,27 @@ class SemanticFact:
     episode_ids: tuple[str, ...]
 
 
+REDACTED = "[message redacted]"
+"""The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
+
+SupersessionKind = Literal["build", "manual"]
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """Fact ``new`` replaces fact ``old`` from conversation time ``at`` on: ``kind`` "build"
+    when an episode's messages updated or contradicted it (``turn_ids``: the turns that show
+    it, never empty), "manual" when corrected by hand (``turn_ids`` optional). ``recorded``
+    is when it was stored (UTC). Both facts keep their provenance."""
+
+    old: str
+    new: str
+    turn_ids: tuple[str, ...]
+    at: datetime
+    kind: SupersessionKind
+    recorded: datetime
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A conversation: its id, namespace (user/tenant), speakers and sessions."""

@@ -9,6 +9,9 @@
   query-guided pool exposes, then plain question-only hybrid search for as many turns
   (:func:`~qemem.retrieve.pool.matched_pool`) and one answer call over them, with the
   ``direct`` answer prompt.
+* ``nemori-baseline``: NEMORI's published query-time recipe over the same memory: dense top-10
+  episodes and top-20 facts for the question, no plan, no turn search, one answer call with a
+  prompt of the structure of that system's LoCoMo answer prompt (:mod:`qemem.answer.nemori`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from qemem.answer import nemori
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.reply import answer_question
 from qemem.answer.sources import Sources, collect_sources
@@ -37,11 +41,12 @@ from qemem.evidence.refine import (
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.models import Plan, Pool, Ref, Turn
+from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
 from qemem.store.base import MemoryStore, Scope
 
-Mode = Literal["retrieval", "direct", "no-refine", "full", "matched"]
+Mode = Literal["retrieval", "direct", "no-refine", "full", "matched", "nemori-baseline"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 NO_LLM_MESSAGE = (
@@ -54,7 +59,14 @@ NO_LLM_MESSAGE = (
 @dataclass(frozen=True)
 class AskConfig:
     """Knobs of ``ask``: retrieval settings, refinement rounds after the first construction,
-    token limits, the abstention retry, and the answer context widths."""
+    token limits, the abstention retry, and the answer context widths.
+
+    ``plan`` False skips the planner (the planning ablation): the question alone is the query
+    set, with the rule-derived aggregate/temporal flags (:func:`~qemem.retrieve.plan.rule_plan`),
+    everything else unchanged. ``answer_round0`` True makes, in full mode and only when round 0
+    asks for refinement, one extra answer call over the round-0 cards (stage
+    ``answer_round0``), kept as ``Answer.round0``: what the answer would have been without
+    refinement."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -64,6 +76,23 @@ class AskConfig:
     neighbours: int = 2
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
+    plan: bool = True
+    answer_round0: bool = False
+
+
+ROUND0_STAGE = "answer_round0"
+"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
+
+
+@dataclass
+class Round0Answer:
+    """The answer the round-0 cards alone would have given (full mode, refinement triggered,
+    ``AskConfig.answer_round0``): its short text, the answerer's full text, and what its
+    prompt showed. It is made only to measure refinement, never returned as the answer."""
+
+    text: str
+    reasoning: str
+    shown: Shown = field(default_factory=Shown)
 
 
 @dataclass
@@ -86,8 +115,9 @@ class Answer:
     their turns), ``evidence`` the record of how the evidence came about (plan, rounds, cards,
     merged pool, termination, degradations, and what the answer prompt showed), ``pool_times``
     the resolved relative times of the pool's turns (against their session dates), ``trace``
-    the LLM calls and time, and ``sources`` the records the pool, cards and answer context
-    show (what the evidence viewer displays).
+    the LLM calls and time, ``sources`` the records the pool, cards and answer context
+    show (what the evidence viewer displays), and ``round0`` the answer from the round-0 cards
+    alone when refinement ran and ``AskConfig.answer_round0`` asked for it.
     """
 
     question: str
@@ -99,6 +129,7 @@ class Answer:
     trace: Trace = field(default_factory=Trace)
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
+    round0: Round0Answer | None = None
 
     @property
     def cards(self) -> list[ViewCard]:
@@ -141,9 +172,11 @@ def ask(
     config = config or AskConfig()
     question = _checked(question, mode, llm)
     index = SourceIndex(store, scope)
+    if mode == "nemori-baseline" and llm is not None:
+        return _nemori(store, scope, embedder, llm, question, index, config, started)
     ledger = Ledger()
     degradations: list[str] = []
-    plan = _plan(llm, question, mode, index, ledger, degradations)
+    plan = _plan(llm, question, mode, index, ledger, degradations, planned=config.plan)
     pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
     if mode == "matched":
         pool = matched_pool(store, scope, embedder, question, len(pool.turns))
@@ -169,6 +202,8 @@ def ask(
             ledger=ledger,
         )
         degradations.extend(evidence.degradations)
+        if mode == "full" and config.answer_round0 and _triggered(evidence):
+            answer.round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger)
         assembly = assemble(
             index,
             evidence.cards,
@@ -178,6 +213,40 @@ def ask(
         )
     _answer_from(answer, llm, assembly, config, ledger, degradations)
     return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _nemori(
+    store: MemoryStore,
+    scope: Scope,
+    embedder: Embedder,
+    llm: LLMClient,
+    question: str,
+    index: SourceIndex,
+    config: AskConfig,
+    started: float,
+) -> Answer:
+    """The ``nemori-baseline`` answer: the dense pool of episodes and facts, its listings
+    (InputError, before any call, when the conversation has neither) and one answer call.
+    Its top-k are the recipe's: retrieval settings (``config.retrieval``) are refused."""
+    if config.retrieval is not None:
+        raise InputError(
+            "mode 'nemori-baseline' retrieves a fixed top-10 episodes and top-20 facts (the "
+            "recipe it reproduces): leave the retrieval settings and budgets out"
+        )
+    pool = dense_pool(
+        store, scope, embedder, question, episodes=nemori.EPISODES, facts=nemori.FACTS
+    )
+    shown = nemori.prompted(index, pool)
+    plan = rule_plan(question, "the nemori-baseline mode makes no plan: the question alone")
+    evidence = Evidence(plan, [RoundTrace(0, None, pool.entries())], [], pool, None)
+    answer = Answer(question, "", "", "nemori-baseline", [], evidence)
+    ledger = Ledger()
+    text = nemori.nemori_answer(
+        llm, question, shown, max_tokens=config.answer_max_tokens, ledger=ledger
+    )
+    answer.text = answer.reasoning = text
+    evidence.shown = shown.shown
+    return _finish(answer, index, ledger, [], started, config)
 
 
 def _checked(question: str, mode: Mode, llm: LLMClient | None) -> str:
@@ -200,11 +269,15 @@ def _plan(
     index: SourceIndex,
     ledger: Ledger,
     degradations: list[str],
+    *,
+    planned: bool = True,
 ) -> Plan:
     """The LLM plan of the question (a fallback to rules is a degradation), or the rule plan
-    in retrieval mode."""
+    in retrieval mode and with planning off (``planned`` False)."""
     if llm is None or mode == "retrieval":
         return rule_plan(question, "retrieval mode makes no LLM call")
+    if not planned:
+        return rule_plan(question, "planning off (no-plan ablation)")
     conversation = index.conversation
     plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
     if plan.source == "rules":
@@ -236,6 +309,42 @@ def _answer_from(
     answer.evidence.shown = assembly.shown
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
+
+
+def _triggered(evidence: Evidence) -> bool:
+    """Whether round 0 asked for refinement (its constructor found the evidence insufficient)."""
+    first = evidence.rounds[0].feedback if evidence.rounds else None
+    return first is not None and not first.sufficient
+
+
+def _round0_answer(
+    llm: LLMClient,
+    index: SourceIndex,
+    question: str,
+    pool: Pool,
+    evidence: Evidence,
+    config: AskConfig,
+    ledger: Ledger,
+) -> Round0Answer:
+    """The answer over the round-0 cards and pool alone (stage ``answer_round0``)."""
+    assembly = assemble(
+        index,
+        evidence.rounds[0].cards,
+        pool,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+    )
+    reply = answer_question(
+        llm,
+        question,
+        assembly.text,
+        max_tokens=config.answer_max_tokens,
+        retry_abstention=config.retry_abstention,
+        ledger=ledger,
+        inputs=assembly.inputs,
+        stage=ROUND0_STAGE,
+    )
+    return Round0Answer(reply.text, reply.reasoning, assembly.shown)
 
 
 def _retriever(

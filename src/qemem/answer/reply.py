@@ -51,17 +51,19 @@ def answer_question(
     retry_abstention: bool = True,
     ledger: Ledger | None = None,
     inputs: Mapping[str, Any] | None = None,
+    stage: str = "answer",
 ) -> Reply:
     """Answer ``question`` from the ``evidence`` text. When the answer is an abstention (and
     ``retry_abstention``), ask once more with the retry note; the retry's answer replaces the
     first unless it abstains too. ``inputs`` (the evidence as data, see ``Assembly.inputs``)
-    goes on the requests with the question."""
+    goes on the requests with the question; ``stage`` labels the calls (the retry
+    ``{stage}.retry``)."""
     user = render("answer_input", evidence=evidence, question=question)
     given = {"question": question, **(inputs or {})}
-    first = _call(llm, user, "answer", max_tokens, ledger, given)
+    first = _call(llm, user, stage, max_tokens, ledger, given)
     if not retry_abstention or not is_abstention(first.text):
         return first
-    second = _call(llm, user + render("answer_retry"), "answer.retry", max_tokens, ledger, given)
+    second = _call(llm, user + render("answer_retry"), f"{stage}.retry", max_tokens, ledger, given)
     chosen = first if is_abstention(second.text) else second
     return Reply(
         chosen.text,

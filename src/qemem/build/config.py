@@ -128,6 +128,8 @@ class BuildReport:
     episodes: int = 0
     facts_added: int = 0
     facts_merged: int = 0
+    facts_superseded: int = 0
+    """New facts recorded as superseding a known one (with the turns that show it)."""
     facts_rewritten: int = 0
     facts_refused: int = 0
     runs_merged: int = 0
@@ -151,6 +153,7 @@ class BuildReport:
             "episodes": self.episodes,
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
+            "facts_superseded": self.facts_superseded,
             "facts_rewritten": self.facts_rewritten,
             "facts_refused": self.facts_refused,
             "runs_merged": self.runs_merged,

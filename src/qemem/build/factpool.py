@@ -127,6 +127,19 @@ class FactPool:
             merged,
         )
 
+    def retire(self, ids: list[str]) -> None:
+        """Take superseded facts out of the pool: later episodes neither see them nor merge
+        into them."""
+        gone = set(ids)
+        keep = [row for row, f in enumerate(self.facts) if f.id not in gone]
+        if len(keep) == len(self.facts):
+            return
+        self.facts = [self.facts[row] for row in keep]
+        self.matrix = self.matrix[keep]
+        self.tokens = [self.tokens[row] for row in keep]
+        self.creators = [self.creators[row] for row in keep]
+        self.rows = {f.id: row for row, f in enumerate(self.facts)}
+
     def _append(self, fact: SemanticFact, vector: np.ndarray, creator: int) -> None:
         self.rows[fact.id] = len(self.facts)
         self.facts.append(fact)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,6 +19,7 @@ from qemem.build.factcheck import (
 )
 from qemem.build.prompting import (
     CalibrateOut,
+    NewFact,
     PredictOut,
     context_block,
     degradable,
@@ -26,21 +27,34 @@ from qemem.build.prompting import (
     session_date,
     turn_lines,
 )
+from qemem.build.supersede import cited_turns
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Episode, SemanticFact, Turn
 
+SUPERSEDE_RULE = (
+    "\nEach known fact starts with its id in brackets. When these messages show that a known "
+    "fact no longer holds (it changed, or they contradict it), return the fact that holds now "
+    'as {"fact": "...", "supersedes": "<id of the known fact>", "turns": [numbers of the '
+    "messages that show it]}; never name a known fact without the messages that show it."
+)
+"""How the calibrate prompt asks for supersessions (only when known facts are shown)."""
+
+Claims = dict[str, tuple[str, tuple[str, ...]]]
+"""New fact text -> (the known fact id it supersedes, the episode's turn ids that show it)."""
+
 
 @dataclass(frozen=True)
 class Extracted:
-    """An episode's new facts, why extraction degraded (None when it did not) and how many
-    facts the pronoun rule rewrote or refused."""
+    """An episode's new facts, why extraction degraded (None when it did not), how many facts
+    the pronoun rule rewrote or refused, and the supersessions the new facts claim."""
 
     facts: list[str]
     degraded: str | None = None
     rewritten: int = 0
     refused: int = 0
+    claims: Claims = field(default_factory=dict)
 
 
 def extract_facts(
@@ -53,7 +67,9 @@ def extract_facts(
     ledger: Ledger | None = None,
     before: Sequence[Turn] = (),
 ) -> Extracted:
-    """New durable facts of an episode (see :class:`Extracted`).
+    """New durable facts of an episode and the supersessions claimed (see :class:`Extracted`):
+    a claim names a known fact shown to the model and cites at least one turn of the episode
+    (any other claim is dropped; its fact stays new).
 
     With known facts, one call predicts the episode from its title and those facts and a
     second extracts what the prediction missed or got wrong; without, facts are extracted
@@ -73,8 +89,9 @@ def extract_facts(
                 known=context,
                 scope_rule=rule,
                 context=context_block(before),
+                supersede_rule=SUPERSEDE_RULE if known else "",
                 lines=turn_lines(turns),
-                inputs={"turns": turns, "context": before},
+                inputs={"turns": turns, "known": list(known), "context": before},
             ),
             CalibrateOut,
             ledger=ledger,
@@ -83,13 +100,33 @@ def extract_facts(
         if not degradable(exc):
             raise
         return Extracted([], str(exc))
-    cleaned = list(dict.fromkeys(c for f in out.facts if (c := " ".join(f.split()))))
+    texts, claims = _facts_of(out, known, [t.id for t in turns])
     if config.pronoun_rule == "keep":
-        return Extracted(cleaned)
-    kept, rewritten, refused = check_pronouns(
-        cleaned, speakers, [t.speaker for t in turns], [f.content for f in known]
-    )
-    return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused)
+        return Extracted(texts, claims=claims)
+    return _named(texts, claims, speakers, [t.speaker for t in turns], known)
+
+
+def _named(
+    texts: Sequence[str],
+    claims: Claims,
+    speakers: Sequence[str],
+    episode_speakers: Sequence[str],
+    known: Sequence[SemanticFact],
+) -> Extracted:
+    """The facts that name their subject (:func:`~qemem.build.factcheck.check_pronouns`, one
+    by one so that a rewritten fact keeps its claim; a refused one's claim goes)."""
+    kept: list[str] = []
+    kept_claims: Claims = {}
+    rewritten = refused = 0
+    for text in texts:
+        named, fixed, dropped = check_pronouns(
+            [text], speakers, episode_speakers, [f.content for f in known]
+        )
+        rewritten, refused = rewritten + fixed, refused + dropped
+        if named and text in claims:
+            kept_claims.setdefault(named[0], claims[text])
+        kept += named
+    return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused, kept_claims)
 
 
 def _known_context(
@@ -106,13 +143,13 @@ def _known_context(
     if not known:
         return "Nothing is known about these people yet.", "these messages state"
     here = [s for s in speakers if any(t.speaker == s for t in turns)]
-    facts_block = known_block(known, here if config.mark_speakers else ())
+    marked = here if config.mark_speakers else ()
     predicted = llm.structured(
         request(
             "predict",
             speakers,
             config.predict_max_tokens,
-            facts=facts_block,
+            facts=known_block(known, marked),
             title=episode.title,
             session_date=session_date(episode.timestamp),
         ),
@@ -120,20 +157,25 @@ def _known_context(
         ledger=ledger,
     ).value.prediction
     prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
-    return calibrate_context(facts_block, prediction, config.calibrate_rule)
+    labelled = known_block(known, marked, ids=True)
+    return calibrate_context(labelled, prediction, config.calibrate_rule)
 
 
-def known_block(known: Sequence[SemanticFact], speakers: Sequence[str]) -> str:
-    """The known facts as prompt lines ``- fact``; with ``speakers`` (the people speaking in
-    the episode), a fact naming one of them is marked ``- [Name] fact`` under a line saying
-    what the mark means."""
-    if not speakers:
-        return "\n".join(f"- {f.content}" for f in known)
+def known_block(
+    known: Sequence[SemanticFact], speakers: Sequence[str], *, ids: bool = False
+) -> str:
+    """The known facts as prompt lines ``- fact`` (``- [S3] fact`` with ``ids``); with
+    ``speakers`` (the people speaking in the episode), a fact naming one of them ends in
+    ``(about Name)``, under a line saying what the mark means."""
     lines = []
     for fact in known:
+        label = f"[{fact.id}] " if ids else ""
         named = [s for s in speakers if _names(fact.content, s)]
-        lines.append(f"- [{', '.join(named)}] {fact.content}" if named else f"- {fact.content}")
-    legend = f"(A fact marked [Name] is about {_who(speakers)}, speaking in this episode.)"
+        mark = f" (about {', '.join(named)})" if named else ""
+        lines.append(f"- {label}{fact.content}{mark}")
+    if not speakers:
+        return "\n".join(lines)
+    legend = f"(A fact ending in (about Name) is about {_who(speakers)}, speaking in this episode.)"
     return "\n".join([legend, *lines])
 
 
@@ -143,6 +185,25 @@ def _names(text: str, speaker: str) -> bool:
 
 def _who(speakers: Sequence[str]) -> str:
     return speakers[0] if len(speakers) == 1 else ", ".join(speakers[:-1]) + " or " + speakers[-1]
+
+
+def _facts_of(
+    out: CalibrateOut, known: Sequence[SemanticFact], turn_ids: Sequence[str]
+) -> tuple[list[str], Claims]:
+    """The cleaned new facts of a calibrate answer and their valid supersession claims."""
+    shown = {f.id for f in known}
+    texts: list[str] = []
+    claims: Claims = {}
+    for item in out.facts:
+        text = " ".join((item if isinstance(item, str) else item.fact).split())
+        if not text:
+            continue
+        texts.append(text)
+        if isinstance(item, NewFact) and item.supersedes in shown and text not in claims:
+            cited = cited_turns(item.turns, turn_ids)
+            if cited:
+                claims[text] = (str(item.supersedes), cited)
+    return list(dict.fromkeys(texts)), claims
 
 
 def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:

@@ -20,14 +20,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 
 from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
 from qemem.build.episodes import write_episode
 from qemem.build.factpool import FactPool, episode_number
-from qemem.build.facts import Extracted, extract_facts
+from qemem.build.facts import Claims, Extracted, extract_facts
 from qemem.build.origin import (
     SEGMENTS_KEY,
     Origin,
@@ -41,7 +41,7 @@ from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, Turn, search_text
+from qemem.models import Episode, Supersession, Turn, search_text
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -367,14 +367,20 @@ class _Run:
                 f"{episode.id}: {r}" for r in reasons if not r.startswith("segmentation")
             ]
             with CPU:
-                self._commit(episode, extracted.facts, Origin(self.builder, tuple(reasons)))
+                self._commit(
+                    episode,
+                    extracted.facts,
+                    Origin(self.builder, tuple(reasons)),
+                    extracted.claims,
+                )
             done += len(group)
             if progress:
                 progress(done, total)
             fill()
 
-    def _commit(self, episode: Episode, texts: list[str], origin: Origin) -> None:
-        """Store ``episode``, its merged facts and its origin in one transaction."""
+    def _commit(self, episode: Episode, texts: list[str], origin: Origin, claims: Claims) -> None:
+        """Store ``episode``, its merged facts, the supersessions its new facts claim (of
+        facts still current) and its origin in one transaction."""
         dim = self.facts.matrix.shape[1]
         vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
         merge = self.facts.merge(
@@ -386,6 +392,12 @@ class _Run:
             self.config.paraphrase_cosine,
             self.speakers,
         )
+        now = datetime.now(UTC)
+        replaced: list[Supersession] = []
+        for fact in merge.new:
+            old, turns = claims.get(fact.content, ("", ()))
+            if old in self.facts.rows and old not in {s.old for s in replaced}:
+                replaced.append(Supersession(old, fact.id, turns, episode.timestamp, "build", now))
         episode_vector = self.embedder.embed([search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
@@ -394,8 +406,12 @@ class _Run:
                 store.put_facts(scope, merge.new, merge.new_vectors, embedder)
             if merge.changed:
                 store.put_facts(scope, merge.changed, merge.changed_vectors, embedder)
+            if replaced:
+                store.put_supersessions(scope, replaced)
             record_origin(store, scope, episode.id, origin)
+        self.facts.retire([s.old for s in replaced])
         self.next_fact += len(merge.new)
+        self.report.facts_superseded += len(replaced)
         self.report.episodes += 1
         self.report.facts_added += len(merge.new)
         self.report.facts_merged += merge.merged

@@ -33,10 +33,20 @@ class PredictOut(pydantic.BaseModel):
     prediction: list[str]
 
 
-class CalibrateOut(pydantic.BaseModel):
-    """New durable facts extracted from an episode."""
+class NewFact(pydantic.BaseModel):
+    """A new fact that replaces a known one: ``supersedes`` names the known fact, ``turns``
+    the numbers of the messages that show it changed."""
 
-    facts: list[str]
+    fact: str
+    supersedes: str | None = None
+    turns: list[int | str] = pydantic.Field(default_factory=list)
+
+
+class CalibrateOut(pydantic.BaseModel):
+    """New durable facts extracted from an episode (a plain string, or a ``NewFact`` for one
+    that updates or contradicts a known fact)."""
+
+    facts: list[str | NewFact]
 
 
 def turn_lines(turns: Sequence[Turn]) -> str:

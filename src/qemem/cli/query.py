@@ -57,6 +57,7 @@ class AskMode(StrEnum):
     direct = "direct"
     retrieval = "retrieval"
     matched = "matched"
+    nemori_baseline = "nemori-baseline"
 
 
 class CalibrateChoice(StrEnum):
@@ -108,7 +109,8 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged), {len(r.fallbacks)} segmentation fallbacks, "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact), "
+            f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
     console.print(table)
@@ -229,6 +231,14 @@ def ask(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    no_plan: Annotated[
+        bool,
+        typer.Option(
+            "--no-plan",
+            help="Skip the planner: the question alone as the query set, rule-derived "
+            "aggregate/temporal flags (the planning ablation).",
+        ),
+    ] = False,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -245,7 +255,8 @@ def ask(
     """Answer a question with verified evidence cards and cited turns."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     config = AskConfig(
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        plan=not no_plan,
     )
     with memory:
         answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -27,6 +28,7 @@ from qemem.models import (
     Ref,
     SemanticFact,
     Space,
+    Supersession,
     Turn,
     check_text,
 )
@@ -104,6 +106,26 @@ class Appended:
     sessions_added: int = 0
 
 
+MAX_FACT_CHARS = 2000
+"""Longer corrected facts are refused."""
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What forgetting a message or a fact removed: the messages deleted or redacted, the
+    episodes citing them, the facts removed (left without provenance, or deleted), the facts
+    that lost an episode but stay (``unlinked``), and the supersessions that went (by the id
+    of the fact they replaced, which is current again)."""
+
+    conversation: str
+    deleted: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
+    episodes: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    unlinked: list[str] = field(default_factory=list)
+    supersessions: list[str] = field(default_factory=list)
+
+
 @runtime_checkable
 class MemoryAPI(Protocol):
     """What an agent can do with a memory, whether it is embedded or behind ``qemem serve``.
@@ -148,6 +170,45 @@ class MemoryAPI(Protocol):
 
     def delete(self, conversation: str) -> bool:
         """Delete a conversation and all derived from it; False if it was absent."""
+        ...
+
+    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
+        """The conversation's episodes in order (only those of ``ids``)."""
+        ...
+
+    def facts(
+        self,
+        conversation: str,
+        ids: Sequence[str] | None = None,
+        *,
+        as_of: date | datetime | str | None = None,
+        include_superseded: bool = False,
+    ) -> list[SemanticFact]:
+        """The current facts (those known ``as_of`` a date; the superseded ones too with
+        ``include_superseded``); with ``ids`` exactly those."""
+        ...
+
+    def supersessions(self, conversation: str) -> list[Supersession]:
+        """Which facts replace which, with the turns that show it."""
+        ...
+
+    def delete_message(self, conversation: str, message: str) -> Forgotten:
+        """Delete one message and the episodes and facts derived only from it."""
+        ...
+
+    def redact_message(self, conversation: str, message: str) -> Forgotten:
+        """Replace one message's text by a marker (id and place kept), removing what was
+        derived from it."""
+        ...
+
+    def delete_fact(self, conversation: str, fact: str) -> Forgotten:
+        """Delete one fact (a fact it replaced is current again)."""
+        ...
+
+    def correct_fact(
+        self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
+    ) -> Supersession:
+        """Replace a current fact by ``content`` (a manual supersession citing ``turns``)."""
         ...
 
     def search(
@@ -213,8 +274,11 @@ class MemoryAPI(Protocol):
         """A background job of the namespace (NotFoundError if there is none)."""
         ...
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """The namespace's background jobs (of ``status``, when given), newest first."""
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """The namespace's ``limit`` (1 to 500) newest background jobs (of ``status``, when
+        given), newest first; ``before``: the last job id of the previous page."""
         ...
 
     def cancel_job(self, job_id: str) -> Job:

@@ -7,17 +7,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
 
-from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError
-from qemem.ingest.additions import find_additions
+from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError, QememError
+from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
-from qemem.models import Conversation, ConversationInput, Turn, TurnInput
+from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
@@ -47,14 +47,15 @@ def append_messages(
     ]
     if not records:
         return Appended()
-    [conv] = parse_generic(records, "<messages>")
+    parse_generic(records, "<messages>")  # refuse a bad batch before anything else
     digest = _fingerprint(scope.conversation, records)
+    vectors = _embed_ahead(store, scope, records, embed)
     with store.transaction():
         if key is not None:
             replayed = _replay(store, scope.namespace, key, digest, retention)
             if replayed is not None:
                 return replayed
-        done = _append(store, scope, conv, records, embed, embedder)
+        done = _append(store, scope, records, _reusing(vectors, embed), embedder)
         if key is not None:
             response = json.dumps(asdict(done))
             store.record_response(scope.namespace, key, digest, response, retention)
@@ -86,26 +87,87 @@ def _replay(
     return Appended(list(data["ids"]), int(data["turns_added"]), int(data["sessions_added"]))
 
 
+@dataclass
+class _Plan:
+    """What appending a batch would store, planned from the turns it concerns."""
+
+    conv: ConversationInput
+    stored: list[Turn]
+    counts: list[tuple[str, int]]
+    additions: Additions
+
+
+def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]) -> _Plan:
+    """Plan the batch against the stored turns it concerns only: its sessions' turns and the
+    turns under its message ids (not the whole conversation), so the cost of an append does
+    not grow with the conversation. New ids are checked against every stored turn."""
+    [conv] = parse_generic(records, "<messages>")
+    existing = stored_conversation(store, scope)
+    stored: list[Turn] = []
+    if existing is not None:
+        keys = {s.key for s in conv.sessions}
+        sessions = [s.index for s in existing.sessions if s.key in keys]
+        ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
+        stored = store.turns_of(scope, sessions=sessions, ids=ids)
+    counts = after_stored_turns(conv, existing, stored)
+    additions = find_additions(conv, existing, stored, "<messages>")
+    if existing is not None and additions.turns:
+        taken = store.turns_of(scope, ids=[t.id for t in additions.turns])
+        if taken:
+            raise InputError(
+                f"turn id {taken[0].id!r} is already used in this conversation",
+                file="<messages>",
+                field="id",
+            )
+    return _Plan(conv, stored, counts, additions)
+
+
+def _embed_ahead(
+    store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: Embed
+) -> dict[str, np.ndarray]:
+    """Vectors of the turns the batch would add, by search text, embedded before the write
+    transaction so that no writer waits for the embedder. Planned from an unlocked read: what
+    another writer changes meanwhile is planned again inside the transaction (a turn not
+    embedded here is embedded there), and a batch this read would refuse is refused there."""
+    try:
+        turns = _plan(store, scope, records).additions.turns
+    except QememError:
+        return {}
+    return {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)} if turns else {}
+
+
+def _reusing(ahead: Mapping[str, np.ndarray], embed: Embed) -> Embed:
+    """``embed`` that takes the vectors embedded ahead and embeds only the other turns."""
+
+    def vectors(turns: Sequence[Turn]) -> np.ndarray:
+        missing = [t for t in turns if search_text(t) not in ahead]
+        if not turns or len(missing) == len(turns):
+            return embed(turns)
+        fresh = dict(zip(map(search_text, missing), embed(missing), strict=True)) if missing else {}
+        return np.stack(
+            [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
+        )
+
+    return vectors
+
+
 def _append(
     store: MemoryStore,
     scope: Scope,
-    conv: ConversationInput,
     records: Sequence[Mapping[str, Any]],
     embed: Embed,
     embedder: str,
 ) -> Appended:
-    """Store what is new of ``conv`` (inside the caller's transaction)."""
-    existing = stored_conversation(store, scope)
-    stored = store.turns(scope) if existing else []
-    fresh_counts = after_stored_turns(conv, existing, stored)
-    additions = find_additions(conv, existing, stored, "<messages>")
+    """Store what is new of the batch (inside the caller's transaction)."""
+    plan = _plan(store, scope, records)
+    additions = plan.additions
     vectors = embed(additions.turns)
     store.put_conversation(scope, additions.conversation.speakers)
     if additions.sessions:
         store.add_sessions(scope, additions.sessions)
     if additions.turns:
         store.add_turns(scope, additions.turns, vectors, embedder)
-    ids = message_ids(records, {t.id for t in stored}, additions.turns, fresh_counts)
+    ids = message_ids(records, {t.id for t in plan.stored}, additions.turns, plan.counts)
     return Appended(ids, len(additions.turns), len(additions.sessions))
 
 
@@ -124,8 +186,8 @@ def after_stored_turns(
     stored yet (a stored session keeps its stored date); returns (session key, new messages)
     per session, in input order.
 
-    A message whose id is stored with the same speaker and text is a retry and is dropped; with
-    other content it raises ``ConflictError``.
+    A message whose id is stored with the same speaker and text (or redacted) is a retry and is
+    dropped; with other content it raises ``ConflictError``.
     """
     by_id = {t.id: t for t in stored}
     keys = {s.key: s.index for s in existing.sessions} if existing else {}
@@ -139,7 +201,7 @@ def after_stored_turns(
             old = by_id.get(message.id or "")
             if old is None:
                 fresh.append(message)
-            elif (old.speaker, old.text) != (message.speaker, message.text):
+            elif old.speaker != message.speaker or old.text not in (message.text, REDACTED):
                 raise ConflictError(
                     f"message {message.id!r} conflicts with the stored turn "
                     f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "

@@ -46,6 +46,7 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
+from qemem.memory.editing import MemoryEdits
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
@@ -74,7 +75,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryJobs, MemoryAPI):
+class Memory(MemoryEdits, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -212,6 +213,7 @@ class Memory(MemoryJobs, MemoryAPI):
             self.embed_documents,
             self.embedder.id,
             progress,
+            lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
         )
 
     def add_messages(
@@ -256,12 +258,6 @@ class Memory(MemoryJobs, MemoryAPI):
 
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)
-
-    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
-        return self.store.episodes(self.scope(conversation), ids)
-
-    def facts(self, conversation: str, ids: Sequence[str] | None = None) -> list[SemanticFact]:
-        return self.store.facts(self.scope(conversation), ids)
 
     def records(
         self, conversation: str, space: Space, ids: Sequence[str]
@@ -369,7 +365,7 @@ class Memory(MemoryJobs, MemoryAPI):
 
     # ------------------------------------------------------------------ memory files
     def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
-        """Add the episodes and facts of a ``qemem-memory/1`` file (see :mod:`qemem.memory_file`)
+        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
         to its conversation, embedded with this store's embedder.
 
         The conversation's turns must be stored already; every record is checked (turn ids,
@@ -387,8 +383,8 @@ class Memory(MemoryJobs, MemoryAPI):
         )
 
     def export_memory(self, conversation: str) -> MemoryFile:
-        """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;
-        the note of the file it was imported from, if any)."""
+        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
+        (store order; the note of the file it was imported from, if any)."""
         return export_memory_file(self.store, self.scope(conversation), conversation)
 
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
@@ -466,10 +462,10 @@ class Memory(MemoryJobs, MemoryAPI):
 
         Modes: ``retrieval`` (no LLM: the pool and its resolved times), ``direct`` (plan,
         retrieve, answer from the pool), ``no-refine`` (one round of evidence cards),
-        ``full`` (cards with sufficiency-guided refinement) and ``matched`` (the baseline: as
-        many turns as the query-guided pool exposes, from plain question-only hybrid search,
-        answered with the ``direct`` prompt). Budgets per space and in tokens are set through
-        ``config.retrieval``.
+        ``full`` (cards with sufficiency-guided refinement), ``matched`` (as many turns as the
+        guided pool exposes, from plain question-only hybrid search, ``direct`` prompt) and
+        ``nemori-baseline`` (NEMORI's recipe: dense top-10 episodes, top-20 facts, one call).
+        Budgets per space and in tokens are set through ``config.retrieval``.
         """
         check_query(question)
         self._check_embedder()

@@ -2,13 +2,17 @@
 
 Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
 answer with cited, verified evidence), ``check`` (a statement's claims against the
-conversation), ``list_conversations`` and ``forget``.
+conversation), ``list_conversations``, ``forget`` (a conversation), ``facts``,
+``forget_message``, ``forget_fact`` and ``correct_fact``. ``running_jobs`` runs the store's
+build jobs beside the server (``qemem mcp --auto-build``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -20,8 +24,11 @@ from qemem.answer.wire import check_to_json
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
 from qemem.memory.api import MAX_CONTEXT_BUDGET
+from qemem.memory.jobs import check_auto_build
+from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
 from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
 from qemem.service.schemas import MAX_K, MessageIn
+from qemem.service.state import Tenants
 
 T = TypeVar("T")
 
@@ -83,7 +90,28 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     _add_message_tools(server, memory, guard)
     _add_answer_tool(server, memory, guard)
     _add_conversation_tools(server, memory, guard)
+    _add_edit_tools(server, memory, guard)
     return server
+
+
+@contextmanager
+def running_jobs(
+    memory: Memory, auto_build: float | None, *, lease_s: float = DEFAULT_LEASE_S
+) -> Iterator[JobWorker | None]:
+    """With ``auto_build`` (seconds): ``memory`` schedules a build of each conversation that
+    ``remember`` appends to (a ConfigError without an LLM), and a job worker runs the store's
+    jobs, of every namespace, as ``qemem serve`` does, until the block ends (its running jobs
+    are then queued again). Without it, nothing runs: yields None."""
+    if auto_build is None:
+        yield None
+        return
+    memory.auto_build = check_auto_build(auto_build, lambda: memory.llm)
+    worker = JobWorker(memory, Tenants(memory, memory.job_attempts).memory, lease_s=lease_s)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 class _Guard:
@@ -97,7 +125,9 @@ class _Guard:
     def __call__(self, fn: Callable[[], T], writes: bool = False) -> T:
         try:
             if writes and self.read_only:
-                raise AuthError("this API key is read-only: remember and forget are refused")
+                raise AuthError(
+                    "this API key is read-only: remember, forget and corrections are refused"
+                )
             return fn()
         except QememError as exc:
             message = str(exc)
@@ -225,6 +255,51 @@ def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> N
     )
     def forget(conversation: str) -> dict[str, Any]:
         return {"deleted": run(lambda: memory.delete(conversation), writes=True)}
+
+
+def _add_edit_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``facts`` (what is known, now or on a date), ``forget_message``, ``forget_fact`` and
+    ``correct_fact``."""
+
+    @server.tool(
+        description="List what is known about the people of a conversation: its current "
+        "facts (a fact a later message updated is left out), or with as_of (an ISO date) "
+        "those known on that date. Each fact has its id and the episodes it came from."
+    )
+    def facts(conversation: str, as_of: str | None = None) -> dict[str, Any]:
+        found = run(lambda: memory.facts(conversation, as_of=as_of))
+        return {"facts": [_record(f) for f in found]}
+
+    @server.tool(
+        description="Forget one message of a conversation: with redact=false (default) it is "
+        "deleted; with redact=true its text is replaced by a marker and its place kept. The "
+        "episodes and facts derived from it go too. Only when the user asks; it cannot be "
+        "undone."
+    )
+    def forget_message(conversation: str, message: str, redact: bool = False) -> dict[str, Any]:
+        forget = memory.redact_message if redact else memory.delete_message
+        return dataclasses.asdict(run(lambda: forget(conversation, message), writes=True))
+
+    @server.tool(
+        description="Forget one fact of a conversation (by its id, from the facts tool). Only "
+        "when the user says it is wrong or asks to forget it."
+    )
+    def forget_fact(conversation: str, fact: str) -> dict[str, Any]:
+        return dataclasses.asdict(run(lambda: memory.delete_fact(conversation, fact), writes=True))
+
+    @server.tool(
+        description="Correct one fact of a conversation when the user says it is wrong: the "
+        "fact (by id) is replaced by the corrected text, written with names, no pronouns; "
+        "turns may cite the ids of the messages that show it. Returns the new fact's id."
+    )
+    def correct_fact(
+        conversation: str, fact: str, content: str, turns: list[str] | None = None
+    ) -> dict[str, Any]:
+        done = run(
+            lambda: memory.correct_fact(conversation, fact, content, turns=turns or ()),
+            writes=True,
+        )
+        return {"old": done.old, "new": done.new, "turns": list(done.turn_ids)}
 
 
 def _conversation(conversation: Conversation) -> dict[str, Any]:

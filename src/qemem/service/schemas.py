@@ -117,5 +117,10 @@ class CheckIn(BaseModel):
     text: str = Field(description="the answer or statement whose claims to check")
 
 
+class CorrectIn(BaseModel):
+    content: str = Field(description="the fact as it should read (names, no pronouns)")
+    turns: list[str] = Field(default_factory=list, description="turn ids that show it")
+
+
 class Health(BaseModel):
     status: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,7 +19,16 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn, check_text
+from qemem.models import (
+    Conversation,
+    Episode,
+    SemanticFact,
+    Session,
+    Space,
+    Supersession,
+    Turn,
+    check_text,
+)
 
 Ranked = list[tuple[str, float]]
 V = TypeVar("V")
@@ -57,6 +66,18 @@ class IndexRows:
     matrix: np.ndarray
 
 
+@dataclass(frozen=True)
+class TurnRemoval:
+    """What forgetting a turn removed from the store: the episodes citing it, the facts left
+    without provenance, the facts that lost an episode but stay, and the supersessions that
+    lost their last cited turn (or one of their facts), by the id of the fact they replaced."""
+
+    episodes: tuple[str, ...]
+    facts: tuple[str, ...]
+    unlinked: tuple[str, ...]
+    supersessions: tuple[str, ...]
+
+
 class MemoryStore(Protocol):
     """Persistence and search of the three memory spaces of each conversation."""
 
@@ -92,6 +113,14 @@ class MemoryStore(Protocol):
         """Turns in conversation order (session, then position); only ``ids`` if given."""
         ...
 
+    def turns_of(
+        self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
+    ) -> list[Turn]:
+        """The turns of ``sessions`` and those of ``ids`` (wherever they are), in conversation
+        order, reading only those rows (an append's check must not read the whole
+        conversation); NotFoundError when the conversation is absent."""
+        ...
+
     def add_episodes(
         self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str
     ) -> None: ...
@@ -108,6 +137,27 @@ class MemoryStore(Protocol):
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
         """Remove episodes (links, vectors) and the facts no remaining episode supports."""
+        ...
+
+    # single-record edits (see qemem.store.edits)
+    def supersessions(self, scope: Scope) -> list[Supersession]:
+        """The scope's supersessions of facts, in the order of the facts they replace."""
+        ...
+
+    def put_supersessions(self, scope: Scope, items: Sequence[Supersession]) -> None: ...
+
+    def delete_facts(self, scope: Scope, ids: Sequence[str]) -> None:
+        """Delete facts with their links, vectors and supersessions."""
+        ...
+
+    def forget_turn(
+        self,
+        scope: Scope,
+        turn_id: str,
+        redacted: tuple[Turn, np.ndarray, str] | None = None,
+    ) -> TurnRemoval:
+        """Delete a turn, or redact it (``redacted``: the new turn, its vector, the embedder),
+        with the episodes citing it and the facts left without provenance; one transaction."""
         ...
 
     # what search indexes are built from

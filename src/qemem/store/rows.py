@@ -4,6 +4,8 @@ builder per table (BM25 tokens are stored space-separated, times as ISO 8601 tex
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
 from qemem.models import Episode, SemanticFact, Session, Space, Turn, search_text
 from qemem.tokens import tokenize
@@ -11,12 +13,12 @@ from qemem.tokens import tokenize
 Row = tuple[object, ...]
 
 TABLES: dict[Space, str] = {"turn": "turns", "episode": "episodes", "fact": "facts"}
+"""The table of each space's records."""
 FIRST_TURN = (
     "COALESCE((SELECT min(t.position) FROM episode_turns l JOIN turns t ON t.conv = l.conv "
     "AND t.id = l.turn WHERE l.conv = r.conv AND l.episode = r.id), 0)"
 )
 """The position of the first turn of episode ``r`` (episodes are ordered by it, per session)."""
-"""The table of each space's records."""
 
 SESSION_COLUMNS = ("conv", "idx", "key", "date_time")
 TURN_COLUMNS = ("conv", "id", "session", "position", "speaker", "text", "timestamp", "tokens")
@@ -32,6 +34,23 @@ LINK_COLUMNS = {
 def session_row(pk: int, s: Session) -> Row:
     """A ``sessions`` row (``SESSION_COLUMNS``); a session without a key is keyed by index."""
     return (pk, s.index, s.key or str(s.index), s.date_time.isoformat())
+
+
+TURN_SELECT = "SELECT id, session, position, speaker, text, timestamp FROM turns"
+"""The columns a :class:`~qemem.models.Turn` is read from (:func:`turn_of`)."""
+IN_CHUNK = 500
+"""The most values one ``IN (...)`` list holds (SQLite allows 32,766 parameters)."""
+
+
+def turn_of(conversation: str, row: tuple[Any, ...]) -> Turn:
+    """The turn of a ``TURN_SELECT`` row of ``conversation``."""
+    rid, session, position, speaker, text, stamp = row
+    return Turn(rid, conversation, session, position, speaker, text, datetime.fromisoformat(stamp))
+
+
+def turn_order(turn: Turn) -> tuple[int, int]:
+    """Conversation order: session, then position in it."""
+    return turn.session, turn.position
 
 
 def turn_row(pk: int, t: Turn) -> Row:

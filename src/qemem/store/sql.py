@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
@@ -30,31 +30,32 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
+from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
 from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
     FIRST_TURN,
+    IN_CHUNK,
     LINK_COLUMNS,
     SESSION_COLUMNS,
     TABLES,
     TURN_COLUMNS,
+    TURN_SELECT,
     episode_row,
     fact_row,
     link_rows,
     session_row,
+    turn_of,
+    turn_order,
     turn_row,
 )
 
 T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
-_ORPHANS = (
-    "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
-    "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)"
-)
 
 
-class SQLStore(ABC):
+class SQLStore(SQLEdits, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -269,15 +270,21 @@ class SQLStore(ABC):
         )
 
     def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
-        rows = self._query(
-            "SELECT id, session, position, speaker, text, timestamp FROM turns WHERE conv = ? "
-            "ORDER BY session, position",
-            (pk,),
-        )
-        return [
-            Turn(rid, scope.conversation, session, pos, speaker, text, datetime.fromisoformat(ts))
-            for rid, session, pos, speaker, text, ts in rows
-        ]
+        rows = self._query(f"{TURN_SELECT} WHERE conv = ? ORDER BY session, position", (pk,))
+        return [turn_of(scope.conversation, row) for row in rows]
+
+    def turns_of(
+        self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
+    ) -> list[Turn]:
+        pk, _ = self._row(scope)
+        rows: dict[str, tuple[Any, ...]] = {}
+        for column, values in (("session", sorted(set(sessions))), ("id", sorted(set(ids)))):
+            for start in range(0, len(values), IN_CHUNK):
+                chunk = values[start : start + IN_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                sql = f"{TURN_SELECT} WHERE conv = ? AND {column} IN ({marks})"
+                rows.update((row[0], row) for row in self._query(sql, (pk, *chunk)))
+        return sorted((turn_of(scope.conversation, row) for row in rows.values()), key=turn_order)
 
     def add_episodes(
         self, scope: Scope, episodes: Sequence[Episode], vectors: np.ndarray, embedder: str
@@ -359,11 +366,7 @@ class SQLStore(ABC):
                 "DELETE FROM vectors WHERE conv = ? AND space = 'episode' AND id = ?",
                 [(pk, i) for i in ids],
             )
-            self._exec(
-                f"DELETE FROM vectors WHERE conv = ? AND space = 'fact' AND id IN ({_ORPHANS})",
-                (pk, pk),
-            )
-            self._exec(f"DELETE FROM facts WHERE conv = ? AND id IN ({_ORPHANS})", (pk, pk))
+            drop_facts(self, pk, [r[0] for r in self._query(ORPHANS, (pk, pk))])
 
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
         return select_records(
@@ -387,9 +390,11 @@ class SQLStore(ABC):
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
         position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
+        current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
         rows = self._query(
             f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
-            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?",
+            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
+            + current,
             (space, pk),
             binary=True,
         )

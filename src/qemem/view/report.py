@@ -39,6 +39,11 @@ DIAGNOSES = {
 }
 
 
+#: stages that measure the method rather than belong to it: the judge and the round-0 answer
+#: of the refinement analysis (``qemem.answer.ROUND0_STAGE``)
+ANALYSIS_STAGES = ("judge", "answer_round0")
+
+
 def correctness(record: Record) -> str:
     """``correct`` (judge score >= 0.5), ``wrong``, or ``unjudged``."""
     score = record.get("score")
@@ -64,8 +69,9 @@ def diagnosis(record: Record) -> str:
 
 
 def method_cost(record: Record) -> tuple[int, float | None]:
-    """LLM calls and nominal USD of answering (the judge left out; USD None when unpriced)."""
-    stages = [t for stage, t in record.get("llm", {}).items() if stage != "judge"]
+    """LLM calls and nominal USD of answering (the judge and the round-0 answer of the
+    refinement analysis left out; USD None when unpriced)."""
+    stages = [t for stage, t in record.get("llm", {}).items() if stage not in ANALYSIS_STAGES]
     costs = [t.get("cost_usd") for t in stages]
     usd = None if any(c is None for c in costs) else sum(float(c) for c in costs)
     return sum(int(t.get("calls", 0)) for t in stages), usd
