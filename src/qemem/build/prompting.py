@@ -57,6 +57,23 @@ def turn_lines(turns: Sequence[Turn]) -> str:
     )
 
 
+def context_block(turns: Sequence[Turn]) -> str:
+    """The messages just before an episode, as prompts show them: a paragraph saying they are
+    context only, then one ``(before) Speaker (date): text`` line each; "" when there are
+    none."""
+    if not turns:
+        return ""
+    lines = "\n".join(
+        f"(before) {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
+        for t in turns
+    )
+    return (
+        "The messages just before this episode, for context only: use them to understand who "
+        "and what the episode's messages refer to, but do not summarise them and take nothing "
+        f"from them that the episode's messages do not say.\n{lines}\n\n"
+    )
+
+
 def speakers_of(speakers: Sequence[str]) -> str:
     """Speaker names as prose: ``A and B``, ``A, B and C``."""
     names = [as_data(s) for s in speakers] or ["the participants"]
