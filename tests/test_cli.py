@@ -235,6 +235,7 @@ def test_facts_as_of_and_the_single_record_edits(tmp_path: Path, sample_path: Pa
     invoke("ingest", str(sample_path), "--store", store, "--quiet")
     built = invoke("build", "--store", store, "-c", "demo-1", "--llm", "fake")
     assert "0 superseding a known fact" in built
+    assert "pronoun rule: 0 named, 0 refused" in built and "greeting/closing runs merged" in built
 
     def facts(*extra: str) -> list[dict[str, object]]:
         out = invoke("facts", "--store", store, "-c", "demo-1", "--json", *extra)
