@@ -318,3 +318,17 @@ def test_round0_answers_are_not_the_method_cost() -> None:
     assert with_round0["by_stage"]["answer_round0"]["cost_share"] is None
     assert ROUND0_STAGE in ANALYSIS_STAGES
     assert method_cost(records[0]) == method_cost(RECORDS[0])
+
+
+def test_the_run_page_shows_coverage_its_milestone_and_the_planning_setting(
+    tmp_path: Path,
+) -> None:
+    summary = write_report(tmp_path, RECORDS, MANIFEST, plots=False)
+    assert summary["coverage"]["coverage"]
+    html = (tmp_path / "report.html").read_text("utf-8")
+    assert "Initial-pool coverage (planning on)" in html
+    assert "80% complete-evidence coverage:" in html and "within 20 turns" in html
+    off = tmp_path / "no-plan"
+    off.mkdir()
+    write_report(off, RECORDS, {**MANIFEST, "planning": False}, plots=False)
+    assert "planning off: --no-plan" in (off / "report.html").read_text("utf-8")
