@@ -3,8 +3,8 @@ conversations are added: ``tests/fixtures/single_conversation.json`` holds the S
 output's JSON text: recorded at commit b70be59 (main just before those features were merged;
 the merged code gave the same digests), then re-recorded on purpose when the default budgets
 became 40 / 2 / 4 and the build gained its fact and episode rules; ``test_ask_across``
-compares. A change that moves these outputs on purpose re-records them with this module. To see a difference, write :func:`single_outputs` with both
-versions of the code and diff them."""
+compares. A change that moves these outputs on purpose re-records them with this module; to
+see a difference, write :func:`single_outputs` with both versions of the code and diff them."""
 
 from __future__ import annotations
 
