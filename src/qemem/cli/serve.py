@@ -116,7 +116,7 @@ def serve(
     """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key. Every
     process (``--workers``, replicas on one PostgreSQL) runs the store's background jobs."""
     _server_extra()
-    import uvicorn
+    from qemem.service.listen import serve_app
 
     if not idempotency_hours > 0:
         raise ConfigError(
@@ -137,9 +137,7 @@ def serve(
             os.environ[name] = value
     open_key_store(store).close()  # fail here, not in each worker, when the store is bad
     with _metrics_folder(workers):
-        uvicorn.run(
-            "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
-        )
+        serve_app("qemem.service.app:app_from_env", host=host, port=port, workers=workers)
 
 
 @contextmanager
