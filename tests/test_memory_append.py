@@ -153,3 +153,36 @@ def test_a_new_id_taken_in_another_session_is_refused(empty_memory: Memory) -> N
     with pytest.raises(InputError, match="'D2:1' is already used"):
         empty_memory.add_messages("c1", [_in_s2("a first message of session 2")])
     assert [t.id for t in empty_memory.turns("c1")] == ["m1", "m2", "D2:1"]
+
+
+def test_concurrent_appends_of_two_writers_take_turns(store_url: str) -> None:
+    """Two writers (each its own connection) append overlapping batches with ids, and
+    messages without ids, to one session at once: every message is stored exactly once and
+    no batch is refused (each append plans under the conversation's write lock)."""
+    memories = [Memory.open(store_url, embedder=HashEmbedder()) for _ in range(2)]
+    memories[0].add_messages("c2", [_in_s2("first")])
+    with_ids = [_in_s2(f"message {n}", id=f"m{n}") for n in range(12)]
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        memory = memories[n % 2]
+        try:
+            for start in (0, 4, 8):
+                memory.add_messages("c2", with_ids[start : start + 4])
+            memory.add_messages("c2", [_in_s2(f"no id from writer {n}")])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    turns = memories[0].turns("c2")
+    for memory in memories:
+        memory.close()
+    assert errors == []
+    texts = sorted(t.text for t in turns)
+    expected = ["first", *(f"message {n}" for n in range(12))]
+    assert texts == sorted([*expected, *(f"no id from writer {n}" for n in range(4))])
+    assert [t.position for t in turns] == list(range(len(turns)))

@@ -158,7 +158,9 @@ def _append(
     embed: Embed,
     embedder: str,
 ) -> Appended:
-    """Store what is new of the batch (inside the caller's transaction)."""
+    """Store what is new of the batch (inside the caller's transaction), planned under the
+    conversation's write lock so that concurrent appends take turns on every backend."""
+    store.lock_scope(scope)
     plan = _plan(store, scope, records)
     additions = plan.additions
     vectors = embed(additions.turns)

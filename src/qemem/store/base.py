@@ -113,6 +113,12 @@ class MemoryStore(Protocol):
         """Turns in conversation order (session, then position); only ``ids`` if given."""
         ...
 
+    def lock_scope(self, scope: Scope) -> None:
+        """Hold the scope's write lock until the current write transaction ends (writers of
+        one conversation take turns; a no-op where a write transaction already excludes every
+        other writer): taken before reading what a write will be planned from."""
+        ...
+
     def turns_of(
         self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
     ) -> list[Turn]:

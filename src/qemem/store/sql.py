@@ -118,11 +118,14 @@ class SQLStore(SQLEdits, ABC):
     def _pk(self, scope: Scope) -> int:
         return self._row(scope)[0]
 
+    def lock_scope(self, scope: Scope) -> None:
+        if self.dialect.lock is not None:
+            self._exec(self.dialect.lock, (f"{scope.namespace}/{scope.conversation}",))
+
     def _locked_pk(self, scope: Scope) -> int:
         """The scope's pk, holding its write lock for the transaction (writers of one
         conversation take turns)."""
-        if self.dialect.lock is not None:
-            self._exec(self.dialect.lock, (f"{scope.namespace}/{scope.conversation}",))
+        self.lock_scope(scope)
         return self._pk(scope)
 
     def _bump(self, pk: int) -> None:
