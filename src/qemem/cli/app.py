@@ -367,13 +367,14 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import memory_io, query, serve
+    from qemem.cli import memory_io, query, reproduce, serve
     from qemem.cli.data import data_app
     from qemem.cli.eval import eval_app
 
     query.register(app)
     memory_io.register(app)
     serve.register(app)
+    reproduce.register(app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")
     plain_flag_help(app)
