@@ -7,19 +7,24 @@ import io
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Protocol, cast
 
-import click
 import typer
 from rich.table import Table
 
 from qemem.cli.common import console, err_console, input_path, markup_safe, plain, print_json
 from qemem.errors import InputError, QememError
 from qemem.eval.manifest import data_sha256
-from qemem.reproduce.conditions import Conditions, load_conditions, load_pinned, save_pinned
+from qemem.reproduce.conditions import (
+    Conditions,
+    bundled_sample,
+    load_conditions,
+    load_pinned,
+    save_pinned,
+)
 from qemem.reproduce.expect import record_figures
 from qemem.reproduce.grading import format_value
-from qemem.reproduce.report import markdown_report
+from qemem.reproduce.report import markdown_report, readme_blocks, render_readme
 from qemem.reproduce.runner import (
     Completed,
     ConditionResult,
@@ -32,26 +37,34 @@ from qemem.reproduce.runner import (
 )
 
 
-def in_process(argv: list[str]) -> Completed:
-    """Run ``qemem ARGV`` on this process's typer app, capturing its output."""
-    from qemem.cli.app import app
+class _Command(Protocol):
+    def main(self, args: list[str], prog_name: str, standalone_mode: bool) -> object: ...
 
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            app(argv, prog_name="qemem", standalone_mode=False)
-        except click.exceptions.Exit as exc:
-            code = exc.exit_code
-        except click.ClickException as exc:
-            exc.show(file=err)
-            code = exc.exit_code
-        except QememError as exc:
-            err.write(f"error: {exc}\n")
-            code = 2
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-    return Completed(code, out.getvalue(), err.getvalue())
+
+def in_process(root: _Command) -> Executor:
+    """An executor running ``qemem ARGV`` on this process's command tree, capturing output."""
+
+    def execute(argv: list[str]) -> Completed:
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                root.main(argv, prog_name="qemem", standalone_mode=False)
+            except typer.Exit as exc:
+                code = exc.exit_code
+            except typer.Abort:
+                code = 1
+            except typer.TyperException as exc:  # usage errors (click's ClickException)
+                err.write(f"{exc}\n")
+                code = int(getattr(exc, "exit_code", 2))
+            except QememError as exc:
+                err.write(f"error: {exc}\n")
+                code = 2
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+        return Completed(code, out.getvalue(), err.getvalue())
+
+    return execute
 
 
 def repo_root() -> Path | None:
@@ -74,7 +87,7 @@ def work_folder(work: Path | None) -> Iterator[Path]:
 def show_list(conditions: Conditions, as_json: bool) -> None:
     """The conditions: name, data, whether a real model is needed, pending, title."""
     pinned = load_pinned(conditions.pinned_path)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in conditions.conditions.values():
         records = pinned.get(c.name, [])
         rows.append(
@@ -91,7 +104,9 @@ def show_list(conditions: Conditions, as_json: bool) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table("condition", "data", "LLM", "pinned on", "published", "title", title=str(conditions.path))
+    table = Table(
+        "condition", "data", "LLM", "pinned on", "published", "title", title=str(conditions.path)
+    )
     for r in rows:
         table.add_row(
             r["name"],
@@ -113,7 +128,9 @@ def show_results(results: list[ConditionResult], settings: Settings, commands: b
             console.print(f"  skipped: {plain(result.skipped)}")
         for run in result.runs:
             if commands or run.document is not None or run.error:
-                console.print(f"  $ {plain(run.command)}" + (f"  ({run.seconds} s)" if run.seconds else ""))
+                console.print(
+                    f"  $ {plain(run.command)}" + (f"  ({run.seconds} s)" if run.seconds else "")
+                )
             if run.info:
                 info = ", ".join(f"{k} {v}" for k, v in run.info.items())
                 console.print(f"    ran with: {plain(info)}")
@@ -129,7 +146,7 @@ def show_results(results: list[ConditionResult], settings: Settings, commands: b
                 plain(ref.replace("* ", "")),
                 plain(f.note),
             )
-        if not result.skipped:
+        if not (result.skipped or commands):
             console.print(table)
 
 
@@ -143,12 +160,25 @@ def record(conditions: Conditions, results: list[ConditionResult], settings: Set
             err_console.print(f"{c.name}: not recorded ({result.skipped or 'a run failed'})")
             continue
         llm = settings.llm_key if uses_llm(conditions, c) else None
-        pinned[c.name], diff = record_figures(pinned.get(c.name, []), c, result.figures, settings, llm)
+        pinned[c.name], diff = record_figures(
+            pinned.get(c.name, []), c, result.figures, settings, llm
+        )
         for name, old, new in diff:
             console.print(plain(f"{c.name} / {name}: {format_value(old)} -> {format_value(new)}"))
         changed += len(diff)
     save_pinned(conditions.pinned_path, pinned)
     console.print(f"recorded into {conditions.pinned_path}: {changed} figures changed")
+
+
+def update_readme(path: Path, conditions: Conditions) -> None:
+    """Rewrite the file's marked result tables from the pinned figures."""
+    text = path.read_text(encoding="utf-8")
+    blocks = readme_blocks(text)
+    new = render_readme(text, conditions, load_pinned(conditions.pinned_path))
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    state = "rewritten" if new != text else "already up to date"
+    console.print(plain(f"{path}: {len(blocks)} marked tables, {state}"))
 
 
 def select(conditions: Conditions, names: list[str], run_all: bool) -> list[str]:
@@ -165,10 +195,13 @@ def select(conditions: Conditions, names: list[str], run_all: bool) -> list[str]
 
 
 def reproduce(
+    ctx: typer.Context,
     condition: Annotated[
         list[str], typer.Option("--condition", "-c", help="Run this condition (repeatable).")
     ] = [],  # noqa: B006 (typer's list option)
-    run_all: Annotated[bool, typer.Option("--all", help="Run every condition not pending.")] = False,
+    run_all: Annotated[
+        bool, typer.Option("--all", help="Run every condition not pending.")
+    ] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the conditions and exit.")] = False,
     dry_run: Annotated[
         bool,
@@ -180,7 +213,9 @@ def reproduce(
     ] = False,
     data: Annotated[
         Path | None,
-        typer.Option("--data", "-d", help="LoCoMo file (default: the bundled sample).", callback=input_path),
+        typer.Option(
+            "--data", "-d", help="LoCoMo file (default: the bundled sample).", callback=input_path
+        ),
     ] = None,
     llm: Annotated[str, typer.Option("--llm", help="Answerer LLM spec.")] = "fake",
     judge: Annotated[str, typer.Option("--judge", help="Judge LLM spec.")] = "fake",
@@ -189,10 +224,22 @@ def reproduce(
     ] = None,
     conditions_file: Annotated[
         Path | None,
-        typer.Option("--conditions", help="Conditions file (default: qemem's own).", callback=input_path),
+        typer.Option(
+            "--conditions", help="Conditions file (default: qemem's own).", callback=input_path
+        ),
     ] = None,
     work: Annotated[
-        Path | None, typer.Option("--work", help="Keep the runs in this folder (default: a temporary one).")
+        Path | None,
+        typer.Option("--work", help="Keep the runs in this folder (default: a temporary one)."),
+    ] = None,
+    readme: Annotated[
+        Path | None,
+        typer.Option(
+            "--readme",
+            help="Regenerate this file's <!-- reproduce: ... --> tables from the pinned "
+            "figures and exit.",
+            callback=input_path,
+        ),
     ] = None,
     subprocesses: Annotated[
         bool, typer.Option("--subprocess", help="Run each command as python -m qemem.")
@@ -202,16 +249,18 @@ def reproduce(
     """Reproduce the method's figures: run the conditions file's commands, read each figure
     from their JSON output, grade pinned figures (OK / OKish / FAIL) and print published ones
     beside them. Exit status 1 when a figure fails."""
-    from qemem.cli.app import sample_path
-
     conditions = load_conditions(conditions_file)
     if list_:
         show_list(conditions, as_json)
         return
+    if readme is not None:
+        update_readme(readme, conditions)
+        return
     names = select(conditions, condition, run_all)
-    path = data or sample_path()
+    path = data or bundled_sample()
     kind = "locomo" if data is not None else "sample"
-    execute: Executor = subprocess_executor if subprocesses else in_process
+    root = cast(_Command, ctx.find_root().command)
+    execute = subprocess_executor if subprocesses else in_process(root)
     with work_folder(work) as folder:
         settings = Settings(
             data=path.resolve(),
@@ -224,8 +273,10 @@ def reproduce(
             repo=repo_root(),
         )
         err_console.print(
-            plain(f"data {settings.data} (sha256 {settings.data_sha256}), embedder "
-                  f"{settings.embedder}, LLM {llm}, judge {judge}")
+            plain(
+                f"data {settings.data} (sha256 {settings.data_sha256}), embedder "
+                f"{settings.embedder}, LLM {llm}, judge {judge}"
+            )
         )
         runner = Runner(conditions, settings, execute)
         pinned = load_pinned(conditions.pinned_path)

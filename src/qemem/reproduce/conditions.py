@@ -31,7 +31,9 @@ class Run:
     def needs(self) -> list[str]:
         """The runs whose output folder this one's command or output names (``{out:NAME}``)."""
         text = f"{self.command} {self.output}"
-        return [m.group(2) for m in PLACEHOLDER.finditer(text) if m.group(1) == "out" and m.group(2)]
+        return [
+            m.group(2) for m in PLACEHOLDER.finditer(text) if m.group(1) == "out" and m.group(2)
+        ]
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,11 @@ class Conditions:
 def default_path() -> Path:
     """The conditions file shipped with the package."""
     return Path(str(resources.files("qemem").joinpath("reproduce/conditions.yaml")))
+
+
+def bundled_sample() -> Path:
+    """The sample conversation shipped with the package (what CI reproduces on)."""
+    return Path(str(resources.files("qemem").joinpath("data/sample.json")))
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
@@ -198,8 +205,8 @@ def load_conditions(path: Path | None = None) -> Conditions:
             pending=c.get("pending"),
         )
     result = Conditions(path, runs, conditions, dict(raw.get("embedders", {})))
-    for run in runs:
-        result.order(run)  # refuses cycles now
+    for run_name in runs:
+        result.order(run_name)  # refuses cycles now
     return result
 
 

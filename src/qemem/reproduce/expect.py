@@ -101,7 +101,12 @@ def judge_figures(
         has, expected = _expected(figure.name, record) if figure.pinned else (False, None)
         ref = figure.reference.for_llm(answerer) if figure.reference else None
         result = FigureResult(
-            figure.name, None, expected, "-", figure.tolerance, ref,
+            figure.name,
+            None,
+            expected,
+            "-",
+            figure.tolerance,
+            ref,
             figure.reference.source if figure.reference else "",
         )
         results.append(result)

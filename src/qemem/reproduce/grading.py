@@ -18,7 +18,11 @@ def extract(document: Any, path: Sequence[str]) -> Any:
     for depth, key in enumerate(path):
         if isinstance(value, dict) and key in value:
             value = value[key]
-        elif isinstance(value, list) and key.lstrip("-").isdigit() and -len(value) <= int(key) < len(value):
+        elif (
+            isinstance(value, list)
+            and key.lstrip("-").isdigit()
+            and -len(value) <= int(key) < len(value)
+        ):
             value = value[int(key)]
         else:
             where = ".".join(path[: depth + 1])

@@ -75,7 +75,9 @@ def pinned_table(
     ]
     for condition, values in rows:
         cells = [format_value(values.get(f)) for f in figures]
-        lines.append(f"| {_cell(condition.title)} (`{condition.name}`) | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {_cell(condition.title)} (`{condition.name}`) | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 

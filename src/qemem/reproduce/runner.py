@@ -104,7 +104,7 @@ def run_info(document: Any) -> dict[str, Any]:
     """The config, model ids and data hash a run's output records about itself."""
     if not isinstance(document, dict):
         return {}
-    nested = document.get("run") if isinstance(document.get("run"), dict) else {}
+    nested: dict[str, Any] = document["run"] if isinstance(document.get("run"), dict) else {}
     found = {k: v for src in (nested, document) for k, v in src.items() if k in INFO_KEYS}
     return {k: v for k, v in found.items() if v is not None and not isinstance(v, dict)}
 
@@ -159,7 +159,11 @@ class Runner:
 
     def _script(self, argv: list[str]) -> Completed:
         done = subprocess.run(
-            [sys.executable, *argv], capture_output=True, text=True, check=False, cwd=self.settings.repo
+            [sys.executable, *argv],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=self.settings.repo,
         )
         return Completed(done.returncode, done.stdout, done.stderr)
 
@@ -220,7 +224,12 @@ def run_conditions(
         llm = runner.settings.llm_key if uses_llm(runner.conditions, condition) else None
         documents = {o.name: o for o in outcomes}
         figures = judge_figures(
-            condition, documents, pinned.get(name, []), runner.settings, llm, run=not (skipped or dry_run)
+            condition,
+            documents,
+            pinned.get(name, []),
+            runner.settings,
+            llm,
+            run=not (skipped or dry_run),
         )
         results.append(ConditionResult(condition, outcomes, figures, skipped))
     return results
@@ -231,7 +240,9 @@ def skip_reason(condition: Condition, settings: Settings) -> str | None:
     if condition.pending:
         return f"pending: {condition.pending}"
     if settings.data_kind not in condition.data:
-        return "needs LoCoMo data: pass --data PATH" if settings.data_kind == "sample" else (
-            "runs on the bundled sample only"
+        return (
+            "needs LoCoMo data: pass --data PATH"
+            if settings.data_kind == "sample"
+            else ("runs on the bundled sample only")
         )
     return None
