@@ -56,6 +56,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     ),
     "eval compare": ("eval compare STORE STORE -o OUTPUT", "file"),
     "data locomo": ("data locomo --out OUTPUT", "folder"),
+    "reproduce": ("reproduce -c coverage-turns --dry-run --out OUTPUT", "folder"),
 }
 SERVERS = {"serve", "mcp"}  # given a store that can be read, they would start serving
 

@@ -605,6 +605,12 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
         ["eval", "audit", "answers", "TEXT", "--judge", "fake"], checked=False
     ),
     "data locomo": _cli_data,
+    "reproduce": _cli(
+        ["reproduce", "-c", "TEXT", "--dry-run"],
+        ["reproduce", "-c", "coverage-turns", "--data", "TEXT", "--dry-run"],
+        ["reproduce", "--conditions", "TEXT", "--list"],
+        checked=False,
+    ),
 }
 
 
@@ -672,7 +678,7 @@ def test_every_entry_point_has_a_driver(surface: str) -> None:
 
 STORELESS = {
     ("memory", "open"),  # the text is the store path
-    *(("cli", name) for name in ("serve", "mcp", "demo", "time", "data locomo")),
+    *(("cli", name) for name in ("serve", "mcp", "demo", "time", "data locomo", "reproduce")),
     *(("cli", name) for name in CLI_DRIVERS if name.startswith("eval ")),
 }
 """Entry points whose text never reaches the world's store: driven on one backend only."""

@@ -35,7 +35,7 @@ def invoke(*args: str) -> Any:
 def sample_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every condition that is not pending, on the bundled sample (offline LLM, hash)."""
     work = tmp_path_factory.mktemp("reproduce")
-    result = invoke("--all", "--json", "--work", str(work))
+    result = invoke("--all", "--json", "--out", str(work))
     assert result.exit_code == 0, result.output
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
@@ -80,7 +80,7 @@ def test_list_shows_one_condition_per_figure_and_marks_pending() -> None:
 
 
 def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path: Path) -> None:
-    result = invoke("-c", "accuracy-matched", "--dry-run", "--work", str(tmp_path))
+    result = invoke("-c", "accuracy-matched", "--dry-run", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     out = " ".join(result.stdout.split())
     assert "qemem eval locomo --data" in out and "--mode matched" in out
@@ -90,7 +90,7 @@ def test_dry_run_prints_the_commands_and_runs_nothing(tmp_path: Path) -> None:
 
 
 def test_report_is_a_markdown_table(tmp_path: Path) -> None:
-    result = invoke("-c", "coverage-turns", "--dry-run", "--report", "--work", str(tmp_path))
+    result = invoke("-c", "coverage-turns", "--dry-run", "--report", "--out", str(tmp_path))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith("| condition | figure | measured | pinned | grade |")
@@ -252,7 +252,7 @@ def test_record_diff(tmp_path: Path) -> None:
 def test_record_through_the_cli_prints_the_diff(tmp_path: Path) -> None:
     conditions = tmp_path / "cond.yaml"
     shutil.copy(load_conditions().path, conditions)
-    args = ("-c", "coverage-turns", "--conditions", str(conditions), "--work", str(tmp_path / "w"))
+    args = ("-c", "coverage-turns", "--conditions", str(conditions), "--out", str(tmp_path / "w"))
     recorded = invoke(*args, "--record")
     assert recorded.exit_code == 0, recorded.output
     assert "coverage-turns / AUC: - -> " in recorded.stdout

@@ -12,7 +12,15 @@ from typing import Annotated, Any, Protocol, cast
 import typer
 from rich.table import Table
 
-from qemem.cli.common import console, err_console, input_path, markup_safe, plain, print_json
+from qemem.cli.common import (
+    console,
+    err_console,
+    input_path,
+    markup_safe,
+    output_folder,
+    plain,
+    print_json,
+)
 from qemem.errors import InputError, QememError
 from qemem.eval.manifest import data_sha256
 from qemem.reproduce.conditions import (
@@ -172,7 +180,10 @@ def record(conditions: Conditions, results: list[ConditionResult], settings: Set
 
 def update_readme(path: Path, conditions: Conditions) -> None:
     """Rewrite the file's marked result tables from the pinned figures."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
     blocks = readme_blocks(text)
     new = render_readme(text, conditions, load_pinned(conditions.pinned_path))
     if new != text:
@@ -230,7 +241,13 @@ def reproduce(
     ] = None,
     work: Annotated[
         Path | None,
-        typer.Option("--work", help="Keep the runs in this folder (default: a temporary one)."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Keep the runs (stores, run folders) here; a rerun resumes them "
+            "(default: a temporary folder).",
+            callback=output_folder,
+        ),
     ] = None,
     readme: Annotated[
         Path | None,
@@ -258,6 +275,8 @@ def reproduce(
         return
     names = select(conditions, condition, run_all)
     path = data or bundled_sample()
+    if not path.is_file():
+        raise InputError(f"no data file {path}: pass a LoCoMo JSON file (qemem data locomo)")
     kind = "locomo" if data is not None else "sample"
     root = cast(_Command, ctx.find_root().command)
     execute = subprocess_executor if subprocesses else in_process(root)
