@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,7 +83,7 @@ def pinned_table(
 
 
 def _block_args(args: str) -> tuple[list[str], str, list[str] | None]:
-    words = args.split()
+    words = shlex.split(args)
     options = dict(w.split("=", 1) for w in words if "=" in w)
     names = [w for w in words if "=" not in w]
     if not names or "data" not in options:
@@ -94,7 +95,7 @@ def _block_args(args: str) -> tuple[list[str], str, list[str] | None]:
 def render_readme(
     text: str, conditions: Conditions, pinned: dict[str, list[dict[str, Any]]]
 ) -> str:
-    """``text`` with every ``<!-- reproduce: NAMES data=LABEL [columns=a,b] -->`` ...
+    """``text`` with every ``<!-- reproduce: NAMES data=LABEL [columns="a,b c"] -->`` ...
     ``<!-- /reproduce -->`` block regenerated from the pinned figures."""
 
     def one(m: re.Match[str]) -> str:
