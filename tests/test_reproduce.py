@@ -20,7 +20,7 @@ from qemem.reproduce.conditions import bundled_sample, load_pinned
 from qemem.reproduce.expect import record_figures
 from qemem.reproduce.grading import last_json_line, pinned_diff
 from qemem.reproduce.report import readme_blocks, render_readme
-from qemem.reproduce.runner import Completed, Runner, Settings, run_conditions
+from qemem.reproduce.runner import Completed, Runner, Settings, run_conditions, subprocess_executor
 
 runner = CliRunner()
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -291,3 +291,18 @@ def test_readme_tables_are_the_pinned_figures() -> None:
         "a README result table differs from conditions.pinned.yaml: run "
         "`qemem reproduce --readme README.md` after re-recording"
     )
+
+
+def test_benchmark_conditions_are_skipped_without_a_source_checkout(tmp_path: Path) -> None:
+    conditions = load_conditions()
+    settings = _settings(tmp_path)  # repo None: an installed qemem
+    [result] = run_conditions(Runner(conditions, settings, Canned({})), ["time-normalisation"], {})
+    assert result.status == "SKIP" and "source checkout" in str(result.skipped)
+
+
+def test_the_subprocess_executor_runs_python_m_qemem() -> None:
+    done = subprocess_executor(
+        ["time", "yesterday", "--anchor", "1:56 pm on 8 May, 2023", "--json"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert last_json_line(done.stdout)[0]["start"] == "2023-05-07"

@@ -124,7 +124,10 @@ class Runner:
         out = []
         for name in dict.fromkeys(names):
             run = self.conditions.runs[name]
-            out.append((name, display(run, resolve(run, self.settings)[0])))
+            try:
+                out.append((name, display(run, resolve(run, self.settings)[0])))
+            except InputError as exc:
+                out.append((name, f"{run.command} ({exc})"))
         return out
 
     def run(self, name: str, progress: Callable[[str], None] | None = None) -> RunOutcome:
@@ -137,7 +140,11 @@ class Runner:
                 self.outcomes[name] = failed
                 return failed
         run = self.conditions.runs[name]
-        argv, output = resolve(run, self.settings)
+        try:
+            argv, output = resolve(run, self.settings)
+        except InputError as exc:
+            self.outcomes[name] = RunOutcome(name, run.command, error=str(exc))
+            return self.outcomes[name]
         outcome = RunOutcome(name, display(run, argv))
         if progress is not None:
             progress(outcome.command)
@@ -216,7 +223,7 @@ def run_conditions(
     results = []
     for name in names:
         condition = runner.conditions.conditions[name]
-        skipped = skip_reason(condition, runner.settings)
+        skipped = skip_reason(runner.conditions, condition, runner.settings)
         if skipped or dry_run:
             outcomes = [RunOutcome(n, c) for n, c in runner.plan(condition)]
         else:
@@ -235,10 +242,13 @@ def run_conditions(
     return results
 
 
-def skip_reason(condition: Condition, settings: Settings) -> str | None:
+def skip_reason(conditions: Conditions, condition: Condition, settings: Settings) -> str | None:
     """Why the condition does not run with these settings, if it does not."""
     if condition.pending:
         return f"pending: {condition.pending}"
+    runs = [conditions.runs[n] for run in condition.runs() for n in conditions.order(run)]
+    if settings.repo is None and any(r.script for r in runs):
+        return "runs a benchmark script: needs a source checkout of qemem"
     if settings.data_kind not in condition.data:
         return (
             "needs LoCoMo data: pass --data PATH"
