@@ -256,7 +256,11 @@ def test_record_through_the_cli_prints_the_diff(tmp_path: Path) -> None:
     recorded = invoke(*args, "--record")
     assert recorded.exit_code == 0, recorded.output
     assert "coverage-turns / AUC: - -> " in recorded.stdout
-    pinned = load_pinned(tmp_path / "cond.pinned.yaml")["coverage-turns"][0]
+    [pinned] = [
+        r
+        for r in load_pinned(tmp_path / "cond.pinned.yaml")["coverage-turns"]
+        if r["data"] == "sample"
+    ]
     assert pinned["data"] == "sample" and pinned["embedder"] == "hash" and pinned["llm"] is None
     again = invoke(*args, "--record")
     assert "0 figures changed" in again.stdout
@@ -306,3 +310,24 @@ def test_the_subprocess_executor_runs_python_m_qemem() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert last_json_line(done.stdout)[0]["start"] == "2023-05-07"
+
+
+def test_a_readme_table_is_generated_and_its_errors_are_named() -> None:
+    conditions = load_conditions()
+    pinned = load_pinned(conditions.pinned_path)
+    text = (
+        "x\n<!-- reproduce: coverage-turns data=sample columns=AUC -->\nstale\n"
+        "<!-- /reproduce -->\n"
+    )
+    [sample] = [r for r in pinned["coverage-turns"] if r["data"] == "sample"]
+    auc = sample["figures"]["AUC"]
+    rendered = render_readme(text, conditions, pinned)
+    assert (
+        f"| `qemem reproduce -c coverage-turns` | {auc} |" in rendered and "stale" not in rendered
+    )
+    with pytest.raises(InputError, match="lacks"):
+        render_readme(text.replace("coverage-turns", "nope"), conditions, pinned)
+    with pytest.raises(InputError, match="0 pinned records"):
+        render_readme(text.replace("sample", "0000"), conditions, pinned)
+    with pytest.raises(InputError, match="data=LABEL"):
+        render_readme(text.replace(" data=sample", ""), conditions, pinned)

@@ -71,14 +71,14 @@ def pinned_table(
         rows.append((conditions.conditions[name], records[0]["figures"]))
     figures = list(columns or dict.fromkeys(f for _, figs in rows for f in figs))
     lines = [
-        "| condition | " + " | ".join(figures) + " |",
-        "| --- |" + " --- |" * len(figures),
+        "| condition | command | " + " | ".join(figures) + " |",
+        "| --- | --- |" + " ---: |" * len(figures),
     ]
+    option = "" if data == "sample" else " --data DATA"
     for condition, values in rows:
         cells = [format_value(values.get(f)) for f in figures]
-        lines.append(
-            f"| {_cell(condition.title)} (`{condition.name}`) | " + " | ".join(cells) + " |"
-        )
+        command = f"`qemem reproduce -c {condition.name}{option}`"
+        lines.append(f"| {_cell(condition.title)} | {command} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
