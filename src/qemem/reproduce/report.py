@@ -56,6 +56,7 @@ def pinned_table(
     names: Sequence[str],
     data: str,
     columns: Sequence[str] | None = None,
+    path: str = "FILE",
 ) -> str:
     """A Markdown table of the pinned figures of ``names`` on data ``data`` (its label or the
     start of its sha256): one row per condition, one column per figure (``columns``: those)."""
@@ -74,7 +75,7 @@ def pinned_table(
         "| condition | command | " + " | ".join(figures) + " |",
         "| --- | --- |" + " ---: |" * len(figures),
     ]
-    option = "" if data == "sample" else " --data DATA"
+    option = "" if data == "sample" else f" --data {path}"
     for condition, values in rows:
         cells = [format_value(values.get(f)) for f in figures]
         command = f"`qemem reproduce -c {condition.name}{option}`"
@@ -82,25 +83,26 @@ def pinned_table(
     return "\n".join(lines) + "\n"
 
 
-def _block_args(args: str) -> tuple[list[str], str, list[str] | None]:
+def _block_args(args: str) -> tuple[list[str], str, list[str] | None, str]:
     words = shlex.split(args)
     options = dict(w.split("=", 1) for w in words if "=" in w)
     names = [w for w in words if "=" not in w]
     if not names or "data" not in options:
         raise InputError(f"a README marker needs condition names and data=LABEL: {args!r}")
     columns = options["columns"].split(",") if "columns" in options else None
-    return names, options["data"], columns
+    return names, options["data"], columns, options.get("path", "FILE")
 
 
 def render_readme(
     text: str, conditions: Conditions, pinned: dict[str, list[dict[str, Any]]]
 ) -> str:
-    """``text`` with every ``<!-- reproduce: NAMES data=LABEL [columns="a,b c"] -->`` ...
-    ``<!-- /reproduce -->`` block regenerated from the pinned figures."""
+    """``text`` with every ``<!-- reproduce: NAMES data=LABEL [columns="a,b c"] [path=DEV] -->``
+    ... ``<!-- /reproduce -->`` block regenerated from the pinned figures (``path``: how the
+    commands name the data file)."""
 
     def one(m: re.Match[str]) -> str:
-        names, data, columns = _block_args(m.group("args"))
-        table = pinned_table(conditions, pinned, names, data, columns)
+        names, data, columns, path = _block_args(m.group("args"))
+        table = pinned_table(conditions, pinned, names, data, columns, path)
         return f"<!-- reproduce: {m.group('args')} -->\n{table}<!-- /reproduce -->"
 
     return MARKER.sub(one, text)
