@@ -120,6 +120,7 @@ def test_extract_reads_keys_and_indices_and_names_a_missing_path() -> None:
     doc = {"curves": {"turns/strict": {"coverage": {"10": 0.5}}}, "runs": [{"a": 1}, {"a": 2}]}
     assert extract(doc, ("curves", "turns/strict", "coverage", "10")) == 0.5
     assert extract(doc, ("runs", "1", "a")) == 2
+    assert extract({"cluster": None}, ("cluster", "ci_low")) is None  # n/a, not an error
     with pytest.raises(InputError, match=r"curves\.nope"):
         extract(doc, ("curves", "nope", "x"))
     with pytest.raises(InputError):

@@ -13,9 +13,12 @@ OK, OKISH, FAIL = "OK", "OKish", "FAIL"
 
 
 def extract(document: Any, path: Sequence[str]) -> Any:
-    """The value at ``path`` (mapping keys, or list indices) of a JSON document."""
+    """The value at ``path`` (mapping keys, or list indices) of a JSON document; None below a
+    null (an analysis the run reports as n/a, such as a cluster bootstrap of one conversation)."""
     value = document
     for depth, key in enumerate(path):
+        if value is None:
+            return None
         if isinstance(value, dict) and key in value:
             value = value[key]
         elif (
