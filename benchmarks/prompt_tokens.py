@@ -47,7 +47,7 @@ def _config(args: argparse.Namespace) -> AskConfig:
         value = getattr(args, name)
         if value is not None:
             retrieval = replace(retrieval, **{name: value})
-    config = AskConfig(retrieval=retrieval)
+    config = AskConfig(retrieval=retrieval, prompt_layout=args.prompt_layout)
     for name in ("neighbours", "episode_turns"):
         value = getattr(args, name)
         if value is not None:
@@ -82,6 +82,7 @@ def main() -> None:
         parser.add_argument(f"--{name}", type=int, default=None, help="RetrievalConfig knob")
     for name in ("neighbours", "episode-turns"):
         parser.add_argument(f"--{name}", type=int, default=None, help="AskConfig knob")
+    parser.add_argument("--prompt-layout", default="cached", choices=["cached", "paper"])
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
     config = _config(args)
@@ -145,6 +146,7 @@ def main() -> None:
         },
         "neighbours": config.neighbours,
         "episode_turns": config.episode_turns,
+        "prompt_layout": config.prompt_layout,
     }
     info = run_info(args.data, **settings)
     result = {

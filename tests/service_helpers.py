@@ -20,10 +20,16 @@ MCP_TOOLS = {
     "recall",
     "recall_across",
     "context",
+    "context_across",
     "ask",
+    "ask_across",
     "check",
     "list_conversations",
     "forget",
+    "facts",
+    "forget_message",
+    "forget_fact",
+    "correct_fact",
 }
 """The MCP server's tools (the stdio and in-memory tests both check the list)."""
 

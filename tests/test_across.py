@@ -13,7 +13,13 @@ from qemem.errors import InputError, NotFoundError
 from qemem.memory import Memory, SearchResult
 from qemem.memory.searching import MAX_CONVERSATIONS
 from qemem.models import Turn
-from qemem.retrieve.across import fuse_across, merge_by_score, search_across
+from qemem.retrieve.across import (
+    fuse_across,
+    fused_spaces_across,
+    merge_by_score,
+    search_across,
+)
+from qemem.retrieve.pool import RetrievalConfig, dense_vectors, fused_spaces
 from qemem.retrieve.search import hybrid_search
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES
@@ -71,6 +77,17 @@ def test_one_conversation_ranks_as_hybrid_search(two: Memory) -> None:
     assert across == [("demo-1", hit) for hit in alone] and len(alone) == 7
     assert two.search_many(["demo-1"], queries, k=7) == two.search("demo-1", queries, k=7)
     assert two.search_many(["c1", "c1"], "Pixel") == two.search("c1", "Pixel")
+
+
+def test_one_conversation_fuses_every_space_as_the_pool_does(two: Memory) -> None:
+    texts, config = ["pottery class", "cat"], RetrievalConfig()
+    scope = two.scope("demo-1")
+    alone = fused_spaces(two.store, scope, two.embedder, texts, config)
+    vectors = {"demo-1": dense_vectors(two.embedder, texts, ("Priya", "Tomas"), config)}
+    across = fused_spaces_across(two.store, {"demo-1": scope}, vectors, texts, depth=config.depth)
+    for space, fused in alone.items():
+        assert [(cid, rid) for cid, rid in across[space]] == [("demo-1", r) for r in fused]
+        assert [e.score for e in across[space].values()] == [e.score for e in fused.values()]
 
 
 def test_search_many_refuses_bad_conversation_lists(two: Memory) -> None:

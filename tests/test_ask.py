@@ -181,15 +181,22 @@ def test_full_mode_no_new_candidates(store: SQLiteStore) -> None:
     assert script.stages == ["plan", "construct", "answer"]
 
 
-def test_malformed_constructor_output_degrades(store: SQLiteStore) -> None:
+@pytest.mark.parametrize("layout", ["paper", "cached"])
+def test_malformed_constructor_output_degrades(store: SQLiteStore, layout: Any) -> None:
     script = Script(construct=["not json at all"], answer=["FINAL ANSWER: 9 March 2024"])
-    answer = run(store, script, "full")
+    answer = run(store, script, "full", config=AskConfig(prompt_layout=layout))
     assert script.stages == ["plan", "construct", "construct.repair", "answer"]
     assert answer.evidence.termination == "degraded: construct output invalid"
     assert answer.evidence.degradations == ["construct output invalid"]
     assert answer.cards == [] and answer.text == "9 March 2024"
-    # answered from the pool
-    assert script.requests[-1].messages[0].content.startswith("Retrieved memories:")
+    # answered from the pool: listed in the answer's own text, or shown in the shared prefix
+    message = script.requests[-1].messages[0]
+    if layout == "paper":
+        assert message.content.startswith("Retrieved memories:")
+    else:
+        prefix, own = message.parts
+        assert prefix.cache and "[D1:3]" in prefix.text and "[D1:3]" not in own.text
+        assert "Retrieved memories: the memories retrieved above." in own.text
     assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
 
 
@@ -239,3 +246,70 @@ def test_matched_mode_answers_from_as_many_plain_search_turns(store: SQLiteStore
     assert answer.evidence.shown.turns == [i.id for i in answer.pool.turns]
     assert answer.evidence.rounds[0].refs() == answer.pool.refs()
     assert answer.pool.queries == [QUESTION]
+
+
+ROUND0 = AskConfig(retrieval=SMALL.retrieval, answer_round0=True)
+
+
+def refining_script() -> Script:
+    return Script(
+        construct=[
+            {"cards": [POTTERY], "sufficient": False, "follow_up_queries": ["Miso kitten"]},
+            {
+                "cards": [{"claim": "Priya adopted Miso.", "sources": ["D4:4"], "quote": "x"}],
+                "sufficient": True,
+            },
+        ],
+        answer_round0=["FINAL ANSWER: Saturday"],
+        answer=["FINAL ANSWER: 9 March 2024"],
+    )
+
+
+def test_round0_answer_when_refinement_is_triggered(store: SQLiteStore) -> None:
+    script = refining_script()
+    answer = run(store, script, "full", config=ROUND0)
+    assert script.stages == ["plan", "construct", "construct", "answer_round0", "answer"]
+    assert answer.text == "9 March 2024"
+    assert answer.round0 is not None and answer.round0.text == "Saturday"
+    # the round-0 answer read the round-0 cards only: D1:3 cited, the round-1 card's D4:4 not
+    round0_prompt = script.requests[3]
+    assert [list(c.sources) for c in round0_prompt.inputs["cards"]] == [["D1:3"]]
+    assert "D1:3" in answer.round0.shown.cited_context
+    assert "D4:4" not in answer.round0.shown.turns
+    assert answer.trace.totals["by_group"]["answer_round0"]["calls"] == 1
+    data = answer_to_json(answer)
+    assert data["round0"]["text"] == "Saturday"
+    assert answer_from_json(json.loads(json.dumps(data))) == answer
+
+
+def test_no_round0_answer_unless_triggered_asked_for_and_full(store: SQLiteStore) -> None:
+    assert run(store, refining_script(), "full", config=SMALL).round0 is None  # not asked for
+    sufficient = Script(
+        construct=[{"cards": [POTTERY], "sufficient": True}], answer=["FINAL ANSWER: x"]
+    )
+    assert run(store, sufficient, "full", config=ROUND0).round0 is None
+    assert "answer_round0" not in sufficient.stages
+    script = refining_script()
+    assert run(store, script, "no-refine", config=ROUND0).round0 is None
+    assert script.stages == ["plan", "construct", "answer"]
+
+
+def test_no_plan_uses_the_question_alone_and_rule_flags(store: SQLiteStore) -> None:
+    script = Script(
+        construct=[{"cards": [POTTERY], "sufficient": True}], answer=["FINAL ANSWER: x"]
+    )
+    config = AskConfig(retrieval=SMALL.retrieval, plan=False)
+    answer = run(store, script, "full", config=config)
+    assert "plan" not in script.stages
+    plan = answer.evidence.plan
+    assert plan.source == "rules" and plan.queries == () and plan.temporal  # "When ..."
+    assert "no-plan" in (plan.note or "")
+    assert answer.evidence.degradations == []  # an ablation, not a degradation
+    assert answer.pool.queries == [QUESTION]
+    planned = run(
+        store,
+        Script(construct=[{"cards": [], "sufficient": True}], answer=["x"]),
+        "full",
+        config=SMALL,
+    )
+    assert planned.evidence.plan.source == "llm" and planned.pool.queries != [QUESTION]

@@ -14,6 +14,7 @@ import pytest
 from qemem import AsyncRemoteMemory, RemoteMemory
 from qemem.answer.wire import answer_to_json, check_to_json
 from qemem.errors import ConflictError, InputError, LLMError, NotFoundError, QememError
+from qemem.models import Ref
 from service_helpers import MESSAGES, Served, served
 
 QUESTION = "What pottery pieces has Priya made?"
@@ -73,7 +74,11 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
             await memory.job("job-0000")
         out["context"] = await memory.context("demo-1", QUESTION, budget_tokens=300)
         out["ask"] = await memory.ask("demo-1", QUESTION)
+        both = ["demo-1", "c1"]
+        out["context_many"] = await memory.context_many(both, "grey cat?", budget_tokens=300)
+        out["ask_many"] = await memory.ask_many(both, "grey cat?", mode="retrieval")
         out["check"] = await memory.check("demo-1", "Priya made a mug.")
+        out["audit"] = await memory.audit_memory("demo-1", sample=4, seed=1)
         with pytest.raises(NotFoundError):
             await memory.conversation("nope")
         with pytest.raises(ConflictError):
@@ -103,6 +108,14 @@ def test_results_match_the_blocking_client(sample_path: Path) -> None:
         assert _without_timings(check_to_json(got["check"])) == _without_timings(
             check_to_json(remote.check("demo-1", "Priya made a mug."))
         )
+        audit = remote.audit_memory("demo-1", sample=4, seed=1)
+        assert got["audit"].items == audit.items and got["audit"].census == audit.census
+        assert len(audit.items) == 4
+        assert got["context_many"].conversations == ["demo-1", "c1"]
+        assert got["context_many"].items[0].ref == Ref("turn", "m1", "c1")
+        many = got["ask_many"]
+        assert many.across is not None and many.across.conversations == ["demo-1", "c1"]
+        assert {item.conversation for item in many.pool.turns} == {"demo-1", "c1"}
         assert got["build"] and got["build"][0].conversation == "demo-1"
         assert got["job"] == got["jobs"][0] == remote.job(got["job"].id)
         assert got["job"].status == "done" and got["job"].reports == got["build"]
@@ -118,6 +131,8 @@ async def _without_llm(s: Served, sample: Path) -> None:
             await memory.ask("demo-1", QUESTION)
         with pytest.raises(LLMError):
             await memory.check("demo-1", "Priya made a mug.")
+        with pytest.raises(LLMError):
+            await memory.audit_memory("demo-1")
         with pytest.raises(LLMError):
             await memory.enqueue_build("demo-1")
         assert (await memory.ask("demo-1", QUESTION, mode="retrieval")).evidence.pool.turns
@@ -136,3 +151,37 @@ async def _unreachable() -> None:
 
 def test_an_unreachable_server_is_a_clear_error() -> None:
     anyio.run(_unreachable)
+
+
+async def _records(s: Served, sample: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with _async(s, s.alice) as memory:
+        await memory.ingest(sample)
+        await memory.build("demo-1")
+        out["episodes"] = await memory.episodes("demo-1")
+        out["fixed"] = await memory.correct_fact("demo-1", "S2", "Priya makes mugs.")
+        out["facts"] = await memory.facts("demo-1")
+        out["all"] = await memory.facts("demo-1", include_superseded=True)
+        out["supersessions"] = await memory.supersessions("demo-1")
+        out["redacted"] = await memory.redact_message("demo-1", "D1:3")
+        out["deleted"] = await memory.delete_message("demo-1", "D2:1")
+        out["gone"] = await memory.delete_fact("demo-1", out["fixed"].new)
+        out["after"] = await memory.facts("demo-1")
+        with pytest.raises(NotFoundError):
+            await memory.delete_fact("demo-1", "S999")
+    return out
+
+
+def test_the_record_edits_match_the_blocking_client(sample_path: Path) -> None:
+    with served() as s:
+        got = anyio.run(_records, s, sample_path)
+        remote = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.01)
+        assert got["episodes"] != [] and remote.episodes("demo-1")[0].id == "E2"  # E1 went
+        assert got["supersessions"] == [got["fixed"]] and got["fixed"].old == "S2"
+        assert "S2" not in [f.id for f in got["facts"]] and "S2" in [f.id for f in got["all"]]
+        assert got["redacted"].redacted == ["D1:3"] and got["deleted"].deleted == ["D2:1"]
+        assert got["gone"].facts == [got["fixed"].new] and remote.supersessions("demo-1") == []
+        after = remote.facts("demo-1")
+        assert after == got["after"]
+        removed = set(got["redacted"].facts + got["deleted"].facts + got["gone"].facts)
+        assert {f.id for f in after} == {f.id for f in got["all"]} - removed  # S2 current again

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from audit_support import copy_run, leaked, make_run, mark_golds, records
+from qemem.answer.sampling import allocate, stratified_sample, weighted_share
 from qemem.cli import app
 from qemem.errors import InputError
 from qemem.eval.audit import audit_claims
-from qemem.eval.audit.common import allocate, stratified_sample, weighted_share
 from qemem.llm import LLMCache, LLMClient, LLMRequest
 from qemem.testing import OfflineLLM
 from qemem.view import report_html

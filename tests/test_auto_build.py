@@ -4,6 +4,7 @@ once, an append during a running build makes it run again, and no LLM means no a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -187,3 +188,50 @@ def test_later_appends_build_only_the_new_material(memory: Memory) -> None:
     assert len(after) > len([e for e in before if e.session == two])
     covered = [t for e in after for t in e.turn_ids]
     assert sorted(covered) == sorted(t.id for t in memory.turns("c1"))
+
+
+def _chat_file(path: Path, records: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), "utf-8")
+    return path
+
+
+def test_an_ingest_of_new_turns_schedules_one_build_per_conversation(
+    memory: Memory, tmp_path: Path
+) -> None:
+    records = [{**message(n), "conversation_id": "c1"} for n in range(1, 4)]
+    records += [{**message(n), "conversation_id": "c2"} for n in range(1, 3)]
+    chat = _chat_file(tmp_path / "chat.jsonl", records)
+    report = memory.ingest(chat)
+    assert report.added == {"c1": (1, 3), "c2": (1, 2)}
+    jobs = memory.jobs()
+    assert sorted(j.conversation for j in jobs) == ["c1", "c2"]
+    assert all(j.status == "queued" and j.kind == "build" for j in jobs)
+    assert all(j.not_before is not None for j in jobs)  # debounced like an append
+    assert table(memory).claim("w", 30.0) is None  # not quiet yet
+    waits = {j.id: j.not_before for j in jobs}
+    again = memory.ingest(chat)  # identical input adds nothing, so schedules nothing
+    assert again.added == {"c1": (0, 0), "c2": (0, 0)}
+    assert {j.id: j.not_before for j in memory.jobs()} == waits
+    more = [*records, {**message(9), "conversation_id": "c1"}]  # the file, one turn longer
+    assert memory.ingest(_chat_file(tmp_path / "more.jsonl", more)).added["c1"] == (0, 1)
+    [c1] = [j for j in memory.jobs() if j.conversation == "c1"]
+    assert c1.id in waits and c1.not_before is not None and c1.not_before > waits[c1.id]
+    assert len(memory.jobs()) == 2
+
+
+def test_an_ingest_into_another_namespace_schedules_that_namespaces_build(
+    memory: Memory, tmp_path: Path
+) -> None:
+    records = [{**message(1), "conversation_id": "c1", "namespace": "bob"}]
+    memory.ingest(_chat_file(tmp_path / "chat.jsonl", records))
+    assert memory.jobs() == []  # alice's: none
+    bob = Memory(memory.store, memory.embedder, namespace="bob")
+    [job] = bob.jobs()
+    assert (job.conversation, job.status) == ("c1", "queued")
+
+
+def test_an_ingest_without_auto_build_schedules_nothing(store_url: str, tmp_path: Path) -> None:
+    records = [{**message(1), "conversation_id": "c1"}]
+    with Memory(open_store(store_url), HashEmbedder(), llm="fake") as plain:
+        plain.ingest(_chat_file(tmp_path / "chat.jsonl", records))
+        assert plain.jobs() == []

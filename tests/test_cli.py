@@ -118,7 +118,24 @@ def test_build_ask_and_pool_with_the_fake_llm(
     )
     assert answer["mode"] == "full" and answer["text"]
     assert answer["evidence"]["cards"] and "D1:3" in answer["citations"]
+    question = ["ask", "When did Priya go to her first pottery class?", "--store", store]
+    paper = json.loads(
+        invoke(*question, "-c", "demo-1", "--prompt-layout", "paper", "--json").splitlines()[-1]
+    )
+    assert (paper["text"], paper["citations"]) == (answer["text"], answer["citations"])
+    bad = runner.invoke(app, [*question, "-c", "demo-1", "--prompt-layout", "fancy"])
+    assert bad.exit_code != 0
     assert answer["evidence"]["plan"]["source"] == "llm"
+    unplanned = json.loads(
+        invoke(
+            "ask",
+            "When did Priya go to her first pottery class?",
+            *("--store", store, "-c", "demo-1", "--no-plan", "--json"),
+        ).splitlines()[-1]
+    )
+    assert unplanned["evidence"]["plan"]["source"] == "rules"
+    assert "plan" not in {c["stage"] for c in unplanned["trace"]["calls"]}
+    assert unplanned["round0"] is None  # ask never makes the analysis call
     shown = invoke(
         "ask", "What books has Priya read?", "--store", store, "-c", "demo-1", "--mode", "retrieval"
     )
@@ -194,3 +211,54 @@ def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> Non
     assert diff == {b: round(strict[b] - base[b], 4) for b in strict}
     table = invoke("eval", "coverage", "--data", str(sample_path), "--baseline", "turns")
     assert "turns only" in table and "difference" in table
+
+
+def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> None:
+    base = ["eval", "coverage", "--data", str(sample_path), "--pool"]
+    table = invoke(*base, "--planner", "--llm", "fake", "--baseline", "no-plan")
+    assert "no plan: 20" in table and "within 20 turns" in table and "whole pool" in table
+    assert "80% complete-evidence coverage (pool):" in table
+    assert "80% complete-evidence coverage (no plan):" in table
+    plain = invoke(*base, "--no-plan", "--json")
+    result = json.loads(plain.strip().splitlines()[-1])
+    assert result["planner"] == "rules" and result["run"]["planning"] is False
+    assert set(result["milestones"]) == {"target", "turns", "tokens"}
+    turns = invoke("eval", "coverage", "--data", str(sample_path))
+    assert "80% complete-evidence coverage:" in turns
+    for bad in (["--planner", "--no-plan"], ["--baseline", "no-plan"], ["--baseline", "x"]):
+        result = runner.invoke(app, [*base, "--llm", "fake", *bad])
+        assert result.exit_code == 2, result.output
+
+
+def test_facts_as_of_and_the_single_record_edits(tmp_path: Path, sample_path: Path) -> None:
+    store = str(tmp_path / "m.db")
+    invoke("ingest", str(sample_path), "--store", store, "--quiet")
+    built = invoke("build", "--store", store, "-c", "demo-1", "--llm", "fake")
+    assert "0 superseding a known fact" in built
+    assert "pronoun rule: 0 named, 0 refused" in built and "greeting/closing runs merged" in built
+
+    def facts(*extra: str) -> list[dict[str, object]]:
+        out = invoke("facts", "--store", store, "-c", "demo-1", "--json", *extra)
+        return list(json.loads(out.splitlines()[-1]))
+
+    current = facts()
+    assert current and all(f["superseded_by"] is None for f in current)
+    assert len(facts("--as-of", "2024-03-14")) < len(current)
+    out = invoke("correct-fact", "S2", "Priya makes mugs.", "--store", store, "-c", "demo-1")
+    new = out.split()[0]
+    assert f"{new} supersedes S2 (manual)" in out
+    assert "S2" not in [f["id"] for f in facts()]
+    every = {f["id"]: f for f in facts("--all")}
+    assert every["S2"]["superseded_by"] == new and every[new]["episode_ids"] == []
+    table = invoke("facts", "--store", store, "-c", "demo-1", "--all")
+    assert f"{new} (manual: by hand)" in table
+    done = invoke("redact-message", "D1:3", "--store", store, "-c", "demo-1", "--json")
+    assert json.loads(done.splitlines()[-1])["redacted"] == ["D1:3"]
+    assert "1 message(s) deleted" in invoke(
+        "delete-message", "D2:1", "--store", store, "-c", "demo-1"
+    )
+    assert "facts removed: S3" in invoke("delete-fact", "S3", "--store", store, "-c", "demo-1")
+    bad = runner.invoke(app, ["delete-fact", "S999", "--store", store, "-c", "demo-1"])
+    assert bad.exit_code != 0 and "no fact 'S999'" in str(bad.exception)
+    bad = runner.invoke(app, ["facts", "--store", store, "-c", "demo-1", "--as-of", "soon"])
+    assert isinstance(bad.exception, InputError)

@@ -19,7 +19,8 @@ from qemem.cli import app
 from qemem.memory import Memory
 
 READS, WRITES, CHANGES = "reads", "writes", "changes"  # CHANGES: needs an existing store
-# argv (split at spaces) with STORE, OUT, SAMPLE, NEMORI and MEMFILE replaced; store access
+# argv (split at spaces) with STORE, OUT, SAMPLE, NEMORI, MEMFILE and JOB (a job of the store
+# when it has one) replaced; store access
 COMMANDS: dict[str, tuple[str, str]] = {
     "ingest": ("ingest SAMPLE --store STORE -q", WRITES),
     "conversations": ("conversations --store STORE", READS),
@@ -34,17 +35,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check Priya-made-a-mug. --store STORE -c demo-1 --llm fake", READS),
     "import-memory": ("import-memory MEMFILE --store STORE", CHANGES),
     "export-memory": ("export-memory --store STORE -c demo-1", READS),
+    "facts": ("facts --store STORE -c demo-1 --as-of 2024-06-01", READS),
+    "delete-message": ("delete-message D1:1 --store STORE -c demo-1", CHANGES),
+    "redact-message": ("redact-message D1:2 --store STORE -c demo-1", CHANGES),
+    "delete-fact": ("delete-fact S1 --store STORE -c demo-1", CHANGES),
+    "correct-fact": ("correct-fact S1 Priya-makes-mugs. --store STORE -c demo-1", CHANGES),
     "serve": ("serve --store STORE", CHANGES),  # never started: refused first
     "mcp": ("mcp --store STORE", CHANGES),
     "keys create": ("keys create --store STORE --namespace t", WRITES),
     "keys list": ("keys list --store STORE", READS),
     "keys revoke": ("keys revoke nokey --store STORE", CHANGES),
+    "jobs list": ("jobs list --store STORE", READS),
+    "jobs show": ("jobs show JOB --store STORE", READS),
+    "jobs cancel": ("jobs cancel JOB --store STORE", CHANGES),
     "eval coverage": ("eval coverage --data SAMPLE --store STORE", WRITES),
+    "eval audit memory": ("eval audit memory --store STORE -c demo-1 --judge fake", READS),
     "eval locomo": (
         "eval locomo --data SAMPLE --store STORE --out OUT --llm fake --no-build --limit 1 "
         "--no-plots",
         WRITES,
     ),
+}
+# the commands that take -c repeated (several conversations), as run across two of them
+SEVERAL: dict[str, str] = {
+    "search": "search pottery --store STORE -c demo-1 -c c1",
+    "ask": "ask pottery? --store STORE -c demo-1 -c c1 --mode retrieval",
+    "context": "context pottery? --store STORE -c demo-1 -c c1",
 }
 # commands with an output path: argv with OUTPUT replaced; whether it names a file or a folder
 OUTPUTS: dict[str, tuple[str, str]] = {
@@ -55,6 +71,10 @@ OUTPUTS: dict[str, tuple[str, str]] = {
         "folder",
     ),
     "eval compare": ("eval compare STORE STORE -o OUTPUT", "file"),
+    "eval audit memory": (
+        "eval audit memory --store STORE -c demo-1 --judge fake --out OUTPUT",
+        "folder",
+    ),
     "data locomo": ("data locomo --out OUTPUT", "folder"),
     "reproduce": ("reproduce -c coverage-turns --dry-run --out OUTPUT", "folder"),
 }
@@ -142,6 +162,7 @@ def files(tmp_path: Path, sample_path: Path) -> dict[str, str]:
         "NEMORI": str(inputs / "nemori"),
         "MEMFILE": str(memfile),
         "OUT": str(tmp_path / "run"),
+        "JOB": "job-none",
     }
 
 
@@ -242,12 +263,14 @@ def test_a_read_only_store(
     sample_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with Memory.open(read_only / "m.db", embedder="hash") as memory:
+    with Memory.open(read_only / "m.db", embedder="hash", llm="fake") as memory:
         memory.ingest(sample_path)
+        job = memory.enqueue_build("demo-1")
     folder = make_read_only(read_only)
     template, kind = COMMANDS[name]
     before = listing(folder)
-    code, output = qemem(argv(template, {**files, "STORE": str(folder / "m.db")}), capsys)
+    names = {**files, "STORE": str(folder / "m.db"), "JOB": job.id}
+    code, output = qemem(argv(template, names), capsys)
     if kind == READS:
         assert code == 0 and "Traceback" not in output, output
     else:
@@ -312,3 +335,32 @@ def test_a_read_only_output_folder(
     refused(code, output)
     assert "not writable" in output or "read-only" in output.lower(), output
     assert listing(folder) == []
+
+
+# ---------------------------------------------------------------- several conversations
+
+
+@pytest.mark.parametrize("name", SEVERAL)
+def test_several_conversations(
+    name: str,
+    tmp_path: Path,
+    files: dict[str, str],
+    sample_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from service_helpers import MESSAGES
+
+    typo = tmp_path / "typo.db"
+    code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(typo)}), capsys)
+    refused(code, output)
+    assert "no qemem store" in output and not typo.exists(), output
+    path = tmp_path / "m.db"
+    with Memory.open(path, embedder="hash") as memory:
+        memory.ingest(sample_path)
+        code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(path)}), capsys)
+        refused(code, output)
+        assert "no conversation c1" in output, output
+        memory.add_messages("c1", MESSAGES)
+    code, output = qemem(argv(SEVERAL[name], {**files, "STORE": str(path)}), capsys)
+    assert code == 0 and "Traceback" not in output, output
+    assert "demo-1" in output and "c1" in output, output

@@ -9,12 +9,15 @@ import pytest
 from qemem.embed.base import HashEmbedder
 from qemem.eval.coverage import (
     budget_positions,
+    category_coverage,
     coverage_curve,
     evaluate_coverage,
     evaluate_pool_coverage,
     exposure_groups,
+    milestone,
     turn_tokens,
 )
+from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Pool, PoolItem, Reason, SemanticFact, Turn
@@ -110,3 +113,61 @@ def test_pool_coverage_with_a_planner() -> None:
     assert report.questions == len(fake.calls) > 0
     assert report.planner.startswith("LLMClient(fake")
     assert "Priya and Tomas" in fake.calls[0].messages[0].content
+
+
+def test_milestone_is_the_smallest_budget_reaching_the_target() -> None:
+    ranks = [5, 10, None, 20, 30]
+    assert milestone(ranks, 0.8) == 30  # four of five covered by 30
+    assert milestone(ranks, 0.6) == 20
+    assert milestone(ranks, 0.2) == 5
+    assert milestone([5, None, None, 20, 30], 0.8) is None  # never within the pool
+    assert milestone([], 0.8) is None
+    assert milestone([0, 0], 0.8) == 0  # no evidence to find
+    ten = [3, 1, 4, 1, 5, 9, 2, 6, 8, 7]
+    assert milestone(ten, 0.8) == 7  # the eighth smallest
+    for budget in range(0, 12):  # it agrees with the curve: first budget at or above 80%
+        reached = coverage_curve(ten, [budget])[budget] >= 0.8
+        assert reached == (budget >= 7)
+    with pytest.raises(ValueError, match="target"):
+        milestone(ten, 0.0)
+
+
+def question(category: int) -> LocomoQuestion:
+    return LocomoQuestion("c", 0, "q", "a", category, ())
+
+
+def test_category_coverage_within_20_turns_and_whole_pool() -> None:
+    ranks = [5, 25, None, 20, None]
+    questions = [question(c) for c in (1, 1, 1, 2, 2)]
+    assert category_coverage(ranks, questions, (1, 2, 3)) == {
+        1: {"questions": 3, "at_20": 1 / 3, "whole_pool": 2 / 3},
+        2: {"questions": 2, "at_20": 0.5, "whole_pool": 0.5},
+        3: {"questions": 0, "at_20": 0.0, "whole_pool": 0.0},
+    }
+
+
+def test_planning_ablation_pool_coverage() -> None:
+    """With a planner and baseline_plan False the baseline is the same pool built from the
+    question alone with rule flags: same questions, its own curves, categories, milestones."""
+    fake = OfflineLLM()
+    memory = Memory(SQLiteStore(":memory:"), HashEmbedder())
+    report = evaluate_pool_coverage(memory, SAMPLE, llm=LLMClient(fake), baseline_plan=False)
+    base = report.baseline
+    assert base is not None and report.baseline_name == "no plan"
+    assert base.planner == "rules" and report.planner.startswith("LLMClient(fake")
+    assert base.config == report.config and base.questions == report.questions == 14
+    assert len(fake.calls) == 14  # one plan per question, shared by nothing else
+    for pool in (report, base):
+        strict = pool.ranks["turns/strict"]
+        assert pool.curves["turns/strict"] == coverage_curve(strict, list(range(10, 121, 10)))
+        n = sum(b["questions"] for b in pool.categories.values())
+        whole = sum(b["whole_pool"] * b["questions"] for b in pool.categories.values())
+        assert n == 14 and whole == pytest.approx(sum(r is not None for r in strict))
+        assert pool.milestones() == {
+            "turns": milestone(strict),
+            "tokens": milestone(pool.ranks["tokens/strict"]),
+        }
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["baseline"]["name"] == "no plan" and data["baseline"]["planner"] == "rules"
+    assert set(data["by_category"]) == {"1", "2", "3", "4"}
+    assert data["milestones"]["target"] == 0.8

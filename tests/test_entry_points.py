@@ -46,6 +46,9 @@ from qemem.embed import HashEmbedder
 from qemem.errors import QememError
 from qemem.keys import open_key_store
 from qemem.memory import Memory
+from qemem.memory.across import MemoryAcross
+from qemem.memory.auditing import MemoryAudits
+from qemem.memory.editing import MemoryEdits
 from qemem.memory.jobs import MemoryJobs
 from qemem.memory_file import MemoryFile
 from qemem.store import parse_store_url
@@ -322,17 +325,28 @@ def _nemori(world: World, text: str) -> None:
         library(lambda: world.memory.import_nemori(text, "base"), text, checked=False)
 
 
+def _audit(world: World, text: str) -> None:
+    library(lambda: world.memory.audit_memory(text, sample=1), text)
+    library(lambda: world.memory.audit_memory("base", sample=1, judge=text), text, False)
+
+
 MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "add_messages": lambda w, t: _append(w, t, ingest=False),
     "ask": _both(lambda m, c, q: m.ask(c, q, mode="retrieval")),
     "check": _both(lambda m, c, q: m.check(c, q)),
+    "audit_memory": _audit,
     "context": _both(lambda m, c, q: m.context(c, q, budget_tokens=200)),
+    "context_many": _both(lambda m, c, q: m.context_many([c, "base"], q, budget_tokens=200)),
+    "ask_many": _both(lambda m, c, q: m.ask_many([c, "base"], q, mode="retrieval")),
     "build": lambda w, t: library(lambda: w.memory.build(t), t),
     "build_job": lambda w, t: library(lambda: w.memory.build_job(t), t),
     "cancel_job": lambda w, t: library(lambda: w.memory.cancel_job(t), t),
     "enqueue_build": lambda w, t: library(lambda: w.memory.enqueue_build(t), t),
     "job": lambda w, t: library(lambda: w.memory.job(t), t),
-    "jobs": lambda w, t: library(lambda: w.memory.jobs(t), t),
+    "jobs": lambda w, t: (
+        library(lambda: w.memory.jobs(t), t),
+        library(lambda: w.memory.jobs(before=t), t),
+    ),
     "close": _namespace,  # a Memory of namespace TEXT: listed, then closed with its store
     "conversation": lambda w, t: library(lambda: w.memory.conversation(t), t),
     "conversations": _namespace,
@@ -342,7 +356,20 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "episodes": lambda w, t: library(lambda: w.memory.episodes(t, [t]), t),
     "export_memory": lambda w, t: library(lambda: w.memory.export_memory(t), t),
     "fact_episodes": _both(lambda m, c, f: m.fact_episodes(c, f), "f1", False),
-    "facts": lambda w, t: library(lambda: w.memory.facts(t, [t]), t),
+    "facts": lambda w, t: (
+        library(lambda: w.memory.facts(t, [t]), t),
+        library(lambda: w.memory.facts("base", as_of=t), t, False),
+    ),
+    "supersessions": lambda w, t: library(lambda: w.memory.supersessions(t), t),
+    "delete_message": _both(lambda m, c, i: m.delete_message(c, i), "D9:9"),
+    "redact_message": _both(lambda m, c, i: m.redact_message(c, i), "D9:9"),
+    "delete_fact": _both(lambda m, c, i: m.delete_fact(c, i), "S9"),
+    "correct_fact": lambda w, t: (
+        library(lambda: w.memory.correct_fact("base", "S9", t), t),
+        library(lambda: w.memory.correct_fact("base", t, "Ana has a cat."), t),
+        library(lambda: w.memory.correct_fact(t, "S9", "Ana has a cat."), t),
+        library(lambda: w.memory.correct_fact("base", "S9", "Ana.", turns=[t]), t, False),
+    ),
     "import_memory": _memory_file,
     "import_nemori": _nemori,
     "ingest": lambda w, t: _append(w, t, ingest=True),
@@ -402,6 +429,17 @@ def _http_search_many(world: World, text: str) -> None:
     status(_post(world, "/v1/search", body), text, checked=False)
 
 
+def _http_many(path: str, extra: dict[str, object]) -> Callable[[World, str], None]:
+    """A route across conversations: the text as the question, then as a conversation id."""
+
+    def drive(world: World, text: str) -> None:
+        status(_post(world, path, {"conversations": ["base"], "question": text, **extra}), text)
+        body = {"conversations": ["base", text], "question": "pottery", **extra}
+        status(_post(world, path, body), text, checked=False)
+
+    return drive
+
+
 def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
     """A route without text (the text goes in a query parameter it ignores) or with one in
     its path."""
@@ -417,6 +455,48 @@ def _http_plain(path: str, method: str = "GET") -> Callable[[World, str], None]:
     return drive
 
 
+def _http_jobs(world: World, text: str) -> None:
+    """``GET /v1/jobs``: the text ignored, as the status and as the page's cursor."""
+    _http_plain("/v1/jobs")(world, text)
+    for param in ("status", "cursor"):
+        status(_get(world, f"/v1/jobs?{param}={quoted(text)}"), text, checked=False)
+
+
+def _http_record(path: str, method: str, body: object = None) -> Callable[[World, str], None]:
+    """A route on one record of a conversation (``path`` formatted with the conversation and
+    the record id): the text as the record id of conversation base, then as the
+    conversation."""
+
+    def drive(world: World, text: str) -> None:
+        auth = world.http.auth(world.http.alice)
+        for conversation, record in (("base", quoted(text)), (quoted(text), "S9")):
+            target = path.format(conversation, record)
+            response = world.http.client.request(method, target, json=body, headers=auth)
+            status(response, text, checked=False)
+
+    return drive
+
+
+def _http_correct(world: World, text: str) -> None:
+    status(_post(world, "/v1/conversations/base/facts/S9/correct", {"content": text}), text)
+    body = {"content": "Ana has a cat.", "turns": [text]}
+    status(_post(world, "/v1/conversations/base/facts/S9/correct", body), text, checked=False)
+    _http_record("/v1/conversations/{}/facts/{}/correct", "POST", {"content": "Ana."})(world, text)
+
+
+def _http_facts(world: World, text: str) -> None:
+    response = _get(world, f"/v1/conversations/base/facts?as_of={quoted(text)}")
+    status(response, text, checked=False)
+    _http_plain("/v1/conversations/{}/facts")(world, text)
+
+
+def _http_audit(world: World, text: str) -> None:
+    path = f"/v1/conversations/{quoted(text)}/audit"
+    status(_post(world, path, {"sample": 1}), text, checked=False)
+    body = {"sample": 1, "seed": text}  # not a number: refused
+    status(_post(world, "/v1/conversations/base/audit", body), text, checked=False)
+
+
 HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
@@ -427,13 +507,31 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "POST /v1/conversations/{conversation}/messages": _http_append,
     "POST /v1/conversations/{conversation}/search": _http_query("query", {"k": 3}),
     "POST /v1/search": _http_search_many,
+    "POST /v1/ask": _http_many("/v1/ask", {"mode": "retrieval"}),
+    "POST /v1/context": _http_many("/v1/context", {}),
     "POST /v1/conversations/{conversation}/ask": _http_query("question", {"mode": "retrieval"}),
     "POST /v1/conversations/{conversation}/context": _http_query("question", {}, "context"),
     "POST /v1/conversations/{conversation}/check": _http_query("text", {}, "check"),
+    "POST /v1/conversations/{conversation}/audit": _http_audit,
     "POST /v1/conversations/{conversation}/build": _http_plain(
         "/v1/conversations/{}/build", "POST"
     ),
-    "GET /v1/jobs": _http_plain("/v1/jobs"),
+    "GET /v1/jobs": _http_jobs,
+    "GET /v1/conversations/{conversation}/episodes": _http_plain("/v1/conversations/{}/episodes"),
+    "GET /v1/conversations/{conversation}/facts": _http_facts,
+    "GET /v1/conversations/{conversation}/supersessions": _http_plain(
+        "/v1/conversations/{}/supersessions"
+    ),
+    "DELETE /v1/conversations/{conversation}/messages/{message}": _http_record(
+        "/v1/conversations/{}/messages/{}", "DELETE"
+    ),
+    "POST /v1/conversations/{conversation}/messages/{message}/redact": _http_record(
+        "/v1/conversations/{}/messages/{}/redact", "POST"
+    ),
+    "DELETE /v1/conversations/{conversation}/facts/{fact}": _http_record(
+        "/v1/conversations/{}/facts/{}", "DELETE"
+    ),
+    "POST /v1/conversations/{conversation}/facts/{fact}/correct": _http_correct,
     "GET /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}"),
     "DELETE /v1/jobs/{job_id}": _http_plain("/v1/jobs/{}", "DELETE"),
 }
@@ -467,12 +565,39 @@ MCP_DRIVERS: dict[str, Callable[[World, str], None]] = {
         tool(w, "context", t, conversation="base", question=t),
         tool(w, "context", t, conversation=t, question="who?"),
     ),
+    "context_across": lambda w, t: (
+        tool(w, "context_across", t, conversations=["base"], question=t),
+        tool(w, "context_across", t, False, conversations=["base", t], question="who?"),
+    ),
+    "ask_across": lambda w, t: (
+        tool(w, "ask_across", t, conversations=["base"], question=t, mode="retrieval"),
+        tool(
+            w, "ask_across", t, False, conversations=["base", t], question="who?", mode="retrieval"
+        ),
+    ),
     "check": lambda w, t: (
         tool(w, "check", t, conversation="base", text=t),
         tool(w, "check", t, conversation=t, text="Ana said hello."),
     ),
     "list_conversations": lambda w, t: tool(w, "list_conversations", t, False),
     "forget": lambda w, t: tool(w, "forget", t, conversation=t),
+    "facts": lambda w, t: (
+        tool(w, "facts", t, conversation=t),
+        tool(w, "facts", t, False, conversation="base", as_of=t),
+    ),
+    "forget_message": lambda w, t: (
+        tool(w, "forget_message", t, False, conversation="base", message=t),
+        tool(w, "forget_message", t, conversation=t, message="D9:9", redact=True),
+    ),
+    "forget_fact": lambda w, t: (
+        tool(w, "forget_fact", t, False, conversation="base", fact=t),
+        tool(w, "forget_fact", t, conversation=t, fact="S9"),
+    ),
+    "correct_fact": lambda w, t: (
+        tool(w, "correct_fact", t, conversation="base", fact="S9", content=t),
+        tool(w, "correct_fact", t, False, conversation="base", fact=t, content="Ana."),
+        tool(w, "correct_fact", t, False, conversation="base", fact="S9", content="A", turns=[t]),
+    ),
 }
 
 
@@ -571,10 +696,12 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "ask": _cli(
         ["ask", "TEXT", "--store", "STORE", "-c", "base", "--mode", "retrieval", "--json"],
         ["ask", "who?", "--store", "STORE", "-c", "TEXT", "--mode", "retrieval"],
+        ["ask", "who?", "--store", "STORE", "-c", "base", "-c", "TEXT", "--mode", "retrieval"],
     ),
     "context": _cli(
         ["context", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["context", "who?", "--store", "STORE", "-c", "TEXT"],
+        ["context", "who?", "--store", "STORE", "-c", "base", "-c", "TEXT", "--json"],
     ),
     "check": _cli(
         ["check", "TEXT", "--store", "STORE", "-c", "base", "--llm", "fake", "--json"],
@@ -592,6 +719,13 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "keys create": _cli_keys_create,
     "keys list": _cli(["keys", "list", "--store", "STORE", "--namespace", "TEXT", "--json"]),
     "keys revoke": _cli(["keys", "revoke", "TEXT", "--store", "STORE"], checked=False),
+    "jobs list": _cli(
+        ["jobs", "list", "--store", "STORE", "--namespace", "TEXT", "--json"],
+        ["jobs", "list", "--store", "STORE", "--before", "TEXT"],
+        ["jobs", "list", "--store", "STORE", "--status", "TEXT"],
+    ),
+    "jobs show": _cli(["jobs", "show", "TEXT", "--store", "STORE", "--json"]),
+    "jobs cancel": _cli(["jobs", "cancel", "TEXT", "--store", "STORE"]),
     "eval coverage": _cli(["eval", "coverage", "--data", "TEXT", "--store", "c.db"], checked=False),
     "eval locomo": _cli(
         ["eval", "locomo", "--data", "TEXT", "--out", "run", "--llm", "fake"], checked=False
@@ -604,7 +738,34 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "eval audit answers": _cli(
         ["eval", "audit", "answers", "TEXT", "--judge", "fake"], checked=False
     ),
+    "eval audit memory": _cli(
+        ["eval", "audit", "memory", "--store", "STORE", "-c", "TEXT", "--judge", "fake"],
+        ["eval", "audit", "memory", "--store", "STORE", "-c", "base", "--judge", "TEXT"],
+        checked=False,
+    ),
     "data locomo": _cli_data,
+    "facts": _cli(
+        ["facts", "--store", "STORE", "-c", "TEXT", "--json"],
+        ["facts", "--store", "STORE", "-c", "base", "--as-of", "TEXT"],
+        checked=False,
+    ),
+    "delete-message": _cli(
+        ["delete-message", "TEXT", "--store", "STORE", "-c", "base"],
+        ["delete-message", "D9:9", "--store", "STORE", "-c", "TEXT"],
+    ),
+    "redact-message": _cli(
+        ["redact-message", "TEXT", "--store", "STORE", "-c", "base"],
+        ["redact-message", "D9:9", "--store", "STORE", "-c", "TEXT"],
+    ),
+    "delete-fact": _cli(
+        ["delete-fact", "TEXT", "--store", "STORE", "-c", "base"],
+        ["delete-fact", "S9", "--store", "STORE", "-c", "TEXT"],
+    ),
+    "correct-fact": _cli(
+        ["correct-fact", "S9", "TEXT", "--store", "STORE", "-c", "base"],
+        ["correct-fact", "TEXT", "Ana.", "--store", "STORE", "-c", "base"],
+        ["correct-fact", "S9", "Ana.", "--store", "STORE", "-c", "TEXT", "--turn", "TEXT"],
+    ),
     "reproduce": _cli(
         ["reproduce", "-c", "TEXT", "--dry-run"],
         ["reproduce", "-c", "coverage-turns", "--data", "TEXT", "--dry-run"],
@@ -620,7 +781,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
 def memory_methods() -> set[str]:
     return {
         name
-        for cls in (Memory, MemoryJobs)  # Memory's own methods and its job methods
+        for cls in (Memory, MemoryJobs, MemoryEdits, MemoryAudits, MemoryAcross)  # and mixins'
         for name, value in vars(cls).items()
         if not name.startswith("_") and inspect.isfunction(getattr(value, "__func__", value))
     }

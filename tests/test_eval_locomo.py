@@ -12,9 +12,10 @@ import pytest
 from typer.testing import CliRunner
 
 from qemem.answer import Answer
-from qemem.answer.ask import Trace
+from qemem.answer.ask import Round0Answer, Trace
 from qemem.cli import app
 from qemem.errors import ConfigError, InputError
+from qemem.eval.judge import Judgement
 from qemem.eval.locomo import LocomoRunConfig, _answer_all, run_locomo
 from qemem.eval.records import evidence_share, evidence_visible, refinement_info, stage_costs
 from qemem.evidence.cards import Feedback
@@ -69,11 +70,19 @@ def test_stage_costs_group_repairs_and_missing_prices() -> None:
         call("plan", 10, 2, 0.5),
         call("plan.repair", 5, 1, 0.25),
         call("answer", 7, 3, None),
-        call("answer.retry", 1, 1, 0.1),
+        {**call("answer.retry", 1, 1, 0.1), "cache_read_tokens": 1},
     ]
+    cache = {"cache_write_tokens": 0, "cache_read_tokens": 0}  # absent in older records: 0
     assert stage_costs(calls) == {
-        "answer": {"calls": 2, "input_tokens": 8, "output_tokens": 4, "cost_usd": None},
-        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, "cost_usd": 0.75},
+        "answer": {
+            "calls": 2,
+            "input_tokens": 8,
+            "output_tokens": 4,
+            **cache,
+            "cache_read_tokens": 1,
+            "cost_usd": None,
+        },
+        "plan": {"calls": 2, "input_tokens": 15, "output_tokens": 3, **cache, "cost_usd": 0.75},
     }
 
 
@@ -121,7 +130,8 @@ def test_round_turn_ids_from_the_record() -> None:
 
 
 def test_refinement_info_counts_calls_after_the_first_construction() -> None:
-    info = refinement_info(refined_answer())
+    answer = refined_answer()
+    info = refinement_info(answer)
     assert info == {
         "triggered": True,
         "rounds": 1,
@@ -130,7 +140,23 @@ def test_refinement_info_counts_calls_after_the_first_construction() -> None:
         "extra_input_tokens": 850,
         "extra_output_tokens": 90,
         "extra_cost_usd": pytest.approx(0.009),
+        "round0_answer": None,
+        "round0_judge_labels": [],
+        "round0_score": None,
+        "round0_calls": 0,
+        "round0_cost_usd": 0.0,
     }
+
+
+def test_refinement_info_keeps_the_judged_round0_answer_and_its_cost() -> None:
+    answer = refined_answer()
+    answer.round0 = Round0Answer("14 March", "... FINAL ANSWER: 14 March")
+    answer.trace.calls.append(call("answer_round0", 700, 15, 0.007))
+    info = refinement_info(answer, Judgement(["CORRECT", "WRONG"]))
+    assert info["round0_answer"] == "14 March"
+    assert info["round0_judge_labels"] == ["CORRECT", "WRONG"] and info["round0_score"] == 0.5
+    assert info["round0_calls"] == 1 and info["round0_cost_usd"] == pytest.approx(0.007)
+    assert info["extra_calls"] == 2  # the round-0 answer is not a refinement call
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -165,7 +191,7 @@ def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: P
     with (out / "results.jsonl").open("a") as handle:  # as if killed while writing
         handle.write('{"conversation": "demo-1", "ind')
     text = invoke(*base, *fake)
-    assert "resumed 3" in text and "answered 11" in text
+    assert "resumed 3" in text and "answered 11" in text and "refinement triggered" in text
     records = lines(out / "results.jsonl")
     keys = [(r["conversation"], r["index"], r["mode"]) for r in records]
     assert len(keys) == 14 == len(set(keys))  # categories 1-4 of the sample, no duplicates
@@ -214,7 +240,12 @@ def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: P
         judge=warm,
     )
     assert calls == [] and result.provider_calls == 0 and result.answered == 14
-    assert result.cached_calls == 14 * 5  # plan, construct, answer, two judge runs
+    # plan, construct, answer, two judge runs; a triggered question adds its refinement
+    # constructs, its round-0 answer and the two judge runs of that
+    triggered = [r for r in records if r["refinement"]["triggered"]]
+    assert triggered and all(r["llm"]["answer_round0"]["calls"] == 1 for r in triggered)
+    extra = sum(r["refinement"]["extra_calls"] + 3 for r in triggered)
+    assert result.cached_calls == 14 * 5 + extra
     assert (out / "summary.json").read_text() == summary
 
     # a different answerer in the same folder is refused
@@ -329,10 +360,65 @@ def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: 
     out = tmp_path / "matched"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
     args += ["--llm", "fake", "--limit", "3", "--no-plots", "--budget-turns", "5", "--json"]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, "--prompt-layout", "paper"])
     assert result.exit_code == 0, result.output
     records = lines(out / "results.jsonl")
     assert len(records) == 3 and {r["mode"] for r in records} == {"matched"}
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["config"]["retrieval"]["budget_turns"] == 5
+    assert manifest["prompt_layout"] == manifest["config"]["prompt_layout"] == "paper"
     assert all(r["prediction"] for r in records)
+
+
+def test_full_run_measures_refinement_before_and_after(tmp_path: Path, sample_path: Path) -> None:
+    """The offline constructor finds some sample questions' evidence insufficient: those get a
+    judged round-0 answer, counted as its own stage outside the method's cost."""
+    out = tmp_path / "run"
+    result = run_locomo(LocomoRunConfig(sample_path, out, llm="fake", judge="fake", plots=False))
+    records = lines(out / "results.jsonl")
+    triggered = [r for r in records if r["refinement"]["triggered"]]
+    assert 0 < len(triggered) < len(records)
+    for r in records:
+        info = r["refinement"]
+        if info["triggered"]:
+            assert info["round0_answer"] is not None and len(info["round0_judge_labels"]) == 1
+            assert r["answer"]["round0"]["text"] == info["round0_answer"]
+        else:
+            assert info["round0_answer"] is None and "answer_round0" not in r["llm"]
+            assert r["answer"]["round0"] is None
+    rf = result.summary["refinement"]
+    assert rf["triggered"] == len(triggered) and rf["round0_answer_calls"] == len(triggered)
+    by_initial = rf["trigger_by_initial_evidence"]
+    with_evidence = [r for r in records if r["evidence"]]
+    assert by_initial["initial_visible"]["questions"] + by_initial["initial_not_visible"][
+        "questions"
+    ] == len(with_evidence)
+    before = rf["triggered_before_after"]
+    assert before["questions"] == len(triggered)
+    assert before["accuracy_before"] == pytest.approx(
+        sum(r["refinement"]["round0_score"] for r in triggered) / len(triggered), abs=1e-4
+    )
+    extra = sum(r["refinement"]["extra_calls"] for r in records)
+    assert rf["extra_calls_per_triggered"] == pytest.approx(extra / len(triggered), abs=1e-4)
+    cost = result.summary["cost"]
+    assert "answer_round0" in cost["by_stage"]
+    assert cost["by_stage"]["answer_round0"]["token_share"] is None  # not the method's
+    method = sum(cost["by_stage"][s]["calls_per_question"] for s in ("plan", "construct", "answer"))
+    assert cost["method_calls_per_question"] == pytest.approx(method, abs=1e-3)
+    report = (out / "report.md").read_text()
+    assert "from the round-0 cards" in report and "per triggered question" in report
+    assert "from the round-0 cards" in (out / "report.html").read_text()
+
+
+def test_no_plan_run_skips_the_planner_and_says_so(tmp_path: Path, sample_path: Path) -> None:
+    out = tmp_path / "run"
+    args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--llm", "fake"]
+    invoke(*args, "--limit", "3", "--no-plots", "--no-plan")
+    records = lines(out / "results.jsonl")
+    assert all("plan" not in r["llm"] for r in records)
+    assert all(r["answer"]["evidence"]["plan"]["source"] == "rules" for r in records)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["planning"] is False and manifest["config"]["plan"] is False
+    assert json.loads((out / "summary.json").read_text())["planning"] is False
+    with pytest.raises(ConfigError, match="different planning"):  # no mixing in one folder
+        run_locomo(LocomoRunConfig(sample_path, out, llm="fake", limit=3, plots=False))

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from qemem.answer import ROUND0_STAGE
 from qemem.errors import InputError
 from qemem.eval.markdown import render_markdown
 from qemem.eval.report import (
@@ -18,6 +19,7 @@ from qemem.eval.report import (
     summarise,
     write_report,
 )
+from qemem.view.report import ANALYSIS_STAGES, method_cost
 
 
 def tally(calls: int, inp: int, out: int, usd: float | None) -> dict[str, Any]:
@@ -265,3 +267,68 @@ def test_a_run_folder_of_record_format_1_still_rebuilds(tmp_path: Path) -> None:
     )
     html = (tmp_path / "report.html").read_text("utf-8")
     assert html.count('class="expand"') == 3 and 'id="d-2"' in html
+
+
+def test_refinement_by_initial_evidence_and_before_after(summary: dict[str, Any]) -> None:
+    rf = summary["refinement"]
+    # c1#0 and c2#0 triggered, neither's initial pool showed all evidence; c1#1 and c2#2 did
+    assert rf["trigger_by_initial_evidence"] == {
+        "initial_visible": {"questions": 2, "triggered": 0, "trigger_rate": 0.0},
+        "initial_not_visible": {"questions": 2, "triggered": 2, "trigger_rate": 1.0},
+    }
+    assert rf["extra_cost_usd_per_triggered"] == pytest.approx(0.003)
+    assert rf["extra_tokens_per_question"] is None  # the records predate the token counts
+    assert rf["triggered_before_after"]["questions"] == 0  # no round-0 answers recorded
+    records = [dict(r, refinement=dict(r["refinement"])) for r in RECORDS]
+    records[0]["refinement"].update(round0_score=0.0, round0_calls=1, round0_cost_usd=0.001)
+    records[2]["refinement"].update(round0_score=0.5, round0_calls=1, round0_cost_usd=0.002)
+    again = summarise(records, MANIFEST)["refinement"]
+    assert again["triggered_before_after"] == {
+        "questions": 2,
+        "accuracy_before": 0.25,
+        "accuracy_after": 0.5,  # c1#0 1.0, c2#0 0.0
+        "difference": 0.25,
+        "fixed": 1,
+        "broken": 1,
+    }
+    assert again["round0_answer_calls"] == 2
+    assert again["round0_answer_cost_usd"] == pytest.approx(0.003)
+    markdown = render_markdown(summarise(records, MANIFEST), [])
+    assert "accuracy from the round-0 cards 25.0%, after refinement 50.0%" in markdown
+
+
+def test_coverage_by_category_and_milestone(summary: dict[str, Any]) -> None:
+    cov = summary["coverage"]
+    assert cov["by_category"] == {
+        "1": {"questions": 1, "at_20": 0.0, "whole_pool": 0.0},
+        "2": {"questions": 2, "at_20": 0.5, "whole_pool": 0.5},
+        "4": {"questions": 1, "at_20": 0.0, "whole_pool": 1.0},
+    }
+    assert cov["milestone_turns"] is None  # two of four never covered
+    assert summary["planning"] is True and summary["errata"] is None
+
+
+def test_round0_answers_are_not_the_method_cost() -> None:
+    records = [dict(r, llm=dict(r["llm"])) for r in RECORDS]
+    for r in records:
+        r["llm"]["answer_round0"] = tally(1, 400, 10, 0.5)
+    with_round0 = summarise(records, MANIFEST)["cost"]
+    without = summarise(RECORDS, MANIFEST)["cost"]
+    assert with_round0["method_cost_usd_per_question"] == without["method_cost_usd_per_question"]
+    assert with_round0["by_stage"]["answer_round0"]["cost_share"] is None
+    assert ROUND0_STAGE in ANALYSIS_STAGES
+    assert method_cost(records[0]) == method_cost(RECORDS[0])
+
+
+def test_the_run_page_shows_coverage_its_milestone_and_the_planning_setting(
+    tmp_path: Path,
+) -> None:
+    summary = write_report(tmp_path, RECORDS, MANIFEST, plots=False)
+    assert summary["coverage"]["coverage"]
+    html = (tmp_path / "report.html").read_text("utf-8")
+    assert "Initial-pool coverage (planning on)" in html
+    assert "80% complete-evidence coverage:" in html and "within 20 turns" in html
+    off = tmp_path / "no-plan"
+    off.mkdir()
+    write_report(off, RECORDS, {**MANIFEST, "planning": False}, plots=False)
+    assert "planning off: --no-plan" in (off / "report.html").read_text("utf-8")

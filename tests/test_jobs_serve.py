@@ -5,91 +5,22 @@ is killed is picked up by another after its lease. Hash embedder; the offline LL
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from typer.testing import CliRunner
 
-from qemem.cli import app
-
-QEMEM = [sys.executable, "-c", "from qemem.cli import main; main()"]
-SRC = str(Path(__file__).resolve().parents[1] / "src")
-SLOW_LLM = "cmd:sleep 4"
-"""Every call takes 4 s (then fails): a build stays running until its server is killed."""
-CONV = "demo-1"
+from serve_helpers import CONV, SLOW_LLM, Server, prepared, wait_for
 
 
 @pytest.fixture(autouse=True)
 def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
     monkeypatch.delenv("QEMEM_LLM", raising=False)
-
-
-def _cli(*args: str) -> str:
-    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.output
-
-
-def _prepared(store: str, sample_path: Path) -> dict[str, str]:
-    """The sample conversation ingested into ``store``; auth headers of a key for it."""
-    _cli("ingest", str(sample_path), "--store", store, "--quiet")
-    out = _cli("keys", "create", "--store", store, "--namespace", "default", "--json")
-    return {"Authorization": f"Bearer {json.loads(out.splitlines()[-1])['key']}"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """One ``qemem serve`` (its own process group, killed whole at the end)."""
-
-    def __init__(self, store: str, llm: str, *extra: str) -> None:
-        self.base = f"http://127.0.0.1:{_free_port()}"
-        env = {**os.environ, "PYTHONPATH": SRC, "QEMEM_EMBEDDER": "hash", "QEMEM_LLM": llm}
-        port = self.base.rsplit(":", 1)[1]
-        self.process = subprocess.Popen(
-            [*QEMEM, "serve", "--store", store, "--port", port, "--job-lease", "1", *extra],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for(self._up, 60)
-
-    def _up(self) -> bool:
-        assert self.process.poll() is None, "the server exited"
-        try:
-            return httpx.get(f"{self.base}/readyz", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def call(self, method: str, path: str, headers: dict[str, str], **kw: Any) -> httpx.Response:
-        return httpx.request(method, self.base + path, headers=headers, timeout=10, **kw)
-
-    def job(self, job_id: str, headers: dict[str, str]) -> dict[str, Any]:
-        r = self.call("GET", f"/v1/jobs/{job_id}", headers)
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
 
 
 @pytest.fixture
@@ -99,13 +30,6 @@ def servers() -> Iterator[list[Server]]:
     yield started
     for server in started:
         server.kill()
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def _pid(job: dict[str, Any]) -> int:
@@ -120,7 +44,7 @@ def test_workers_2_on_sqlite_all_answer_for_a_job_and_one_picks_up_the_other_s_j
     every poll answers, and when the worker running the job is killed, another one starts
     it again once its lease has expired."""
     store = str(tmp_path / "m.db")
-    headers = _prepared(store, sample_path)
+    headers = prepared(store, sample_path)
     servers.append(server := Server(store, SLOW_LLM, "--workers", "2"))
     job = server.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
     polls = [server.call("GET", f"/v1/jobs/{job['id']}", headers) for _ in range(30)]
@@ -139,7 +63,7 @@ def test_workers_2_on_sqlite_all_answer_for_a_job_and_one_picks_up_the_other_s_j
 def test_two_servers_on_one_postgresql_share_jobs_and_appends(
     pg_url: str, sample_path: Path, servers: list[Server]
 ) -> None:
-    headers = _prepared(pg_url, sample_path)
+    headers = prepared(pg_url, sample_path)
     servers.extend([one := Server(pg_url, "fake"), two := Server(pg_url, "fake")])
     job = one.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
     assert two.job(job["id"], headers)["id"] == job["id"]  # visible through the other at once
@@ -174,7 +98,7 @@ def test_a_job_of_a_killed_server_is_picked_up_by_the_other_and_finishes(
     """Two servers whose LLM never answers in time: the one running the job is killed, the
     other starts it again after the lease; that one is killed too, and a third server (the
     offline LLM) runs the job's last attempt to its end."""
-    headers = _prepared(pg_url, sample_path)
+    headers = prepared(pg_url, sample_path)
     servers.extend([one := Server(pg_url, SLOW_LLM), two := Server(pg_url, SLOW_LLM)])
     job = one.call("POST", f"/v1/conversations/{CONV}/build", headers).json()
     wait_for(lambda: two.job(job["id"], headers)["status"] == "running")

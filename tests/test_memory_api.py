@@ -5,6 +5,7 @@ the byte on everything but timings."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from qemem import RemoteMemory
 from qemem.answer import Answer
 from qemem.answer.check import CheckResult, Citation
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.answer.wire import answer_to_json
 from qemem.embed import HashEmbedder
 from qemem.errors import ConflictError, InputError, LLMError, NotFoundError
@@ -198,6 +200,31 @@ def test_context_gives_the_same_block(make: Factory, reference: Memory, sample_p
         memory.context("demo-1", QUESTION, mode="llm")
 
 
+def test_ask_and_context_across_conversations_give_what_the_embedded_memory_gives(
+    make: Factory, reference: Memory, sample_path: Path
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.add_messages("c1", MESSAGES)
+    reference.add_messages("c1", MESSAGES)
+    question, both = "What is the name of the grey cat?", ["demo-1", "c1", "demo-1"]
+    answer = memory.ask_many(both, question)
+    assert answer.across is not None and answer.across.conversations == ["demo-1", "c1"]
+    assert _without_timings(answer) == _without_timings(reference.ask_many(both, question))
+    assert Ref("turn", "m1", "c1") in [ref for card in answer.cards for ref in card.refs]
+    block = memory.context_many(both, question, budget_tokens=400)
+    assert block == reference.context_many(both, question, budget_tokens=400)
+    assert block.items[0].conversation == "c1" and "[c1/m1]" in block.text
+    with pytest.raises(NotFoundError):
+        memory.ask_many(["demo-1", "nope"], question)
+    with pytest.raises(NotFoundError):
+        memory.context_many(["nope", "c1"], question)
+    with pytest.raises(InputError):
+        memory.context_many("c1", question)
+    with pytest.raises(InputError):
+        memory.ask_many([], question, mode="retrieval")
+
+
 def test_check_labels_the_claims_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -215,6 +242,28 @@ def test_check_labels_the_claims_like_the_embedded_memory(
         memory.check("nope", STATEMENT)
 
 
+def test_the_memory_audit_agrees_with_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.build("demo-1")
+    reference.build("demo-1")
+    audit = memory.audit_memory("demo-1", sample=6, seed=2)
+    assert isinstance(audit, MemoryAudit) and len(audit.items) == 6
+    expected = reference.audit_memory("demo-1", sample=6, seed=2)
+    assert (audit.items, audit.facts, audit.episodes) == (
+        expected.items,
+        expected.facts,
+        expected.episodes,
+    )
+    assert audit.census == expected.census and audit.population == expected.population
+    with pytest.raises(InputError):
+        memory.audit_memory("demo-1", sample=0)
+    with pytest.raises(NotFoundError):
+        memory.audit_memory("nope")
+
+
 def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -> None:
     memory = make(llm=None)
     memory.ingest(sample_path)
@@ -224,6 +273,8 @@ def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -
         memory.check("demo-1", STATEMENT)
     with pytest.raises(LLMError):
         memory.build("demo-1")
+    with pytest.raises(LLMError):
+        memory.audit_memory("demo-1")
     assert memory.ask("demo-1", QUESTION, mode="retrieval").evidence.pool.turns
 
 
@@ -263,3 +314,41 @@ def test_without_an_llm_no_build_is_queued(make: Factory, sample_path: Path) -> 
     with pytest.raises(LLMError):
         memory.enqueue_build("demo-1")
     assert memory.jobs() == []
+
+
+def test_facts_and_one_record_edits_agree_with_the_embedded_memory(
+    make: Factory, sample_path: Path, reference: Memory
+) -> None:
+    memory = make()
+    memory.ingest(sample_path)
+    memory.build("demo-1")
+    reference.build("demo-1")
+    assert memory.episodes("demo-1") == reference.episodes("demo-1")
+    assert memory.episodes("demo-1", ["E2", "E1"]) == reference.episodes("demo-1", ["E2", "E1"])
+    assert memory.facts("demo-1") == reference.facts("demo-1") != []
+    fixed = memory.correct_fact("demo-1", "S2", "Priya makes mugs.", turns=["D1:4"])
+    same = reference.correct_fact("demo-1", "S2", "Priya makes mugs.", turns=["D1:4"])
+    assert dataclasses.replace(fixed, recorded=same.recorded) == same
+    assert [s.new for s in memory.supersessions("demo-1")] == [fixed.new]
+    for args in ({}, {"include_superseded": True}, {"as_of": "2024-03-14"}):
+        assert memory.facts("demo-1", **args) == reference.facts("demo-1", **args)
+    assert memory.facts("demo-1", ["S2"]) == reference.facts("demo-1", ["S2"])  # superseded
+    assert memory.redact_message("demo-1", "D1:3") == reference.redact_message("demo-1", "D1:3")
+    assert memory.delete_message("demo-1", "D2:1") == reference.delete_message("demo-1", "D2:1")
+    assert memory.delete_fact("demo-1", fixed.new) == reference.delete_fact("demo-1", fixed.new)
+    assert memory.facts("demo-1") == reference.facts("demo-1")
+    for bad in (
+        lambda: memory.delete_message("demo-1", "D9:9"),
+        lambda: memory.redact_message("nope", "D1:1"),
+        lambda: memory.delete_fact("demo-1", "S999"),
+        lambda: memory.correct_fact("demo-1", "S999", "Priya paints."),
+        lambda: memory.facts("nope"),
+        lambda: memory.episodes("nope"),
+        lambda: memory.supersessions("nope"),
+    ):
+        with pytest.raises(NotFoundError):
+            bad()
+    with pytest.raises(InputError):
+        memory.correct_fact("demo-1", "S3", " ")
+    with pytest.raises(InputError):
+        memory.facts("demo-1", as_of="someday")

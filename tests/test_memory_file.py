@@ -79,12 +79,14 @@ def test_provenance_checks(
 
 
 def test_malformed_files_and_clashes(memory: Memory, tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="not a qemem-memory/1 file"):
+    with pytest.raises(InputError, match="not a qemem-memory/2 file"):
         parse({"format": "other"})
     raw = _raw()
     raw["facts"][0]["episode_ids"] = []  # type: ignore[index]
+    with pytest.raises(InputError, match="no correction by hand"):
+        memory.import_memory(parse(raw))  # version 2: only a correction cites no episode
     with pytest.raises(InputError, match="non-empty list"):
-        parse(raw)
+        parse({**raw, "format": "qemem-memory/1"})
     bad = tmp_path / "bad.json"
     bad.write_text("{", "utf-8")
     with pytest.raises(InputError, match="not valid JSON"):

@@ -47,6 +47,7 @@ def test_requests_jobs_and_llm_usage_are_counted() -> None:
     assert found[("qemem_jobs", (("status", "done"),))] == 1
     assert found[("qemem_llm_calls_total", ())] > 1
     assert found[("qemem_llm_input_tokens_total", ())] > 0
+    assert ("qemem_llm_cache_read_tokens_total", ()) in found  # 0 offline: no prompt cache
 
 
 def test_an_unknown_path_is_one_label_and_metrics_can_be_off() -> None:

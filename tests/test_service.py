@@ -114,6 +114,36 @@ def test_search_across_conversations_names_each_hit_and_refuses_bad_lists() -> N
         assert s.client.post("/v1/search", json=theirs, headers=s.auth(s.bob)).status_code == 404
 
 
+def test_ask_and_context_across_conversations_over_http() -> None:
+    with served(llm=None) as s:
+        _append(s, s.alice, MESSAGES)
+        _append(s, s.alice, [{**MESSAGES[0], "text": "My grey cat Pixel sleeps all day."}], "c2")
+        h = s.auth(s.alice)
+        many = {"conversations": ["c1", "c2"], "question": "grey cat Pixel sleeps"}
+        block = s.client.post("/v1/context", json=many, headers=h).json()
+        assert block["conversations"] == ["c1", "c2"] and "[c2/m1]" in block["text"]
+        refs = [item["ref"] for item in block["items"]]
+        assert {"space": "turn", "id": "m1", "conversation": "c2"} in refs
+        assert {"space": "turn", "id": "m1", "conversation": "c1"} in refs
+        body = {**many, "mode": "retrieval"}
+        answer = s.client.post("/v1/ask", json=body, headers=h).json()
+        assert answer["across"]["conversations"] == ["c1", "c2"]
+        assert {t["conversation"] for t in answer["evidence"]["pool"]["turns"]} == {"c1", "c2"}
+        r = s.client.post("/v1/ask", json=many, headers=h)
+        assert r.status_code == 503 and "LLM" in r.json()["detail"]
+        r = s.client.post("/v1/context", json={**many, "mode": "llm"}, headers=h)
+        assert r.status_code == 503
+        for path, sent in (("/v1/ask", body), ("/v1/context", many)):
+            missing = {**sent, "conversations": ["c1", "nope"]}
+            r = s.client.post(path, json=missing, headers=h)
+            assert r.status_code == 404 and "'nope'" in r.json()["detail"]
+            r = s.client.post(path, json={**sent, "conversations": "c1"}, headers=h)
+            assert r.status_code == 422
+            r = s.client.post(path, json={**sent, "conversations": []}, headers=h)
+            assert r.status_code == 422 and "no conversations" in r.json()["detail"]
+            assert s.client.post(path, json=sent, headers=s.auth(s.bob)).status_code == 404
+
+
 def test_ask_full_and_background_build_job() -> None:
     with served() as s:
         _append(s, s.alice, MESSAGES)

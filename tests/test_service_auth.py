@@ -30,10 +30,20 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/messages"): {"messages": MESSAGES[:1]},
     ("POST", "/v1/conversations/{conversation}/search"): {"query": "cat", "pool": True},
     ("POST", "/v1/search"): {"conversations": ["c1"], "query": "cat"},
+    ("POST", "/v1/ask"): {"conversations": ["c1"], "question": "cat?", "mode": "retrieval"},
+    ("POST", "/v1/context"): {"conversations": ["c1"], "question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/ask"): {"question": "cat?", "mode": "retrieval"},
     ("POST", "/v1/conversations/{conversation}/context"): {"question": "cat?"},
     ("POST", "/v1/conversations/{conversation}/check"): {"text": "Ana has a cat."},
+    ("POST", "/v1/conversations/{conversation}/audit"): {"sample": 2, "seed": 1},
     ("POST", "/v1/conversations/{conversation}/build"): None,
+    ("GET", "/v1/conversations/{conversation}/episodes"): None,
+    ("GET", "/v1/conversations/{conversation}/facts"): None,
+    ("GET", "/v1/conversations/{conversation}/supersessions"): None,
+    ("DELETE", "/v1/conversations/{conversation}/messages/{message}"): None,
+    ("POST", "/v1/conversations/{conversation}/messages/{message}/redact"): None,
+    ("DELETE", "/v1/conversations/{conversation}/facts/{fact}"): None,
+    ("POST", "/v1/conversations/{conversation}/facts/{fact}/correct"): {"content": "Ana."},
     ("GET", "/v1/jobs"): None,
     ("GET", "/v1/jobs/{job_id}"): None,
     ("DELETE", "/v1/jobs/{job_id}"): None,
@@ -53,6 +63,7 @@ def _routes(s: Served) -> list[tuple[str, str]]:
 
 def _call(s: Served, key: str | None, method: str, template: str, job: str = "job-x"):
     path = template.replace("{conversation}", "c1").replace("{job_id}", job)
+    path = path.replace("{message}", "m1").replace("{fact}", "S1")
     headers = s.auth(key) if key else {}
     return s.client.request(method, path, json=BODIES[(method, template)], headers=headers)
 
@@ -122,7 +133,9 @@ def test_read_only_key_reads_but_cannot_write() -> None:
         before = _alice_view(s)
         for method, template in _routes(s):
             r = _call(s, s.reader, method, template)
-            writes = method == "DELETE" or template.endswith(("/messages", "/build"))
+            writes = method == "DELETE" or template.endswith(
+                ("/messages", "/build", "/redact", "/correct")
+            )
             if writes:
                 assert r.status_code == 403, (method, template, r.text)
                 assert "read-only" in r.json()["detail"]

@@ -10,7 +10,8 @@ since each list is part of what that stage computes: ``BM25_STOPWORDS`` (search 
 ``FUNCTION_WORDS`` and ``REPLY_WORDS`` (a quote's content-word count), ``TITLE_STOPWORDS``
 (fallback episode titles), ``LOCOMO_ARTICLES`` (the official answer scorer),
 ``OFFLINE_PLAN_STOPWORDS`` and ``OFFLINE_MATCH_STOPWORDS`` (the offline LLM's planner and
-constructor).
+constructor), ``PARAPHRASE_LIGHT_WORDS`` (the build's paraphrase check), ``PHATIC_WORDS``,
+``GREETING_PHRASES`` and ``CLOSING_PHRASES`` (the build's greeting/closing runs).
 """
 
 from __future__ import annotations
@@ -79,6 +80,16 @@ TITLE_STOPWORDS = frozenset(
     "its just me my of oh on or our so that the their them then there they this to too was "
     "we were what when where which who will with wow yeah yes you your really been did do "
     "does going good great thanks thank about also can could would should".split()
+)
+#: Third-person personal pronouns: one stands for a person named earlier in the same fact, or
+#: for someone the fact does not name (the memory audit counts those facts).
+THIRD_PERSON_PRONOUNS = frozenset(
+    "he him his himself she her hers herself they them their theirs themselves".split()
+)
+#: Personal pronouns (any case): the build rules ask facts to name people instead (the memory
+#: audit counts the facts holding one). "it" is left out: it rarely stands for a person.
+PERSONAL_PRONOUNS = THIRD_PERSON_PRONOUNS | frozenset(
+    "i me my mine myself we us our ours ourselves you your yours yourself yourselves".split()
 )
 #: The words LoCoMo's official scorer removes from answers (``normalize_answer``).
 LOCOMO_ARTICLES = ("a", "an", "the", "and")
@@ -210,3 +221,57 @@ def parse_anchor(value: str | date | datetime) -> date:
         "session time such as '1:56 pm on 8 May, 2023'",
         field="anchor",
     )
+
+
+#: Light verbs and intensifiers the build's paraphrase check ignores when it compares two facts'
+#: content words ("Jon finds joy in dancing" / "Jon has joy in dancing").
+PARAPHRASE_LIGHT_WORDS = frozenset(
+    "has have had having find finds found bring brings brought get gets got feel feels felt "
+    "make makes made take takes took do does doing enjoy enjoys love loves like likes really "
+    "very lot lots".split()
+)
+#: Words of small talk the build's greeting/closing check does not count as content: thanks,
+#: praise, encouragement, greetings and goodbyes ("Thanks, Mel! Appreciate your friendship.").
+PHATIC_WORDS = frozenset(
+    """
+thanks thank appreciate appreciated appreciation glad great awesome amazing cool nice good fun
+lovely wonderful best luck care soon later talk talking talked see seeing day night weekend
+enjoy friend friends friendship means lot happy fantastic sounds sound hope hoping doing going
+chat chatted catch time missed miss long new anything everything bye goodbye hey hi hello wow
+yeah yep yup sure definitely totally absolutely worries worry problem welcome support supporter
+supportive encouragement encouraging words kind keep got believe yourself wishing wish proud
+excited exciting future cheers spirit rock gonna let lets take together again hear heard since
+last spoke love loved cheering cheer rooting root back corner always anytime bet inspiring
+incredible stuff things thing ya doin go get getting lately""".split()
+)
+#: Phrases that make a line a greeting ("Hey Mel! Good to see you!"), as regular expressions
+#: matched on word boundaries, case ignored.
+GREETING_PHRASES = (
+    r"hi",
+    r"hey",
+    r"hello",
+    r"(?:good|great|nice) to (?:see|hear from) you",
+    r"long time no (?:see|talk|chat)",
+    r"how (?:are|have) (?:you|ya)",
+    r"how'?s it going",
+    r"how'?re (?:you|ya)",
+    r"what'?s up",
+    r"what'?s new",
+    r"anything new",
+    r"missed you",
+)
+#: Phrases that make a line a goodbye ("Bye! Take care."), as :data:`GREETING_PHRASES`.
+CLOSING_PHRASES = (
+    r"bye",
+    r"goodbye",
+    r"talk (?:to you )?(?:again )?(?:soon|later)",
+    r"see (?:you|ya) (?:soon|later|then|around)",
+    r"take care",
+    r"good ?night",
+    r"catch (?:you|ya) later",
+    r"have a (?:good|great|nice|lovely|wonderful) (?:day|night|evening|weekend|one|time)",
+    r"enjoy your (?:day|night|evening|weekend)",
+    r"until next time",
+    r"speak soon",
+    r"gotta go",
+)

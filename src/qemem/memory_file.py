@@ -1,4 +1,5 @@
-"""The ``qemem-memory/1`` file: a conversation's episodes and semantic facts, portable.
+"""The ``qemem-memory/2`` file: a conversation's episodes, semantic facts and supersessions,
+portable (``qemem-memory/1`` files, without supersessions, still import).
 
 A memory file is a portable backup of the expensive part of a store (the LLM-built episodes and
 facts) and the way to move it between embedders and backends: vectors are not in the file,
@@ -8,11 +9,17 @@ come from ingesting the conversation itself, and every id the file cites must al
 Format (JSON, written with one-space indentation and UTF-8 text, so that export, import and
 export again give the same bytes)::
 
-    {"format": "qemem-memory/1", "conversation": ID, "note": TEXT,
+    {"format": "qemem-memory/2", "conversation": ID, "note": TEXT,
      "episodes": [{"id", "session", "title", "content", "timestamp", "turn_ids"}],
-     "facts": [{"id", "content", "session", "episode_ids"}]}
+     "facts": [{"id", "content", "session", "episode_ids"}],
+     "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}]}
 
-``session`` is the session index, ``timestamp`` ISO 8601, ``turn_ids`` in episode order.
+``session`` is the session index, ``timestamp`` ISO 8601, ``turn_ids`` in episode order. A
+supersession says fact ``new`` replaces fact ``old`` from ``at`` (ISO 8601, conversation time)
+on, shown by ``turn_ids`` (never empty for ``kind`` "build"; a "manual" correction may cite
+none), stored at ``recorded`` (UTC). A fact corrected by hand has no episodes
+(``episode_ids`` empty): its source is its manual supersession. Version 1 has no
+``supersessions`` and every fact has episodes.
 """
 
 from __future__ import annotations
@@ -25,9 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError, StoreError
-from qemem.models import Episode, SemanticFact, Turn, check_path, check_same_kind
+from qemem.models import (
+    Episode,
+    SemanticFact,
+    Supersession,
+    Turn,
+    check_path,
+    check_same_kind,
+)
 
-FORMAT = "qemem-memory/1"
+FORMAT = "qemem-memory/2"
+FORMATS = ("qemem-memory/1", FORMAT)
+"""The versions that import; export writes ``FORMAT``."""
 NOTE_KEY = "memory.note"
 """Store state key that keeps the imported file's note, so an export writes it back."""
 
@@ -40,6 +56,7 @@ class MemoryFile:
     note: str
     episodes: tuple[Episode, ...]
     facts: tuple[SemanticFact, ...]
+    supersessions: tuple[Supersession, ...] = ()
 
 
 @dataclass
@@ -51,6 +68,7 @@ class MemoryImportReport:
     facts_added: int = 0
     episodes_unchanged: int = 0
     facts_unchanged: int = 0
+    supersessions_added: int = 0
     seconds: float = 0.0
     added_ids: list[str] = field(default_factory=list)
 
@@ -81,6 +99,17 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             }
             for f in memory.facts
         ],
+        "supersessions": [
+            {
+                "old": s.old,
+                "new": s.new,
+                "turn_ids": list(s.turn_ids),
+                "at": s.at.isoformat(),
+                "kind": s.kind,
+                "recorded": s.recorded.isoformat(),
+            }
+            for s in memory.supersessions
+        ],
     }
 
 
@@ -101,12 +130,13 @@ def _field(record: Mapping[str, Any], name: str, kind: type, where: str, file: s
     return value
 
 
-def _ids(record: Mapping[str, Any], name: str, where: str, file: str) -> tuple[str, ...]:
+def _ids(
+    record: Mapping[str, Any], name: str, where: str, file: str, empty: bool = False
+) -> tuple[str, ...]:
     values = _field(record, name, list, where, file)
-    if not values or not all(isinstance(v, str) and v for v in values):
-        raise InputError(
-            f"{name!r} must be a non-empty list of ids", file=file, record=where, field=name
-        )
+    if (not values and not empty) or not all(isinstance(v, str) and v for v in values):
+        what = "a list of ids" if empty else "a non-empty list of ids"
+        raise InputError(f"{name!r} must be {what}", file=file, record=where, field=name)
     if len(set(values)) != len(values):
         raise InputError(f"{name!r} repeats an id", file=file, record=where, field=name)
     return tuple(values)
@@ -114,12 +144,13 @@ def _ids(record: Mapping[str, Any], name: str, where: str, file: str) -> tuple[s
 
 def parse(data: Any, file: str = "<memory>") -> MemoryFile:
     """Validate the decoded JSON of a memory file; InputError naming the record otherwise."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") not in FORMATS:
         raise InputError(
             f'not a {FORMAT} file: expected a JSON object with "format": "{FORMAT}" '
-            "(write one with qemem export-memory)",
+            '(or "qemem-memory/1"; write one with qemem export-memory)',
             file=file,
         )
+    version2 = data["format"] == FORMAT
     conversation = _field(data, "conversation", str, "the header", file)
     note = data.get("note", "")
     if not isinstance(note, str):
@@ -158,13 +189,52 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
                 conversation,
                 _field(raw, "content", str, where, file),
                 _field(raw, "session", int, where, file),
-                _ids(raw, "episode_ids", where, file),
+                _ids(raw, "episode_ids", where, file, empty=version2),
             )
         )
     for kind, ids in (("episode", [e.id for e in episodes]), ("fact", [f.id for f in facts])):
         if len(set(ids)) != len(ids):
             raise InputError(f"{kind} ids repeat: every id must be unique", file=file)
-    return MemoryFile(conversation, note, tuple(episodes), tuple(facts))
+    supersessions = _supersessions(data, file) if version2 else ()
+    return MemoryFile(conversation, note, tuple(episodes), tuple(facts), supersessions)
+
+
+def _moment(raw: Mapping[str, Any], name: str, where: str, file: str) -> datetime:
+    stamp = _field(raw, name, str, where, file)
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        raise InputError(
+            f"{name} {stamp!r} is not ISO 8601", file=file, record=where, field=name
+        ) from None
+
+
+def _supersessions(data: Mapping[str, Any], file: str) -> tuple[Supersession, ...]:
+    """The supersessions of a version 2 file, checked one by one."""
+    out: list[Supersession] = []
+    for n, raw in enumerate(_field(data, "supersessions", list, "the header", file), start=1):
+        where = f"supersession {n}"
+        if not isinstance(raw, dict):
+            raise InputError("a supersession must be a JSON object", file=file, record=where)
+        kind = raw.get("kind")
+        if kind not in ("build", "manual"):
+            raise InputError(
+                '\'kind\' must be "build" or "manual"', file=file, record=where, field="kind"
+            )
+        out.append(
+            Supersession(
+                _field(raw, "old", str, where, file),
+                _field(raw, "new", str, where, file),
+                _ids(raw, "turn_ids", where, file, empty=kind == "manual"),
+                _moment(raw, "at", where, file),
+                kind,
+                _moment(raw, "recorded", where, file),
+            )
+        )
+    olds = [s.old for s in out]
+    if len(set(olds)) != len(olds):
+        raise InputError("a fact is superseded twice: each fact at most once", file=file)
+    return tuple(out)
 
 
 def load(path: str | Path) -> MemoryFile:
@@ -219,7 +289,16 @@ def check_provenance(
         if order != sorted(order):
             raise InputError("turn ids must be in conversation order", record=where)
         episode_session[episode.id] = episode.session
+    corrected = {s.new for s in memory.supersessions if s.kind == "manual"}
     for fact in memory.facts:
+        if not fact.episode_ids:
+            if fact.id not in corrected:
+                raise InputError(
+                    "cites no episode and is no correction by hand (the new fact of a "
+                    "manual supersession of the file)",
+                    record=f"fact {fact.id}",
+                )
+            continue
         missing = [e for e in fact.episode_ids if e not in episode_session]
         if missing:
             raise InputError(
@@ -231,6 +310,40 @@ def check_provenance(
                 "session is earlier than every episode it was learned from",
                 record=f"fact {fact.id}",
             )
+
+
+def check_supersessions(
+    memory: MemoryFile, turns: Sequence[Turn], stored_facts: Sequence[SemanticFact]
+) -> None:
+    """A supersession's facts are in the file or the store, it cites stored turns, and no
+    fact replaces itself. Raises InputError naming the first offending supersession."""
+    facts = {f.id for f in stored_facts} | {f.id for f in memory.facts}
+    turn_ids = {t.id for t in turns}
+    for item in memory.supersessions:
+        where = f"supersession of {item.old}"
+        missing = [i for i in (item.old, item.new) if i not in facts]
+        if missing or item.old == item.new:
+            why = f"facts {', '.join(missing)} are" if missing else "the new fact is"
+            raise InputError(f"{why} not another fact of the file or the store", record=where)
+        unknown = [t for t in item.turn_ids if t not in turn_ids]
+        if unknown:
+            raise InputError(
+                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation",
+                record=where,
+            )
+
+
+def new_supersessions(memory: MemoryFile, stored: Sequence[Supersession]) -> list[Supersession]:
+    """The file's supersessions the store lacks; a different one of a fact the store has
+    one of raises StoreError before anything is written."""
+    known = {s.old: s for s in stored}
+    clashes = [s.old for s in memory.supersessions if s.old in known and known[s.old] != s]
+    if clashes:
+        raise StoreError(
+            f"conversation {memory.conversation!r} already records other supersessions of "
+            f"facts {', '.join(clashes[:5])}: import into another store, or delete those facts"
+        )
+    return [s for s in memory.supersessions if s.old not in known]
 
 
 def split_new(

@@ -13,12 +13,18 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+
+import pydantic
 
 from qemem.errors import InputError
 from qemem.lexicon import day_phrase
 
 Space = Literal["turn", "episode", "fact"]
+
+OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
+"""Field metadata: the JSON form leaves the field out while it is None, so a field that only
+results across conversations set keeps every single-conversation form byte for byte."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
 
 
@@ -186,6 +192,27 @@ class SemanticFact:
     episode_ids: tuple[str, ...]
 
 
+REDACTED = "[message redacted]"
+"""The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
+
+SupersessionKind = Literal["build", "manual"]
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """Fact ``new`` replaces fact ``old`` from conversation time ``at`` on: ``kind`` "build"
+    when an episode's messages updated or contradicted it (``turn_ids``: the turns that show
+    it, never empty), "manual" when corrected by hand (``turn_ids`` optional). ``recorded``
+    is when it was stored (UTC). Both facts keep their provenance."""
+
+    old: str
+    new: str
+    turn_ids: tuple[str, ...]
+    at: datetime
+    kind: SupersessionKind
+    recorded: datetime
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A conversation: its id, namespace (user/tenant), speakers and sessions."""
@@ -235,12 +262,15 @@ class ConversationInput:
 
 @dataclass(frozen=True, order=True)
 class Ref:
-    """The identity of a record in the memory: its space and its id (``turn``, ``D3:12``).
+    """The identity of a record in the memory: its space and its id (``turn``, ``D3:12``),
+    and its conversation when it comes from a result across conversations (record ids are
+    unique only inside a conversation; None otherwise, and then left out of the JSON).
 
     JSON writes it as an object (``{"space": "turn", "id": "D3:12"}``), never as a string."""
 
     space: Space
     id: str
+    conversation: Annotated[str | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -331,6 +361,10 @@ class PoolItem:
     position: int | None = None
     """The candidate's place in the pool's exposure order (turn hits, episodes and facts
     interleaved); None for turns that are only context of candidates."""
+    conversation: Annotated[str | None, OMIT_NONE] = None
+    """The record's conversation in a pool across conversations (None in one conversation's);
+    ids the item holds (``reasons[].via``, the record's turn and episode ids) are its own
+    conversation's."""
 
     @property
     def id(self) -> str:
@@ -338,7 +372,7 @@ class PoolItem:
 
     @property
     def ref(self) -> Ref:
-        return Ref(self.space, self.record.id)
+        return Ref(self.space, self.record.id, self.conversation)
 
     def entry(self) -> PoolEntry:
         """The item as the evidence record keeps it: no record, the turn ids it exposes (a
@@ -353,7 +387,8 @@ class PoolItem:
 @dataclass(frozen=True)
 class PoolEntry:
     """One pool candidate in the evidence record: its ref, exposure position (None for a turn
-    that is only context), fused score, why it was pooled, and the turn ids it exposes."""
+    that is only context), fused score, why it was pooled, and the turn ids it exposes (of
+    the ref's conversation, like ``reasons[].via``)."""
 
     ref: Ref
     position: int | None
@@ -365,13 +400,16 @@ class PoolEntry:
 @dataclass
 class Pool:
     """The candidate pool of one retrieval round: episodes and facts by score, turns in
-    conversation order (hits with their context)."""
+    conversation order (hits with their context). A pool across conversations has
+    ``conversation`` "" and ``conversations`` the ones it ranked together, in the order
+    given (each item names its own)."""
 
     conversation: str
     queries: list[str]
     episodes: list[PoolItem] = field(default_factory=list)
     facts: list[PoolItem] = field(default_factory=list)
     turns: list[PoolItem] = field(default_factory=list)
+    conversations: Annotated[list[str] | None, OMIT_NONE] = None
 
     def items(self) -> list[PoolItem]:
         return [*self.episodes, *self.facts, *self.turns]

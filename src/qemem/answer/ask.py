@@ -19,16 +19,18 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from qemem.answer import nemori
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
+from qemem.answer.corpus import Corpus, OneConversation
 from qemem.answer.reply import answer_question
 from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
+from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix, shared_prefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.evidence.refine import (
     Evidence,
@@ -40,10 +42,11 @@ from qemem.evidence.refine import (
 )
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
-from qemem.models import Plan, Pool, Ref, Turn
+from qemem.llm.prompt_cache import min_cacheable_tokens
+from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool, matched_pool
+from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.base import MemoryStore, Scope
 
 Mode = Literal["retrieval", "direct", "no-refine", "full", "matched", "nemori-baseline"]
@@ -59,7 +62,16 @@ NO_LLM_MESSAGE = (
 @dataclass(frozen=True)
 class AskConfig:
     """Knobs of ``ask``: retrieval settings, refinement rounds after the first construction,
-    token limits, the abstention retry, and the answer context widths."""
+    token limits, the abstention retry, the answer context widths, and the prompt layout
+    (``cached``: the stages share a prompt-cache prefix; ``paper``: the method's published
+    order; see ``qemem.evidence.layout``).
+
+    ``plan`` False skips the planner (the planning ablation): the question alone is the query
+    set, with the rule-derived aggregate/temporal flags (:func:`~qemem.retrieve.plan.rule_plan`),
+    everything else unchanged. ``answer_round0`` True makes, in full mode and only when round 0
+    asks for refinement, one extra answer call over the round-0 cards (stage
+    ``answer_round0``), kept as ``Answer.round0``: what the answer would have been without
+    refinement."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -69,6 +81,24 @@ class AskConfig:
     neighbours: int = 2
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
+    plan: bool = True
+    answer_round0: bool = False
+    prompt_layout: Layout = "cached"
+
+
+ROUND0_STAGE = "answer_round0"
+"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
+
+
+@dataclass
+class Round0Answer:
+    """The answer the round-0 cards alone would have given (full mode, refinement triggered,
+    ``AskConfig.answer_round0``): its short text, the answerer's full text, and what its
+    prompt showed. It is made only to measure refinement, never returned as the answer."""
+
+    text: str
+    reasoning: str
+    shown: Shown = field(default_factory=Shown)
 
 
 @dataclass
@@ -83,6 +113,19 @@ class Trace:
 
 
 @dataclass
+class Across:
+    """What an answer across conversations adds (``qemem.answer.across``): the conversations
+    it ranked together, the explicit ref of every label its strings hold (card ``sources``,
+    ``citations``, ``evidence.shown``, ``pool_times`` keys: ``conv-26/D1:3`` is
+    ``Ref("turn", "D1:3", "conv-26")``), and each conversation's source records by their own
+    ids (the answer's ``sources`` stays empty)."""
+
+    conversations: list[str]
+    labels: dict[str, Ref] = field(default_factory=dict)
+    sources: dict[str, Sources] = field(default_factory=dict)
+
+
+@dataclass
 class Answer:
     """An answer with its evidence.
 
@@ -91,8 +134,10 @@ class Answer:
     their turns), ``evidence`` the record of how the evidence came about (plan, rounds, cards,
     merged pool, termination, degradations, and what the answer prompt showed), ``pool_times``
     the resolved relative times of the pool's turns (against their session dates), ``trace``
-    the LLM calls and time, and ``sources`` the records the pool, cards and answer context
-    show (what the evidence viewer displays).
+    the LLM calls and time, ``sources`` the records the pool, cards and answer context
+    show (what the evidence viewer displays), and ``round0`` the answer from the round-0 cards
+    alone when refinement ran and ``AskConfig.answer_round0`` asked for it. ``across`` is set
+    only for an answer across conversations (``ask_many``).
     """
 
     question: str
@@ -104,6 +149,8 @@ class Answer:
     trace: Trace = field(default_factory=Trace)
     pool_times: dict[str, list[TimeResolution]] = field(default_factory=dict)
     sources: Sources = field(default_factory=Sources)
+    round0: Round0Answer | None = None
+    across: Annotated[Across | None, OMIT_NONE] = None
 
     @property
     def cards(self) -> list[ViewCard]:
@@ -143,17 +190,36 @@ def ask(
     A constructor whose output does not validate degrades (no cards, flagged in the trace).
     """
     started = time.perf_counter()
-    config = config or AskConfig()
-    question = _checked(question, mode, llm)
-    index = SourceIndex(store, scope)
+    question = check_ask(question, mode, llm)
+    corpus = OneConversation(store, scope, embedder)
     if mode == "nemori-baseline" and llm is not None:
-        return _nemori(store, scope, embedder, llm, question, index, config, started)
+        config = config or AskConfig()
+        return _nemori(store, scope, embedder, llm, question, corpus.index, config, started)
+    return ask_over(corpus, llm, question, mode, config, started)
+
+
+def ask_over(
+    corpus: Corpus,
+    llm: LLMClient | None,
+    question: str,
+    mode: Mode,
+    config: AskConfig | None,
+    started: float,
+) -> Answer:
+    """``ask`` over a corpus (one conversation or several), the question already checked
+    (``started``: when answering began, ``time.perf_counter``)."""
+    config = config or AskConfig()
+    index = corpus.index
     ledger = Ledger()
     degradations: list[str] = []
-    plan = _plan(llm, question, mode, index, ledger, degradations)
-    pool = build_pool(store, scope, embedder, plan, config=config.retrieval)
+    if config.prompt_layout not in LAYOUTS:
+        raise InputError(
+            f"unknown prompt layout {config.prompt_layout!r}: use one of {', '.join(LAYOUTS)}"
+        )
+    plan = _plan(llm, question, mode, index, ledger, degradations, planned=config.plan)
+    pool = corpus.pool(plan, config.retrieval)
     if mode == "matched":
-        pool = matched_pool(store, scope, embedder, question, len(pool.turns))
+        pool = corpus.matched(question, len(pool.turns))
     evidence = Evidence(plan, [RoundTrace(0, None, pool.entries())], [], pool, None)
     answer = Answer(question, "", "", mode, [], evidence)
     if llm is None or mode == "retrieval":
@@ -161,29 +227,36 @@ def ask(
         ids = [item.id for item in pool.turns]
         evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
         return _finish(answer, index, ledger, degradations, started, config)
+    prefix = _prefix(llm, index, pool, config)
+    above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
-        assembly = assemble_pool(index, pool)
+        assembly = assemble_pool(index, pool, above=above)
     else:
         answer.evidence = evidence = build_evidence(
             llm,
             index,
             plan,
             pool,
-            _retriever(store, scope, embedder, plan, config.retrieval),
+            _retriever(corpus, plan, config.retrieval),
             refine_rounds=config.refine_rounds if mode == "full" else 0,
             max_tokens=config.construct_max_tokens,
             threshold=config.quote_threshold,
             ledger=ledger,
+            prefix=prefix,
         )
         degradations.extend(evidence.degradations)
+        if mode == "full" and config.answer_round0 and _triggered(evidence):
+            round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger, prefix)
+            answer.round0 = round0
         assembly = assemble(
             index,
             evidence.cards,
             evidence.pool,
             neighbours=config.neighbours,
             episode_turns=config.episode_turns,
+            above=above,
         )
-    _answer_from(answer, llm, assembly, config, ledger, degradations)
+    _answer_from(answer, llm, assembly, config, ledger, degradations, prefix)
     return _finish(answer, index, ledger, degradations, started, config)
 
 
@@ -221,7 +294,7 @@ def _nemori(
     return _finish(answer, index, ledger, [], started, config)
 
 
-def _checked(question: str, mode: Mode, llm: LLMClient | None) -> str:
+def check_ask(question: str, mode: Mode, llm: LLMClient | None) -> str:
     """The question stripped; InputError for an empty one or an unknown mode, LLMError when
     the mode needs an LLM and there is none."""
     question = question.strip()
@@ -241,11 +314,15 @@ def _plan(
     index: SourceIndex,
     ledger: Ledger,
     degradations: list[str],
+    *,
+    planned: bool = True,
 ) -> Plan:
     """The LLM plan of the question (a fallback to rules is a degradation), or the rule plan
-    in retrieval mode."""
+    in retrieval mode and with planning off (``planned`` False)."""
     if llm is None or mode == "retrieval":
         return rule_plan(question, "retrieval mode makes no LLM call")
+    if not planned:
+        return rule_plan(question, "planning off (no-plan ablation)")
     conversation = index.conversation
     plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
     if plan.source == "rules":
@@ -260,9 +337,10 @@ def _answer_from(
     config: AskConfig,
     ledger: Ledger,
     degradations: list[str],
+    prefix: SharedPrefix | None,
 ) -> None:
-    """The answer call over the assembled evidence; fills in the text, the citations and
-    what the prompt showed."""
+    """The answer call over the assembled evidence (opening with the shared ``prefix`` when
+    given); fills in the text, the citations and what the prompt showed."""
     reply = answer_question(
         llm,
         answer.question,
@@ -271,6 +349,7 @@ def _answer_from(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
+        prefix=prefix,
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations
@@ -279,19 +358,64 @@ def _answer_from(
     degradations.extend(reply.degradations)
 
 
-def _retriever(
-    store: MemoryStore,
-    scope: Scope,
-    embedder: Embedder,
-    plan: Plan,
-    config: RetrievalConfig | None,
-) -> Retriever:
+def _triggered(evidence: Evidence) -> bool:
+    """Whether round 0 asked for refinement (its constructor found the evidence insufficient)."""
+    first = evidence.rounds[0].feedback if evidence.rounds else None
+    return first is not None and not first.sufficient
+
+
+def _prefix(
+    llm: LLMClient, index: SourceIndex, pool: Pool, config: AskConfig
+) -> SharedPrefix | None:
+    """The prompt-cache prefix every stage of the question opens with (``cached`` layout;
+    None for ``paper``, or when even the longest role leaves the prefix below the provider's
+    minimum cacheable length)."""
+    if config.prompt_layout != "cached":
+        return None
+    provider = llm.provider
+    minimum = min_cacheable_tokens(provider.name, provider.model) if provider else 0
+    return shared_prefix(index, pool, minimum)
+
+
+def _round0_answer(
+    llm: LLMClient,
+    index: SourceIndex,
+    question: str,
+    pool: Pool,
+    evidence: Evidence,
+    config: AskConfig,
+    ledger: Ledger,
+    prefix: SharedPrefix | None,
+) -> Round0Answer:
+    """The answer over the round-0 cards and the initial pool alone (stage ``answer_round0``),
+    in the question's prompt layout."""
+    assembly = assemble(
+        index,
+        evidence.rounds[0].cards,
+        pool,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+        above=pool if prefix is not None else None,
+    )
+    reply = answer_question(
+        llm,
+        question,
+        assembly.text,
+        max_tokens=config.answer_max_tokens,
+        retry_abstention=config.retry_abstention,
+        ledger=ledger,
+        inputs=assembly.inputs,
+        stage=ROUND0_STAGE,
+        prefix=prefix,
+    )
+    return Round0Answer(reply.text, reply.reasoning, assembly.shown)
+
+
+def _retriever(corpus: Corpus, plan: Plan, config: RetrievalConfig | None) -> Retriever:
     """The refinement rounds' retrieval: the pool for follow-up queries, less ``exclude``."""
 
     def retrieve(queries: Sequence[str], exclude: Collection[Ref]) -> Pool:
-        return build_pool(
-            store, scope, embedder, plan, config=config, exclude=exclude, queries=queries
-        )
+        return corpus.pool(plan, config, exclude, queries)
 
     return retrieve
 

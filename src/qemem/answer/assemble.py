@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qemem.evidence.cards import ViewCard, pool_records
-from qemem.evidence.context import FoundRecord, SourceIndex, format_memories
+from qemem.evidence.cards import ViewCard
+from qemem.evidence.context import FoundRecord, SourceIndex, format_memories, pool_records
 from qemem.evidence.refine import Shown
 from qemem.lexicon import day_phrase
 from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
@@ -41,6 +41,12 @@ class Assembly:
 CONTEXT_HEADER = (
     "Cited sources in their context (cited turns are marked with *; each relative time is "
     "followed by its resolution against its session date in [brackets]):"
+)
+
+
+CONTEXT_ABOVE = (
+    "(a turn the memories above show is named by id, with its relative times and their "
+    "resolutions, not repeated)"
 )
 
 
@@ -93,11 +99,38 @@ def format_card(number: int, card: ViewCard) -> str:
     return "\n".join(lines)
 
 
-def assemble_pool(index: SourceIndex, pool: Pool) -> Assembly:
-    """The pool alone (direct answering)."""
+def _not_above(
+    above: Pool | None, episodes: list[Episode], facts: list[SemanticFact], turns: list[Turn]
+) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
+    """The records not already shown in the shared prefix's pool ``above`` (all without one)."""
+    if above is None:
+        return episodes, facts, turns
+    seen = set(above.refs())
+    return (
+        [e for e in episodes if Ref("episode", e.id) not in seen],
+        [f for f in facts if Ref("fact", f.id) not in seen],
+        [t for t in turns if Ref("turn", t.id) not in seen],
+    )
+
+
+def _below(listing: str, header: str, above: Pool | None) -> str:
+    """A memory section: ``listing`` under ``header``; in the ``cached`` layout (``above``)
+    it names the memories of the shared prefix first and lists only the others."""
+    if above is None:
+        return f"{header}:\n{listing}" if listing else ""
+    if not listing:
+        return f"{header}: the memories retrieved above."
+    return f"{header}: the memories retrieved above, and these from follow-up rounds:\n{listing}"
+
+
+def assemble_pool(index: SourceIndex, pool: Pool, *, above: Pool | None = None) -> Assembly:
+    """The pool alone (direct answering); with ``above`` (the shared prefix's pool, which
+    the prompt already shows) only the pool's other records are listed."""
     episodes, facts, turns = pool_records(pool)
-    body = format_memories(index, episodes, facts, turns) or "(no memories retrieved)"
-    text = f"Retrieved memories:\n{body}"
+    body = format_memories(index, *_not_above(above, episodes, facts, turns))
+    if above is None:
+        body = body or "(no memories retrieved)"
+    text = _below(body, "Retrieved memories", above)
     ordered = index.in_order(turns)
     ids = [t.id for t in ordered]
     refs = [item.ref for item in (*pool.episodes, *pool.facts)]
@@ -146,13 +179,16 @@ def assemble(
     neighbours: int = 2,
     episode_turns: int = 12,
     fact_turns: int = 3,
+    above: Pool | None = None,
 ) -> Assembly:
     """Cards, cited sources in context, and the rest of ``pool`` as background. The context
     holds each cited turn with ``neighbours`` on each side, each cited episode's first
     ``episode_turns`` turns and each cited fact's ``fact_turns`` provenance turns (so a card
-    grounded in model-written text comes with the original words), relative times annotated."""
+    grounded in model-written text comes with the original words), relative times annotated.
+    With ``above`` (the ``cached`` layout: the shared prefix's pool, already shown), the
+    background lists only the records not in it; what the prompt shows is the same."""
     if not cards:
-        return assemble_pool(index, pool)
+        return assemble_pool(index, pool, above=above)
     cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
     context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
     for episode in cited_episodes.values():
@@ -175,14 +211,18 @@ def assemble(
         marked=[t.id for t in cited_turns],
         narratives=True,
         annotate=True,
+        above=[i.id for i in above.turns] if above is not None else (),
     )
     if cited:
-        sections.append(f"{CONTEXT_HEADER}\n{cited}")
+        header = CONTEXT_HEADER if above is None else f"{CONTEXT_HEADER}\n{CONTEXT_ABOVE}"
+        sections.append(f"{header}\n{cited}")
     background = format_memories(
-        index, rest_episodes, rest_facts, rest_turns, shown=[t.id for t in context]
+        index,
+        *_not_above(above, rest_episodes, rest_facts, rest_turns),
+        shown=[t.id for t in context],
     )
-    if background:
-        sections.append(f"Other retrieved memories (background):\n{background}")
+    if section := _below(background, "Other retrieved memories (background)", above):
+        sections.append(section)
     visible = index.in_order([*context, *rest_turns])
     shown_refs = [Ref("episode", e.id) for e in rest_episodes]
     shown_refs += [Ref("fact", f.id) for f in rest_facts]

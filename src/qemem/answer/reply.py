@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qemem.answer.extract import extract_final_answer, is_abstention
+from qemem.evidence.layout import SharedPrefix
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
 from qemem.prompts import render
 
@@ -28,14 +29,18 @@ def _call(
     max_tokens: int,
     ledger: Ledger | None,
     inputs: Mapping[str, Any],
+    prefix: SharedPrefix | None,
 ) -> Reply:
-    request = LLMRequest(
-        system=render("answer"),
-        messages=[Message("user", user)],
-        stage=stage,
-        max_tokens=max_tokens,
-        inputs=inputs,
-    )
+    if prefix is None:
+        request = LLMRequest(
+            system=render("answer"),
+            messages=[Message("user", user)],
+            stage=stage,
+            max_tokens=max_tokens,
+            inputs=inputs,
+        )
+    else:
+        request = prefix.request(stage, user, max_tokens=max_tokens, inputs=inputs, task="answer")
     reasoning = llm.complete(request, ledger=ledger).text
     text, found = extract_final_answer(reasoning)
     flags = [] if found else [f"{stage}: no FINAL ANSWER line; used the last line"]
@@ -51,17 +56,22 @@ def answer_question(
     retry_abstention: bool = True,
     ledger: Ledger | None = None,
     inputs: Mapping[str, Any] | None = None,
+    stage: str = "answer",
+    prefix: SharedPrefix | None = None,
 ) -> Reply:
     """Answer ``question`` from the ``evidence`` text. When the answer is an abstention (and
     ``retry_abstention``), ask once more with the retry note; the retry's answer replaces the
     first unless it abstains too. ``inputs`` (the evidence as data, see ``Assembly.inputs``)
-    goes on the requests with the question."""
+    goes on the requests with the question; ``stage`` labels the calls (the retry
+    ``{stage}.retry``). With a shared ``prefix`` (the ``cached`` layout) both calls open with
+    it, then the answer instructions and ``evidence``."""
     user = render("answer_input", evidence=evidence, question=question)
     given = {"question": question, **(inputs or {})}
-    first = _call(llm, user, "answer", max_tokens, ledger, given)
+    first = _call(llm, user, stage, max_tokens, ledger, given, prefix)
     if not retry_abstention or not is_abstention(first.text):
         return first
-    second = _call(llm, user + render("answer_retry"), "answer.retry", max_tokens, ledger, given)
+    retry = user + render("answer_retry")
+    second = _call(llm, retry, f"{stage}.retry", max_tokens, ledger, given, prefix)
     chosen = first if is_abstention(second.text) else second
     return Reply(
         chosen.text,

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from qemem.evidence.cards import ViewCard, pool_records
-from qemem.evidence.context import SourceIndex
+from qemem.evidence.cards import ViewCard
+from qemem.evidence.context import SourceIndex, pool_records
 from qemem.models import Episode, Pool, SemanticFact, Turn
 
 

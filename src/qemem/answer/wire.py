@@ -1,14 +1,16 @@
-"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context`` and a
-``CheckResult``): what the CLI prints with ``--json``, what the HTTP service and MCP return,
-what ``RemoteMemory`` reads
-back, and (compact) what a run keeps per question.
+"""The one JSON form of an ``Answer`` (and of a ``Pool``, a context block ``Context``, a
+``CheckResult`` and a ``MemoryAudit``): what the CLI prints with ``--json``, what the HTTP
+service and MCP return, what ``RemoteMemory`` reads back, and (compact) what a run keeps per
+question.
 
 The form is pydantic's serialisation of the dataclasses themselves, so it has no hand-written
 twin to drift: a ``Ref`` is an object ``{"space": "turn", "id": "D3:12"}``, never a string to
 parse. ``compact`` leaves out what a run stores once per conversation or does not need per
-question: the source records (``sources``), the pool times, and the merged pool's records
-(it keeps only its candidates' refs, in pool order: each round's entries carry the rest, their
-reasons without empty fields).
+question: the source records (``sources``, and ``across.sources`` of an answer across
+conversations), the pool times, and the merged pool's records (it keeps only its candidates'
+refs, in pool order: each round's entries carry the rest, their reasons without empty fields).
+Fields that only results across conversations set (a ref's ``conversation``, ``across``) are
+left out while unset, so single-conversation JSON does not change.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pydantic import TypeAdapter
 
 from qemem.answer.ask import Answer
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.evidence.block import Context
 from qemem.models import Pool
 
@@ -40,7 +43,13 @@ def answer_to_json(
     del data["sources"], data["pool_times"]
     pool = data["evidence"]["pool"]
     for space in ("episodes", "facts", "turns"):
-        pool[space] = [{"space": i["space"], "id": i["record"]["id"]} for i in pool[space]]
+        pool[space] = [
+            {"space": i["space"], "id": i["record"]["id"]}
+            | ({"conversation": i["conversation"]} if "conversation" in i else {})
+            for i in pool[space]
+        ]
+    if "across" in data:
+        del data["across"]["sources"]
     for round_ in data["evidence"]["rounds"]:
         for entry in round_["pool"]:
             reasons = entry["reasons"]
@@ -85,3 +94,15 @@ def check_from_json(data: Any) -> CheckResult:
     """A ``CheckResult`` from the JSON form :func:`check_to_json` wrote."""
     result: CheckResult = _adapter(CheckResult).validate_python(data)
     return result
+
+
+def audit_to_json(audit: MemoryAudit) -> dict[str, Any]:
+    """A memory audit as JSON-ready data (what ``--json``, HTTP and a run folder keep)."""
+    data: dict[str, Any] = _adapter(MemoryAudit).dump_python(audit, mode="json")
+    return data
+
+
+def audit_from_json(data: Any) -> MemoryAudit:
+    """A ``MemoryAudit`` from the JSON form :func:`audit_to_json` wrote."""
+    audit: MemoryAudit = _adapter(MemoryAudit).validate_python(data)
+    return audit

@@ -8,8 +8,9 @@ from typing import Any, Literal
 from qemem.llm.ledger import Ledger, Tally
 
 STEPS: tuple[str, ...] = ("segment", "episode", "predict", "calibrate")
-CalibrateRule = Literal["complete", "method"]
 """The four LLM steps of a build; their stage labels are ``build.<step>``."""
+CalibrateRule = Literal["complete", "method"]
+PronounRule = Literal["name", "keep"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,56 @@ class BuildConfig:
     (with the method's wording, a new fact the episode's title gave away was "predicted" and
     never stored). ``method``: the published wording, facts the known facts *and the
     prediction* miss or get wrong, for reproductions."""
+    paraphrase_cosine: float | None = 0.90
+    """Also merge a new fact into a stored one it restates in other words
+    (:func:`~qemem.build.factcheck.same_statement`: same head word, numbers and negation, one's
+    content words all in the other's plus at most one) when their cosine is at least this;
+    None keeps only the ``dedup_threshold`` rule. It merges "Evan paints as a hobby" / "Evan
+    has watercolor painting as a hobby" (e5 cosine 0.967). On LoCoMo dev
+    (``benchmarks/fact_rules.py``) it flags no pair among the 732 facts a capable model built
+    and one among LoCoMo's 677 observations, a real restatement; allowing two extra stems at
+    0.88 flags 8, 6 of them different facts ("Maria has friends from church" / "Maria went
+    camping with friends from church")."""
+    pronoun_rule: PronounRule = "name"
+    """``name``: a fact must name its subject: one starting with a pronoun or using one without
+    naming anybody ("His ankle is healing") is rewritten when the subject is unambiguous (a
+    single speaker whose pronoun the known facts show) and refused otherwise, both counted in
+    the report. ``keep``: stored as extracted (the method)."""
+    merge_phatic: bool = True
+    """Join greeting-only and closing-only runs of a segmentation to the episode they open or
+    close (:func:`~qemem.build.phatic.merge_phatic`); False keeps the model's segmentation."""
+    context_turns: int = 3
+    """Messages of the session shown before an episode's own in its narrative and fact
+    prompts, marked as context not to summarise (an episode opening "His ankle ..." then knows
+    whose); 0 shows none (the method)."""
+    mark_speakers: bool = True
+    """Mark the known facts shown to the predict and calibrate prompts that name a person
+    speaking in the episode; False lists them unmarked (the method)."""
+
+    @classmethod
+    def method(cls) -> BuildConfig:
+        """The published method's behaviour, for reproductions: its calibrate wording, the
+        cosine-only de-duplication, facts kept as extracted, the model's segmentation and
+        prompts without context or marks."""
+        return cls(
+            calibrate_rule="method",
+            paraphrase_cosine=None,
+            pronoun_rule="keep",
+            merge_phatic=False,
+            context_turns=0,
+            mark_speakers=False,
+        )
+
+    def rules(self) -> dict[str, Any]:
+        """The options that change what a build extracts, as a build report records them."""
+        return {
+            "calibrate_rule": self.calibrate_rule,
+            "paraphrase_cosine": self.paraphrase_cosine,
+            "pronoun_rule": self.pronoun_rule,
+            "merge_phatic": self.merge_phatic,
+            "context_turns": self.context_turns,
+            "mark_speakers": self.mark_speakers,
+        }
 
 
 @dataclass(frozen=True)
@@ -66,19 +117,28 @@ class Fallback:
 
 @dataclass
 class BuildReport:
-    """What one build did: counts, degradations, LLM usage by step, wall time and the
-    calibration rule it extracted facts with."""
+    """What one build did: counts, degradations, LLM usage by step, wall time and the rules it
+    built with (``BuildConfig.rules``; ``calibrate_rule`` also on its own).
+
+    ``facts_rewritten`` and ``facts_refused`` count the facts the pronoun rule named or left
+    out, ``runs_merged`` the greeting-only and closing-only runs joined to a neighbour."""
 
     conversation: str
     sessions: list[int] = field(default_factory=list)
     episodes: int = 0
     facts_added: int = 0
     facts_merged: int = 0
+    facts_superseded: int = 0
+    """New facts recorded as superseding a known one (with the turns that show it)."""
+    facts_rewritten: int = 0
+    facts_refused: int = 0
+    runs_merged: int = 0
     fallbacks: list[Fallback] = field(default_factory=list)
     degraded: list[str] = field(default_factory=list)
     llm: dict[str, Tally] = field(default_factory=dict)
     seconds: float = 0.0
     calibrate_rule: str = "complete"
+    rules: dict[str, Any] = field(default_factory=lambda: BuildConfig().rules())
 
     @property
     def llm_calls(self) -> int:
@@ -93,11 +153,16 @@ class BuildReport:
             "episodes": self.episodes,
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
+            "facts_superseded": self.facts_superseded,
+            "facts_rewritten": self.facts_rewritten,
+            "facts_refused": self.facts_refused,
+            "runs_merged": self.runs_merged,
             "fallbacks": [{"session": f.session, "reason": f.reason} for f in self.fallbacks],
             "degraded": self.degraded,
             "llm": {step: tally.to_dict() for step, tally in self.llm.items()},
             "seconds": self.seconds,
             "calibrate_rule": self.calibrate_rule,
+            "rules": dict(self.rules),
         }
 
 

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from qemem.build.config import BuildConfig
-from qemem.build.prompting import EpisodeOut, degradable, request, session_date, turn_lines
+from qemem.build.prompting import (
+    EpisodeOut,
+    context_block,
+    degradable,
+    request,
+    session_date,
+    turn_lines,
+)
 from qemem.errors import LLMError
 from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient
@@ -40,8 +47,10 @@ def write_episode(
     when: datetime,
     config: BuildConfig,
     ledger: Ledger | None = None,
+    before: Sequence[Turn] = (),
 ) -> tuple[str, str, str | None]:
-    """(title, narrative, why it degraded or None) for the episode made of ``turns``.
+    """(title, narrative, why it degraded or None) for the episode made of ``turns``, the
+    messages ``before`` it shown as context not to summarise.
 
     On a failed call the title comes from the first turn's salient words and the narrative
     from the turns themselves.
@@ -51,8 +60,9 @@ def write_episode(
         speakers,
         config.episode_max_tokens,
         session_date=session_date(when),
+        context=context_block(before),
         lines=turn_lines(turns),
-        inputs={"turns": turns},
+        inputs={"turns": turns, "context": before},
     )
     try:
         out = llm.structured(req, EpisodeOut, ledger=ledger).value

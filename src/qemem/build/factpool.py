@@ -10,6 +10,7 @@ call finished first, and a resumed build sees exactly what an uninterrupted one 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -80,17 +81,22 @@ class FactPool:
         vectors: np.ndarray,
         threshold: float,
         next_fact: int,
+        paraphrase_cosine: float | None = None,
+        names: Sequence[str] = (),
     ) -> Merge:
         """Add ``episode``'s facts (``texts`` with unit ``vectors``), merging each one that
-        restates a fact already here (:func:`~qemem.build.facts.find_duplicate`) into it;
-        new facts are numbered ``S<next_fact>`` onwards."""
+        restates a fact already here (:func:`~qemem.build.facts.find_duplicate` with
+        ``threshold``, ``paraphrase_cosine`` and the speakers' ``names``) into it; new facts
+        are numbered ``S<next_fact>`` onwards."""
         contents = [f.content for f in self.facts]
         new: list[SemanticFact] = []
         new_rows: list[np.ndarray] = []
         changed: dict[str, SemanticFact] = {}
         merged = 0
         for text, vector in zip(texts, vectors, strict=True):
-            row = find_duplicate(text, vector, contents, self.matrix, threshold)
+            row = find_duplicate(
+                text, vector, contents, self.matrix, threshold, paraphrase_cosine, names
+            )
             if row is None:
                 fact = SemanticFact(
                     f"S{next_fact + len(new)}",
@@ -120,6 +126,19 @@ class FactPool:
             else np.zeros((0, dim), dtype=np.float32),
             merged,
         )
+
+    def retire(self, ids: list[str]) -> None:
+        """Take superseded facts out of the pool: later episodes neither see them nor merge
+        into them."""
+        gone = set(ids)
+        keep = [row for row, f in enumerate(self.facts) if f.id not in gone]
+        if len(keep) == len(self.facts):
+            return
+        self.facts = [self.facts[row] for row in keep]
+        self.matrix = self.matrix[keep]
+        self.tokens = [self.tokens[row] for row in keep]
+        self.creators = [self.creators[row] for row in keep]
+        self.rows = {f.id: row for row, f in enumerate(self.facts)}
 
     def _append(self, fact: SemanticFact, vector: np.ndarray, creator: int) -> None:
         self.rows[fact.id] = len(self.facts)

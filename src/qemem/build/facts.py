@@ -1,31 +1,60 @@
 """Semantic facts of an episode: predict from what is known, calibrate against the turns,
-then de-duplicate against the facts so far."""
+check that each names its subject, then de-duplicate against the facts so far."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from qemem.build.config import BuildConfig, CalibrateRule
+from qemem.build.factcheck import (
+    PARAPHRASE_MAX_EXTRA,
+    check_pronouns,
+    fact_subject,
+    numbers_of,
+    same_statement,
+)
 from qemem.build.prompting import (
     CalibrateOut,
+    NewFact,
     PredictOut,
+    context_block,
     degradable,
     request,
     session_date,
     turn_lines,
 )
+from qemem.build.supersede import cited_turns
 from qemem.errors import LLMError
-from qemem.lexicon import NUMBER_WORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Episode, SemanticFact, Turn
 
-_NUMBER = re.compile(
-    rf"\b(?:\d+(?:[.,]\d+)?|{'|'.join(NUMBER_WORDS[:13])}|once|twice)\b", re.IGNORECASE
+SUPERSEDE_RULE = (
+    "\nEach known fact starts with its id in brackets. When these messages show that a known "
+    "fact no longer holds (it changed, or they contradict it), return the fact that holds now "
+    'as {"fact": "...", "supersedes": "<id of the known fact>", "turns": [numbers of the '
+    "messages that show it]}; never name a known fact without the messages that show it."
 )
+"""How the calibrate prompt asks for supersessions (only when known facts are shown)."""
+
+Claims = dict[str, tuple[str, tuple[str, ...]]]
+"""New fact text -> (the known fact id it supersedes, the episode's turn ids that show it)."""
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """An episode's new facts, why extraction degraded (None when it did not), how many facts
+    the pronoun rule rewrote or refused, and the supersessions the new facts claim."""
+
+    facts: list[str]
+    degraded: str | None = None
+    rewritten: int = 0
+    refused: int = 0
+    claims: Claims = field(default_factory=dict)
 
 
 def extract_facts(
@@ -36,34 +65,21 @@ def extract_facts(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
-) -> tuple[list[str], str | None]:
-    """New durable facts of an episode and why extraction degraded (None when it did not).
+    before: Sequence[Turn] = (),
+) -> Extracted:
+    """New durable facts of an episode and the supersessions claimed (see :class:`Extracted`):
+    a claim names a known fact shown to the model and cites at least one turn of the episode
+    (any other claim is dropped; its fact stays new).
 
     With known facts, one call predicts the episode from its title and those facts and a
     second extracts what the prediction missed or got wrong; without, facts are extracted
-    directly. A failed call yields no facts.
+    directly. ``before`` (the messages just before the episode) is shown as context only. With
+    ``config.pronoun_rule == "name"`` facts that do not name their subject are rewritten or
+    refused (:func:`~qemem.build.factcheck.check_pronouns`). A failed call yields no facts.
     """
     when = session_date(episode.timestamp)
     try:
-        if known:
-            facts_block = "\n".join(f"- {f.content}" for f in known)
-            predicted = llm.structured(
-                request(
-                    "predict",
-                    speakers,
-                    config.predict_max_tokens,
-                    facts=facts_block,
-                    title=episode.title,
-                    session_date=when,
-                ),
-                PredictOut,
-                ledger=ledger,
-            ).value.prediction
-            prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
-            context, rule = calibrate_context(facts_block, prediction, config.calibrate_rule)
-        else:
-            context = "Nothing is known about these people yet."
-            rule = "these messages state"
+        context, rule = _known_context(llm, episode, turns, known, speakers, config, ledger)
         out = llm.structured(
             request(
                 "calibrate",
@@ -72,8 +88,10 @@ def extract_facts(
                 session_date=when,
                 known=context,
                 scope_rule=rule,
+                context=context_block(before),
+                supersede_rule=SUPERSEDE_RULE if known else "",
                 lines=turn_lines(turns),
-                inputs={"turns": turns},
+                inputs={"turns": turns, "known": list(known), "context": before},
             ),
             CalibrateOut,
             ledger=ledger,
@@ -81,9 +99,111 @@ def extract_facts(
     except LLMError as exc:
         if not degradable(exc):
             raise
-        return [], str(exc)
-    cleaned = [" ".join(f.split()) for f in out.facts]
-    return list(dict.fromkeys(f for f in cleaned if f)), None
+        return Extracted([], str(exc))
+    texts, claims = _facts_of(out, known, [t.id for t in turns])
+    if config.pronoun_rule == "keep":
+        return Extracted(texts, claims=claims)
+    return _named(texts, claims, speakers, [t.speaker for t in turns], known)
+
+
+def _named(
+    texts: Sequence[str],
+    claims: Claims,
+    speakers: Sequence[str],
+    episode_speakers: Sequence[str],
+    known: Sequence[SemanticFact],
+) -> Extracted:
+    """The facts that name their subject (:func:`~qemem.build.factcheck.check_pronouns`, one
+    by one so that a rewritten fact keeps its claim; a refused one's claim goes)."""
+    kept: list[str] = []
+    kept_claims: Claims = {}
+    rewritten = refused = 0
+    for text in texts:
+        named, fixed, dropped = check_pronouns(
+            [text], speakers, episode_speakers, [f.content for f in known]
+        )
+        rewritten, refused = rewritten + fixed, refused + dropped
+        if named and text in claims:
+            kept_claims.setdefault(named[0], claims[text])
+        kept += named
+    return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused, kept_claims)
+
+
+def _known_context(
+    llm: LLMClient,
+    episode: Episode,
+    turns: Sequence[Turn],
+    known: Sequence[SemanticFact],
+    speakers: Sequence[str],
+    config: BuildConfig,
+    ledger: Ledger | None,
+) -> tuple[str, str]:
+    """The calibrate prompt's known-facts block and rule: with known facts, after a predict
+    call from the episode's title and those facts."""
+    if not known:
+        return "Nothing is known about these people yet.", "these messages state"
+    here = [s for s in speakers if any(t.speaker == s for t in turns)]
+    marked = here if config.mark_speakers else ()
+    predicted = llm.structured(
+        request(
+            "predict",
+            speakers,
+            config.predict_max_tokens,
+            facts=known_block(known, marked),
+            title=episode.title,
+            session_date=session_date(episode.timestamp),
+        ),
+        PredictOut,
+        ledger=ledger,
+    ).value.prediction
+    prediction = "\n".join(f"- {p}" for p in predicted) or "- (nothing predicted)"
+    labelled = known_block(known, marked, ids=True)
+    return calibrate_context(labelled, prediction, config.calibrate_rule)
+
+
+def known_block(
+    known: Sequence[SemanticFact], speakers: Sequence[str], *, ids: bool = False
+) -> str:
+    """The known facts as prompt lines ``- fact`` (``- [S3] fact`` with ``ids``); with
+    ``speakers`` (the people speaking in the episode), a fact naming one of them ends in
+    ``(about Name)``, under a line saying what the mark means."""
+    lines = []
+    for fact in known:
+        label = f"[{fact.id}] " if ids else ""
+        named = [s for s in speakers if _names(fact.content, s)]
+        mark = f" (about {', '.join(named)})" if named else ""
+        lines.append(f"- {label}{fact.content}{mark}")
+    if not speakers:
+        return "\n".join(lines)
+    legend = f"(A fact ending in (about Name) is about {_who(speakers)}, speaking in this episode.)"
+    return "\n".join([legend, *lines])
+
+
+def _names(text: str, speaker: str) -> bool:
+    return re.search(rf"\b{re.escape(speaker)}\b", text, re.IGNORECASE) is not None
+
+
+def _who(speakers: Sequence[str]) -> str:
+    return speakers[0] if len(speakers) == 1 else ", ".join(speakers[:-1]) + " or " + speakers[-1]
+
+
+def _facts_of(
+    out: CalibrateOut, known: Sequence[SemanticFact], turn_ids: Sequence[str]
+) -> tuple[list[str], Claims]:
+    """The cleaned new facts of a calibrate answer and their valid supersession claims."""
+    shown = {f.id for f in known}
+    texts: list[str] = []
+    claims: Claims = {}
+    for item in out.facts:
+        text = " ".join((item if isinstance(item, str) else item.fact).split())
+        if not text:
+            continue
+        texts.append(text)
+        if isinstance(item, NewFact) and item.supersedes in shown and text not in claims:
+            cited = cited_turns(item.turns, turn_ids)
+            if cited:
+                claims[text] = (str(item.supersedes), cited)
+    return list(dict.fromkeys(texts)), claims
 
 
 def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:
@@ -105,29 +225,41 @@ def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple
     )
 
 
-def _subject(text: str) -> str:
-    first = text.split()[0].lower() if text.split() else ""
-    return re.sub(r"('s|’s|\W)+$", "", first)
-
-
 def compatible(a: str, b: str) -> bool:
     """Whether two facts may be restatements: same subject word, same numbers mentioned."""
-    numbers_a = sorted(n.lower() for n in _NUMBER.findall(a))
-    numbers_b = sorted(n.lower() for n in _NUMBER.findall(b))
-    return _subject(a) == _subject(b) and numbers_a == numbers_b
+    return fact_subject(a) == fact_subject(b) and numbers_of(a) == numbers_of(b)
 
 
 def find_duplicate(
-    text: str, vector: np.ndarray, texts: Sequence[str], matrix: np.ndarray, threshold: float
+    text: str,
+    vector: np.ndarray,
+    texts: Sequence[str],
+    matrix: np.ndarray,
+    threshold: float,
+    paraphrase_cosine: float | None = None,
+    names: Sequence[str] = (),
 ) -> int | None:
-    """Row of the closest compatible fact with cosine >= ``threshold`` (rows and ``vector``
-    unit-norm), or None."""
+    """Row of the closest fact ``text`` restates (rows and ``vector`` unit-norm), or None: a
+    compatible one with cosine >= ``threshold``, or, with ``paraphrase_cosine``, one it says the
+    same as in other words (:func:`~qemem.build.factcheck.same_statement`, ``names`` the
+    speakers) with cosine >= ``paraphrase_cosine``."""
     if not len(texts):
         return None
     scores = matrix @ vector
+    floor = threshold if paraphrase_cosine is None else min(threshold, paraphrase_cosine)
     for row in np.argsort(-scores, kind="stable"):
-        if scores[row] < threshold:
+        score = float(scores[row])
+        if score < floor:
             return None
-        if compatible(text, texts[row]):
+        if score >= threshold and compatible(text, texts[row]):
+            return int(row)
+        if paraphrase_cosine is not None and same_statement(
+            text,
+            texts[row],
+            score,
+            min_cosine=paraphrase_cosine,
+            max_extra=PARAPHRASE_MAX_EXTRA,
+            names=names,
+        ):
             return int(row)
     return None

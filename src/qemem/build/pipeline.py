@@ -20,14 +20,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 
 import numpy as np
 
 from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
 from qemem.build.episodes import write_episode
 from qemem.build.factpool import FactPool, episode_number
-from qemem.build.facts import extract_facts
+from qemem.build.facts import Claims, Extracted, extract_facts
 from qemem.build.origin import (
     SEGMENTS_KEY,
     Origin,
@@ -41,7 +41,7 @@ from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, Turn, search_text
+from qemem.models import Episode, Supersession, Turn, search_text
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -66,10 +66,10 @@ def _segments(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger,
-) -> tuple[list[list[Turn]], list[str]]:
-    """The episodes' turn groups of one session's pending turns and the reasons its batches fell
-    back to windows: the stored segmentation when it covers exactly these turns, else a new one
-    (then stored)."""
+) -> tuple[list[list[Turn]], list[str], int]:
+    """The episodes' turn groups of one session's pending turns, the reasons its batches fell
+    back to windows and how many greeting/closing runs merged: the stored segmentation when it
+    covers exactly these turns (nothing merged then), else a new one (then stored)."""
     key = SEGMENTS_KEY.format(session=turns[0].session)
     by_id = {t.id: t for t in turns}
     saved = store.get_state(scope, key)
@@ -77,11 +77,15 @@ def _segments(
         state = json.loads(saved)
         groups = [g for g in state["groups"] if all(i in by_id for i in g)]
         if sorted(i for g in groups for i in g) == sorted(by_id):
-            return [[by_id[i] for i in g] for g in groups], list(state.get("fallbacks", []))
-    indices, fallbacks = segment_turns(llm, turns, speakers, config, ledger)
+            return (
+                [[by_id[i] for i in g] for g in groups],
+                list(state.get("fallbacks", [])),
+                0,
+            )
+    indices, fallbacks, merged = segment_turns(llm, turns, speakers, config, ledger)
     groups = [[turns[i].id for i in group] for group in indices]
     store.set_state(scope, key, json.dumps({"groups": groups, "fallbacks": fallbacks}))
-    return [[by_id[i] for i in g] for g in groups], fallbacks
+    return [[by_id[i] for i in g] for g in groups], fallbacks, merged
 
 
 def _pending(episodes: Sequence[Episode], turns: Sequence[Turn]) -> dict[int, list[Turn]]:
@@ -172,7 +176,10 @@ def build_memory(
     ledger = Ledger()
     conversation = store.get_conversation(scope)
     report = BuildReport(
-        scope.conversation, sessions=sorted(pending), calibrate_rule=config.calibrate_rule
+        scope.conversation,
+        sessions=sorted(pending),
+        calibrate_rule=config.calibrate_rule,
+        rules=config.rules(),
     )
     if not pending:
         report.seconds = time.perf_counter() - started
@@ -193,6 +200,8 @@ def build_memory(
         next_number([f.id for f in store.facts(scope)], "S"),
     )
     run.speakers = conversation.speakers
+    for turn in store.turns(scope):
+        run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
     workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
     try:
@@ -205,7 +214,7 @@ def build_memory(
 
 
 _Narrative = Future[tuple[str, str, str | None]]
-_Facts = Future[tuple[list[str], str | None]]
+_Facts = Future[Extracted]
 
 
 class _Run:
@@ -231,12 +240,24 @@ class _Run:
         self.next_episode, self.next_fact = next_episode, next_fact
         self.speakers: Sequence[str] = ()
         self.dates: dict[int, datetime] = {}
+        self.sessions: dict[int, list[Turn]] = {}
+        """Every stored turn of each session, in order (the context shown before episodes)."""
+
+    def before(self, group: Sequence[Turn]) -> list[Turn]:
+        """The ``config.context_turns`` turns of the session just before ``group``."""
+        count = self.config.context_turns
+        session = self.sessions.get(group[0].session, [])
+        ids = [t.id for t in session]
+        if count <= 0 or group[0].id not in ids:
+            return []
+        start = ids.index(group[0].id)
+        return session[max(0, start - count) : start]
 
     def _segment(
         self, workers: ThreadPoolExecutor, turns: list[Turn]
-    ) -> tuple[list[list[Turn]], list[str], list[_Narrative]]:
+    ) -> tuple[list[list[Turn]], list[str], int, list[_Narrative]]:
         """Segment one session's turns, then request the narratives of its episodes at once."""
-        groups, fallbacks = _segments(
+        groups, fallbacks, merged = _segments(
             self.store, self.scope, self.llm, turns, self.speakers, self.config, self.ledger
         )
         session = turns[0].session
@@ -249,10 +270,11 @@ class _Run:
                 _when(self.dates, session, group),
                 self.config,
                 self.ledger,
+                self.before(group),
             )
             for group in groups
         ]
-        return groups, fallbacks, calls
+        return groups, fallbacks, merged, calls
 
     def _planned(
         self, workers: ThreadPoolExecutor, pending: dict[int, list[Turn]]
@@ -264,9 +286,53 @@ class _Run:
             for session, turns in pending.items()
         }
         for session in sorted(pending):
-            groups, fallbacks, calls = segmentations[session].result()
+            groups, fallbacks, merged, calls = segmentations[session].result()
             self.report.fallbacks += [Fallback(session, reason) for reason in fallbacks]
+            self.report.runs_merged += merged
             yield from ((session, g, c, fallbacks) for g, c in zip(groups, calls, strict=True))
+
+    def _request_facts(
+        self,
+        workers: ThreadPoolExecutor,
+        item: tuple[int, list[Turn], _Narrative, list[str]],
+        lag: int,
+    ) -> tuple[Episode, list[Turn], _Facts, list[str]]:
+        """The next episode (from its narrative call), its turns, its fact extraction call
+        against the facts at its snapshot point, and what degraded so far."""
+        session, group, narrative, fallbacks = item
+        title, content, why = narrative.result()
+        episode = Episode(
+            f"E{self.next_episode}",
+            self.scope.conversation,
+            session,
+            title,
+            content,
+            _when(self.dates, session, group),
+            tuple(t.id for t in group),
+        )
+        self.next_episode += 1
+        reasons = [f"segmentation fell back to windows ({r})" for r in fallbacks]
+        if why:
+            reasons.append(f"narrative built from the turns ({why})")
+        with CPU:
+            known = self.facts.related(
+                self.embedder.embed([search_text(episode)], query=True)[0],
+                tokenize(search_text(episode)),
+                self.config.related_facts,
+                episode_number(episode.id) - lag,
+            )
+        call = workers.submit(
+            extract_facts,
+            self.llm,
+            episode,
+            group,
+            known,
+            self.speakers,
+            self.config,
+            self.ledger,
+            self.before(group),
+        )
+        return episode, group, call, reasons
 
     def execute(
         self,
@@ -287,63 +353,51 @@ class _Run:
                 item = next(planned, None)
                 if item is None:
                     return
-                session, group, narrative, fallbacks = item
-                title, content, why = narrative.result()
-                episode = Episode(
-                    f"E{self.next_episode}",
-                    self.scope.conversation,
-                    session,
-                    title,
-                    content,
-                    _when(self.dates, session, group),
-                    tuple(t.id for t in group),
-                )
-                self.next_episode += 1
-                reasons = [f"segmentation fell back to windows ({r})" for r in fallbacks]
-                if why:
-                    reasons.append(f"narrative built from the turns ({why})")
-                with CPU:
-                    known = self.facts.related(
-                        self.embedder.embed([search_text(episode)], query=True)[0],
-                        tokenize(search_text(episode)),
-                        self.config.related_facts,
-                        episode_number(episode.id) - lag,
-                    )
-                call = workers.submit(
-                    extract_facts,
-                    self.llm,
-                    episode,
-                    group,
-                    known,
-                    self.speakers,
-                    self.config,
-                    self.ledger,
-                )
-                queue.append((episode, group, call, reasons))
+                queue.append(self._request_facts(workers, item, lag))
 
         fill()
         while queue:
             episode, group, call, reasons = queue.popleft()
-            texts, why = call.result()
-            if why:
-                reasons.append(f"no facts extracted ({why})")
+            extracted = call.result()
+            if extracted.degraded:
+                reasons.append(f"no facts extracted ({extracted.degraded})")
+            self.report.facts_rewritten += extracted.rewritten
+            self.report.facts_refused += extracted.refused
             self.report.degraded += [
                 f"{episode.id}: {r}" for r in reasons if not r.startswith("segmentation")
             ]
             with CPU:
-                self._commit(episode, texts, Origin(self.builder, tuple(reasons)))
+                self._commit(
+                    episode,
+                    extracted.facts,
+                    Origin(self.builder, tuple(reasons)),
+                    extracted.claims,
+                )
             done += len(group)
             if progress:
                 progress(done, total)
             fill()
 
-    def _commit(self, episode: Episode, texts: list[str], origin: Origin) -> None:
-        """Store ``episode``, its merged facts and its origin in one transaction."""
+    def _commit(self, episode: Episode, texts: list[str], origin: Origin, claims: Claims) -> None:
+        """Store ``episode``, its merged facts, the supersessions its new facts claim (of
+        facts still current) and its origin in one transaction."""
         dim = self.facts.matrix.shape[1]
         vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
         merge = self.facts.merge(
-            episode, texts, vectors, self.config.dedup_threshold, self.next_fact
+            episode,
+            texts,
+            vectors,
+            self.config.dedup_threshold,
+            self.next_fact,
+            self.config.paraphrase_cosine,
+            self.speakers,
         )
+        now = datetime.now(UTC)
+        replaced: list[Supersession] = []
+        for fact in merge.new:
+            old, turns = claims.get(fact.content, ("", ()))
+            if old in self.facts.rows and old not in {s.old for s in replaced}:
+                replaced.append(Supersession(old, fact.id, turns, episode.timestamp, "build", now))
         episode_vector = self.embedder.embed([search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
@@ -352,8 +406,12 @@ class _Run:
                 store.put_facts(scope, merge.new, merge.new_vectors, embedder)
             if merge.changed:
                 store.put_facts(scope, merge.changed, merge.changed_vectors, embedder)
+            if replaced:
+                store.put_supersessions(scope, replaced)
             record_origin(store, scope, episode.id, origin)
+        self.facts.retire([s.old for s in replaced])
         self.next_fact += len(merge.new)
+        self.report.facts_superseded += len(replaced)
         self.report.episodes += 1
         self.report.facts_added += len(merge.new)
         self.report.facts_merged += merge.merged

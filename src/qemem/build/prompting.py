@@ -33,10 +33,20 @@ class PredictOut(pydantic.BaseModel):
     prediction: list[str]
 
 
-class CalibrateOut(pydantic.BaseModel):
-    """New durable facts extracted from an episode."""
+class NewFact(pydantic.BaseModel):
+    """A new fact that replaces a known one: ``supersedes`` names the known fact, ``turns``
+    the numbers of the messages that show it changed."""
 
-    facts: list[str]
+    fact: str
+    supersedes: str | None = None
+    turns: list[int | str] = pydantic.Field(default_factory=list)
+
+
+class CalibrateOut(pydantic.BaseModel):
+    """New durable facts extracted from an episode (a plain string, or a ``NewFact`` for one
+    that updates or contradicts a known fact)."""
+
+    facts: list[str | NewFact]
 
 
 def turn_lines(turns: Sequence[Turn]) -> str:
@@ -44,6 +54,23 @@ def turn_lines(turns: Sequence[Turn]) -> str:
     return "\n".join(
         f"[{n}] {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
         for n, t in enumerate(turns, start=1)
+    )
+
+
+def context_block(turns: Sequence[Turn]) -> str:
+    """The messages just before an episode, as prompts show them: a paragraph saying they are
+    context only, then one ``(before) Speaker (date): text`` line each; "" when there are
+    none."""
+    if not turns:
+        return ""
+    lines = "\n".join(
+        f"(before) {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
+        for t in turns
+    )
+    return (
+        "The messages just before this episode, for context only: use them to understand who "
+        "and what the episode's messages refer to, but do not summarise them and take nothing "
+        f"from them that the episode's messages do not say.\n{lines}\n\n"
     )
 
 

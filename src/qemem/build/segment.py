@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 
 from qemem.build.config import BuildConfig
+from qemem.build.phatic import merge_phatic
 from qemem.build.prompting import SegmentOut, degradable, request, session_date, turn_lines
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
@@ -68,11 +69,14 @@ def segment_turns(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
-) -> tuple[list[list[int]], list[str]]:
+) -> tuple[list[list[int]], list[str], int]:
     """Group the turns of one session into episodes (indices into ``turns``), one LLM call
-    per batch of at most ``config.batch_size`` turns; episodes never cross batches.
+    per batch of at most ``config.batch_size`` turns; with ``config.merge_phatic``, greeting-
+    and closing-only runs then join their neighbour (:func:`~qemem.build.phatic.merge_phatic`,
+    across a batch boundary too, so the episode may then exceed ``max_episode``).
 
-    Returns the groups and the reasons of the batches that fell back to windows.
+    Returns the groups, the reasons of the batches that fell back to windows and how many runs
+    merged.
     """
     groups: list[list[int]] = []
     fallbacks: list[str] = []
@@ -88,7 +92,10 @@ def segment_turns(
             fallbacks.append(f"turns {first}..{last}: {exc}")
             local = windows(len(chunk), config.window_size)
         groups.extend([[batch[i] for i in group] for group in local])
-    return groups, fallbacks
+    if not config.merge_phatic:
+        return groups, fallbacks, 0
+    merged, count = merge_phatic(groups, turns, speakers)
+    return merged, fallbacks, count
 
 
 def _segment_batch(

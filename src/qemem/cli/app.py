@@ -367,13 +367,15 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import memory_io, query, reproduce, serve
+    from qemem.cli import jobs, memory_io, query, records, reproduce, serve
     from qemem.cli.data import data_app
     from qemem.cli.eval import eval_app
 
     query.register(app)
     memory_io.register(app)
+    records.register(app)
     serve.register(app)
+    jobs.register(app)
     reproduce.register(app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")

@@ -11,7 +11,7 @@ import typer
 from qemem.retrieve.pool import RetrievalConfig
 
 BudgetTurnsOpt = Annotated[
-    int | None, typer.Option("--budget-turns", help="Turn hits kept (default 25).")
+    int | None, typer.Option("--budget-turns", help="Turn hits kept (default 40).")
 ]
 BudgetEpisodesOpt = Annotated[
     int | None, typer.Option("--budget-episodes", help="Episodes kept (default 2).")

@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -123,6 +124,15 @@ OptionalStoreOpt = Annotated[str | None, _store_option()]
 ConversationOpt = Annotated[
     str, typer.Option("--conversation", "-c", help="Conversation id, e.g. conv-26.")
 ]
+ManyConversationsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--conversation",
+        "-c",
+        help="Conversation id, e.g. conv-26; repeat it to use several of the namespace "
+        "together (their records ranked together, each id written conversation/id).",
+    ),
+]
 EmbedderOpt = Annotated[
     str | None,
     typer.Option(
@@ -139,6 +149,21 @@ LLMOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+class PromptLayoutChoice(StrEnum):
+    cached = "cached"
+    paper = "paper"
+
+
+PromptLayoutOpt = Annotated[
+    PromptLayoutChoice,
+    typer.Option(
+        "--prompt-layout",
+        help="cached: the stages of a question share one prompt-cache prefix (the default); "
+        "paper: the method's published prompts.",
+    ),
+]
 
 CELL_CHARS = 400
 """User text longer than this is cut in tables (``--json`` prints it whole)."""

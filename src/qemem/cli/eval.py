@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.table import Table
@@ -24,8 +24,9 @@ from qemem.cli.common import (
     JsonOpt,
     LLMOpt,
     OptionalStoreOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     console,
-    err_console,
     input_path,
     not_blank,
     output_file,
@@ -35,12 +36,21 @@ from qemem.cli.common import (
     progress_bar,
     write_output,
 )
+from qemem.cli.eval_show import (
+    check_coverage_flags,
+    show_against_baseline,
+    show_categories,
+    show_curves,
+    show_errata,
+    show_gaps,
+    show_milestones,
+    show_run,
+)
 from qemem.cli.flags import FlagGroup
 from qemem.errors import LLMError
 from qemem.eval.coverage import (
     CoverageReport,
     PoolCoverageReport,
-    auc,
     evaluate_coverage,
     evaluate_pool_coverage,
     turns_only,
@@ -52,7 +62,7 @@ from qemem.retrieve.pool import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode
-    from qemem.eval.locomo import RunResult
+    from qemem.evidence.layout import Layout
 
 eval_app = typer.Typer(help="Evaluate on LoCoMo-format data.", no_args_is_help=True, cls=FlagGroup)
 
@@ -92,9 +102,18 @@ def coverage(
         typer.Option(
             "--baseline",
             help="With --pool: 'turns' also measures the turns-only pool (no episodes or "
-            "facts) on the same questions and prints both curves and their difference.",
+            "facts), 'no-plan' (with --planner) the same pool without planning (the question "
+            "alone, rule flags), on the same questions; prints both and their difference.",
         ),
     ] = None,
+    no_plan: Annotated[
+        bool,
+        typer.Option(
+            "--no-plan",
+            help="With --pool: the question alone as the query set with rule flags (the "
+            "planning ablation; the default without --planner).",
+        ),
+    ] = False,
     budget_turns: BudgetTurnsOpt = None,
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
@@ -105,14 +124,13 @@ def coverage(
     """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""
     cats = parse_categories(categories)
     convs = tuple(c.strip() for c in conversations.split(",") if c.strip())
-    if baseline not in (None, "turns"):
-        raise typer.BadParameter("the only baseline is 'turns'", param_hint="--baseline")
+    check_coverage_flags(baseline, planner, no_plan)
     config = retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
         memory = Memory.open(path, embedder=embedder, llm=llm)
         with memory, progress_bar("questions", as_json) as p:
-            if pool or planner or baseline:
+            if pool or planner or baseline or no_plan:
                 client = memory.llm if planner else None
                 if planner and client is None:
                     raise LLMError("--planner needs an LLM: set QEMEM_LLM or pass --llm")
@@ -120,7 +138,10 @@ def coverage(
                     memory,
                     data,
                     config=config,
-                    baseline=turns_only(config or RetrievalConfig()) if baseline else None,
+                    baseline=turns_only(config or RetrievalConfig())
+                    if baseline == "turns"
+                    else None,
+                    baseline_plan=baseline != "no-plan",
                     categories=cats,
                     conversations=convs,
                     llm=client,
@@ -139,6 +160,8 @@ def coverage(
                     categories=categories,
                     conversations=list(convs) or "all",
                     ranking=ranking,
+                    planning=planner,
+                    baseline=baseline,
                     llm=memory.llm.describe() if planner and memory.llm else None,
                 ),
                 **report.to_dict(),
@@ -150,55 +173,11 @@ def coverage(
         show_against_baseline(report, data)
     else:
         show_curves(report, data)
+    if isinstance(report, PoolCoverageReport):
+        show_categories(report)
+    show_milestones(report)
     console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
     console.print_json(data=result["run"])
-
-
-def show_curves(report: CoverageReport | PoolCoverageReport, data: Path) -> None:
-    """One table of coverage per budget for each curve of the report, with its AUC."""
-    curves = (
-        report.curves
-        if isinstance(report, PoolCoverageReport)
-        else {"turns/strict": report.coverage}
-    )
-    for name, curve in curves.items():
-        table = Table(
-            f"budget ({name.split('/')[0]})", "coverage", title=f"{name} coverage on {data}"
-        )
-        for budget, share in curve.items():
-            table.add_row(str(budget), f"{share:.3f}")
-        console.print(table)
-        console.print(f"{name} AUC: {auc(curve):.4f}")
-
-
-def show_against_baseline(report: PoolCoverageReport, data: Path) -> None:
-    """Each curve of the pool beside the baseline's, with the difference per budget."""
-    assert report.baseline is not None
-    differences = report.difference()
-    for name, curve in report.curves.items():
-        base = report.baseline.curves[name]
-        table = Table(
-            f"budget ({name.split('/')[0]})",
-            "pool",
-            "turns only",
-            "difference",
-            title=f"{name} coverage on {data}",
-        )
-        for budget, share in curve.items():
-            table.add_row(
-                str(budget),
-                f"{share:.3f}",
-                f"{base[budget]:.3f}",
-                f"{differences[name][budget]:+.3f}",
-            )
-        table.add_row(
-            "AUC", f"{auc(curve):.4f}", f"{auc(base):.4f}", f"{auc(curve) - auc(base):+.4f}"
-        )
-        console.print(table)
-    console.print(
-        f"mean exposed turns: pool {report.pool_turns:.1f}, turns only "
-        f"{report.baseline.pool_turns:.1f}"
-    )
 
 
 OutOpt = Annotated[
@@ -270,6 +249,23 @@ CacheModeOpt = Annotated[
     typer.Option("--cache-mode", envvar="QEMEM_CACHE_MODE", help="readwrite or replay."),
 ]
 PlotsOpt = Annotated[bool, typer.Option("--plots/--no-plots", help="Write PNG plots.")]
+NoPlanOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-plan",
+        help="Planning ablation: the question alone as the query set, rule-derived "
+        "aggregate/temporal flags, no planner call; recorded in the manifest.",
+    ),
+]
+ErrataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--errata",
+        help="JSON file of known answer-key errors (question key -> corrected answer or "
+        "excluded, with a reason): accuracy on the original and corrected gold side by side.",
+        callback=input_path,
+    ),
+]
 
 
 @eval_app.command()
@@ -296,6 +292,9 @@ def locomo(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    no_plan: NoPlanOpt = False,
+    errata: ErrataOpt = None,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -323,6 +322,9 @@ def locomo(
         cache_mode=cache_mode,
         plots=plots,
         retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        plan=not no_plan,
+        errata=errata,
+        prompt_layout=cast("Layout", str(prompt_layout)),
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)
@@ -332,49 +334,31 @@ def locomo(
     show_run(result, mode, out)
 
 
-def show_run(result: RunResult, mode: str, out: Path) -> None:
-    """The run's accuracy by category, its visibility and cost line, and its failures."""
-    summary = result.summary
-    table = Table("category", "n", "accuracy", "95% CI", "F1", title=f"LoCoMo, mode {mode}")
-    rows: list[tuple[str, dict[str, Any]]] = [
-        (f"{c} {b['name']}", b) for c, b in summary["by_category"].items()
-    ]
-    for label, block in [*rows, ("all", {**summary["accuracy"], "scores": summary["scores"]})]:
-        acc = block.get("accuracy")
-        ci = block.get("ci95")
-        table.add_row(
-            label,
-            str(block.get("n", 0)),
-            "n/a" if acc is None else f"{acc:.3f}",
-            "" if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]",
-            f"{block['scores']['f1']}",
-        )
-    console.print(table)
-    ev, cost = summary["evidence"], summary["cost"]
-    console.print(
-        f"final-context evidence visibility {ev['visible_final']}, initial-pool AUC "
-        f"{summary['coverage']['auc']}, method calls/question {cost['method_calls_per_question']}"
-    )
-    console.print(
-        f"answered {result.answered}, resumed {result.skipped}, provider calls "
-        f"{result.provider_calls}, cached {result.cached_calls}; report: {out / 'report.md'}, "
-        f"{out / 'report.html'}"
-    )
-    for failure in result.failures:
-        err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
-
-
 @eval_app.command("report")
 def report_command(
     out: Annotated[
         Path, typer.Argument(help="Run folder of `qemem eval locomo`.", callback=input_path)
     ],
+    errata: ErrataOpt = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help="With --errata: the judge LLM spec that grades answers against corrected "
+            "gold (default: the run's judge; its cache is OUT/llm-cache.db or --cache).",
+        ),
+    ] = None,
+    cache: CacheOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild summary.json, report.md and the plots from results.jsonl and manifest.json
-    (no LLM call; byte-identical to what the run wrote)."""
+    (no LLM call; byte-identical to what the run wrote). With --errata, first score the run
+    on the corrected gold too (judging the corrected questions) and record the file's hash."""
+    from qemem.eval.errata import apply_errata
     from qemem.eval.report import rebuild_report
 
+    if errata is not None:
+        apply_errata(out, errata, judge=judge, cache=cache)
     summary = rebuild_report(out)
     if as_json:
         print_json(summary)
@@ -383,6 +367,8 @@ def report_command(
         f"rebuilt {out / 'summary.json'} and {out / 'report.md'} from "
         f"{summary['questions']} records"
     )
+    if summary.get("errata"):
+        show_errata(summary["errata"])
 
 
 @eval_app.command()
@@ -401,13 +387,30 @@ def compare(
     per_question: Annotated[
         bool, typer.Option("--per-question", help="Also list A - B for every shared question.")
     ] = False,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="evidence_turns, sessions or span: the A-B gap on high- minus low-complexity "
+            "questions, with a conversation-cluster bootstrap and leave-one-out values.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A minus B over shared questions: paired and conversation-cluster bootstraps (95%).
 
     With a matched-mode run as B, this gives full - matched or direct - matched."""
-    from qemem.eval.compare import compare_runs
+    from qemem.eval.compare import compare_gaps, compare_runs
 
+    if by is not None:
+        gaps = compare_gaps(run_a, run_b, by=by, metric=metric, n_resamples=resamples, seed=seed)
+        if out is not None:
+            write_output(out, json.dumps(gaps.to_dict(), indent=2, sort_keys=True) + "\n")
+        if as_json:
+            print_json(gaps.to_dict())
+        else:
+            show_gaps(gaps)
+        return
     result = compare_runs(run_a, run_b, metric=metric, n_resamples=resamples, seed=seed)
     data = result.to_dict()
     if out is not None:

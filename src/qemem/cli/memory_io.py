@@ -1,4 +1,4 @@
-"""``qemem import-memory`` and ``qemem export-memory``: the ``qemem-memory/1`` file."""
+"""``qemem import-memory`` and ``qemem export-memory``: the ``qemem-memory/2`` file."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ from qemem.memory_file import dumps, load
 
 
 def import_memory(
-    file: Annotated[Path, typer.Argument(help="A qemem-memory/1 file (qemem export-memory).")],
+    file: Annotated[
+        Path, typer.Argument(help="A qemem-memory/2 (or /1) file (qemem export-memory).")
+    ],
     store: StoreOpt,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -38,7 +40,8 @@ def import_memory(
         print_json({k: v for k, v in vars(report).items() if k != "added_ids"})
         return
     console.print(
-        f"{report.conversation}: +{report.episodes_added} episodes, +{report.facts_added} facts "
+        f"{report.conversation}: +{report.episodes_added} episodes, +{report.facts_added} facts, "
+        f"+{report.supersessions_added} supersessions "
         f"({report.episodes_unchanged} episodes and {report.facts_unchanged} facts already "
         f"stored) in {report.seconds:.1f} s"
     )
@@ -53,7 +56,8 @@ def export_memory(
     ] = None,
     namespace: NamespaceOpt = "default",
 ) -> None:
-    """Write a conversation's episodes and facts as a qemem-memory/1 file (no vectors)."""
+    """Write a conversation's episodes, facts and supersessions as a qemem-memory/2 file
+    (no vectors)."""
     with Memory.open(store, namespace=namespace, read_only=True) as memory:
         text = dumps(memory.export_memory(conversation))
     if out is None:

@@ -30,7 +30,10 @@ from qemem.cli.common import (
     EmbedderOpt,
     JsonOpt,
     LLMOpt,
+    ManyConversationsOpt,
     NamespaceOpt,
+    PromptLayoutChoice,
+    PromptLayoutOpt,
     StoreOpt,
     console,
     err_console,
@@ -42,6 +45,7 @@ from qemem.cli.common import (
     progress_bar,
     write_output,
 )
+from qemem.evidence.layout import Layout
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import parse_anchor
 from qemem.memory import Memory
@@ -109,7 +113,10 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged), {len(r.fallbacks)} segmentation fallbacks, "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact; "
+            f"pronoun rule: {r.facts_rewritten} named, {r.facts_refused} refused), "
+            f"{r.runs_merged} greeting/closing runs merged, "
+            f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
     console.print(table)
@@ -189,6 +196,9 @@ def show_answer(answer: Answer) -> None:
     if answer.citations:
         console.print(plain("cited turns: " + ", ".join(answer.citations), None))
     if answer.mode == "retrieval":
+        # across conversations the pool times are keyed by the labels the prompts use
+        across = answer.across
+        labels = {ref: name for name, ref in across.labels.items()} if across else {}
         ranked = sorted(
             (item for item in answer.pool.turns if any(r.kind == "ranked" for r in item.reasons)),
             key=lambda item: -item.score,
@@ -203,10 +213,11 @@ def show_answer(answer: Answer) -> None:
         )
         for item in ranked[:SHOWN]:
             times = "; ".join(
-                f"{t.expression} -> {t.phrase}" for t in answer.pool_times.get(item.id, [])
+                f"{t.expression} -> {t.phrase}"
+                for t in answer.pool_times.get(labels.get(item.ref, item.id), [])
             )
             table.add_row(
-                plain(item.id),
+                plain(labels.get(item.ref, item.id)),
                 plain(getattr(item.record, "speaker", "")),
                 plain(getattr(item.record, "text", "")),
                 plain(times),
@@ -224,12 +235,21 @@ def show_answer(answer: Answer) -> None:
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the conversation.")],
     store: StoreOpt,
-    conversation: ConversationOpt,
+    conversations: ManyConversationsOpt,
     mode: Annotated[AskMode, typer.Option("--mode", help="Operating point.")] = AskMode.full,
     budget_turns: BudgetTurnsOpt = None,
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    no_plan: Annotated[
+        bool,
+        typer.Option(
+            "--no-plan",
+            help="Skip the planner: the question alone as the query set, rule-derived "
+            "aggregate/temporal flags (the planning ablation).",
+        ),
+    ] = False,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -243,13 +263,20 @@ def ask(
         ),
     ] = None,
 ) -> None:
-    """Answer a question with verified evidence cards and cited turns."""
+    """Answer a question with verified evidence cards and cited turns; with -c repeated,
+    over several conversations ranked together (ids written conversation/id)."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     config = AskConfig(
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        plan=not no_plan,
+        prompt_layout=cast(Layout, str(prompt_layout)),
     )
     with memory:
-        answer = memory.ask(conversation, question, mode=cast(Mode, str(mode)), config=config)
+        chosen = cast(Mode, str(mode))
+        if len(set(conversations)) > 1:
+            answer = memory.ask_many(conversations, question, mode=chosen, config=config)
+        else:
+            answer = memory.ask(conversations[0], question, mode=chosen, config=config)
         offline = memory.llm is not None and memory.llm.provider.name == "fake"
     if html is not None:
         write_output(html, answer_html(answer_to_json(answer)))
@@ -273,7 +300,7 @@ class ContextPlanner(StrEnum):
 def context(
     question: Annotated[str, typer.Argument(help="A question about the conversation.")],
     store: StoreOpt,
-    conversation: ConversationOpt,
+    conversations: ManyConversationsOpt,
     budget: Annotated[
         int,
         typer.Option("--budget", min=1, max=MAX_CONTEXT_BUDGET, help="Tokens of the block."),
@@ -288,12 +315,15 @@ def context(
     as_json: JsonOpt = False,
 ) -> None:
     """Print a ready-to-paste evidence block for your own LLM: cited ids, dates, resolved
-    times, cut to --budget tokens (no LLM call unless --mode llm)."""
+    times, cut to --budget tokens (no LLM call unless --mode llm); with -c repeated, one
+    block over several conversations ranked together."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
+    planner = cast(ContextMode, str(mode))
     with memory:
-        block = memory.context(
-            conversation, question, budget_tokens=budget, mode=cast(ContextMode, str(mode))
-        )
+        if len(set(conversations)) > 1:
+            block = memory.context_many(conversations, question, budget_tokens=budget, mode=planner)
+        else:
+            block = memory.context(conversations[0], question, budget_tokens=budget, mode=planner)
     if as_json:
         print_json(context_to_json(block))
         return

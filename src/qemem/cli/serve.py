@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -45,6 +49,28 @@ def _server_extra() -> None:
         ) from None
 
 
+AutoBuildOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--auto-build",
+        metavar="SECONDS",
+        help="Build a conversation by itself once it has been quiet for SECONDS after an "
+        "append or ingest (a burst of them makes one build job); needs an LLM.",
+    ),
+]
+
+
+def _check_auto_build(auto_build: float | None, llm: str | None) -> None:
+    """Refuse ``--auto-build`` at once (before a store is created or a worker started) when it
+    is no positive number or there is no LLM to build with."""
+    if auto_build is None:
+        return
+    client = open_llm(llm)
+    if client is not None:
+        client.close()
+    check_auto_build(auto_build, lambda: client)
+
+
 CreateOpt = Annotated[
     bool,
     typer.Option(
@@ -74,15 +100,7 @@ def serve(
         int,
         typer.Option("--job-attempts", min=1, help="Starts of a job before it fails for good."),
     ] = 3,
-    auto_build: Annotated[
-        float | None,
-        typer.Option(
-            "--auto-build",
-            metavar="SECONDS",
-            help="Build a conversation by itself once it has been quiet for SECONDS after an "
-            "append (a burst of appends makes one build job); needs an LLM.",
-        ),
-    ] = None,
+    auto_build: AutoBuildOpt = None,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
@@ -105,11 +123,8 @@ def serve(
             f"--idempotency-hours must be more than 0 (got {idempotency_hours:g}): it is how "
             "long a retried batch's Idempotency-Key is remembered"
         )
+    _check_auto_build(auto_build, llm)  # refused here rather than in each worker
     if auto_build is not None:
-        client = open_llm(llm)  # refused here rather than in each worker
-        if client is not None:
-            client.close()
-        check_auto_build(auto_build, lambda: client)
         os.environ["QEMEM_AUTO_BUILD"] = repr(auto_build)
     store = store if create else existing_store(store)
     os.environ["QEMEM_STORE"] = str(store)
@@ -121,9 +136,29 @@ def serve(
         if value:
             os.environ[name] = value
     open_key_store(store).close()  # fail here, not in each worker, when the store is bad
-    uvicorn.run(
-        "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
-    )
+    with _metrics_folder(workers):
+        uvicorn.run(
+            "qemem.service.app:app_from_env", factory=True, host=host, port=port, workers=workers
+        )
+
+
+@contextmanager
+def _metrics_folder(workers: int) -> Iterator[None]:
+    """With several workers (and metrics on): a fresh temporary folder for prometheus-client's
+    multiprocess mode while the block runs, so that a scrape of any worker sums all of them;
+    removed at the end. A ``PROMETHEUS_MULTIPROC_DIR`` already set is used as it is."""
+    from qemem.service.metrics import MULTIPROC_ENV
+
+    if workers < 2 or os.environ.get("QEMEM_METRICS") == "0" or os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="qemem-metrics-")
+    os.environ[MULTIPROC_ENV] = folder
+    try:
+        yield
+    finally:
+        del os.environ[MULTIPROC_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def mcp(
@@ -137,15 +172,18 @@ def mcp(
     ] = False,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8766,
+    auto_build: AutoBuildOpt = None,
     embedder: EmbedderOpt = None,
     llm: LLMOpt = None,
     create: CreateOpt = False,
 ) -> None:
     """Run the MCP server (stdio by default). With QEMEM_API_KEY set, the key's namespace is
-    served (a revoked key is refused) and a read-only key cannot remember or forget."""
+    served (a revoked key is refused) and a read-only key cannot remember or forget. With
+    --auto-build, the server also runs the store's build jobs while it is up."""
     _server_extra()
+    _check_auto_build(auto_build, llm)
     store = store if create else existing_store(store)
-    from qemem.service.mcp_server import create_mcp_server
+    from qemem.service.mcp_server import create_mcp_server, running_jobs
 
     read_only = False
     key = os.environ.get("QEMEM_API_KEY")
@@ -161,7 +199,10 @@ def mcp(
                 "drop --namespace"
             )
         namespace, read_only = record.namespace, record.read_only
-    with Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory:
+    with (
+        Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory,
+        running_jobs(memory, auto_build),
+    ):
         server = create_mcp_server(memory, read_only=read_only)
         if http:
             server.run("streamable-http", host=host, port=port)

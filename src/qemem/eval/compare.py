@@ -1,5 +1,7 @@
 """Compare two LoCoMo runs question by question: paired and conversation-cluster bootstraps of
-the difference (run A minus run B) and leave-one-conversation-out differences."""
+the difference (run A minus run B) and leave-one-conversation-out differences; and, by a
+complexity grouping, how much the A-B gap grows from the low- to the high-complexity
+questions (:func:`compare_gaps`)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.eval.report import sessions_bucket, span_bucket, turns_bucket
 from qemem.eval.results import load_records
 from qemem.eval.stats import (
     BootstrapResult,
     cluster_bootstrap,
+    cluster_bootstrap_gap,
+    gap_difference,
     leave_one_cluster_out,
+    leave_one_cluster_out_gap,
     paired_bootstrap,
 )
 
@@ -160,4 +166,121 @@ def compare_runs(
             {"conversation": k[0], "index": k[1], "a": a[k], "b": b[k], "difference": a[k] - b[k]}
             for k in shared
         ],
+    )
+
+
+#: complexity groupings: the bucket of a record and, of its labels, those counted as high
+GROUPINGS: dict[str, tuple[Callable[[Record], str | None], tuple[str, ...]]] = {
+    "evidence_turns": (turns_bucket, ("2", ">=3")),
+    "sessions": (sessions_bucket, ("cross-session",)),
+    "span": (span_bucket, ("31-180 days", ">180 days")),
+}
+
+
+def complexity_group(record: Record, by: str) -> bool | None:
+    """Whether ``record`` is high-complexity under grouping ``by`` (evidence_turns: two or
+    more evidence turns; sessions: cross-session evidence; span: evidence sessions more than
+    30 days apart); None when it has no bucket (no known evidence)."""
+    bucket, high = GROUPINGS[by]
+    label = bucket(record)
+    return None if label is None else label in high
+
+
+@dataclass
+class GapComparison:
+    """The A-B gap on the low- and the high-complexity questions of grouping ``by`` and their
+    difference (high gap minus low gap), with a conversation-cluster bootstrap interval and
+    leave-one-conversation-out values (None, with ``note``, for fewer than two conversations).
+    """
+
+    run_a: str
+    run_b: str
+    metric: str
+    by: str
+    high_labels: list[str]
+    groups: dict[str, dict[str, float | int]]
+    difference: float
+    cluster: BootstrapResult | None
+    leave_one_out: dict[str, float | None] | None
+    conversations: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (floats rounded to 6 digits)."""
+        rounded: dict[str, Any] = json.loads(
+            json.dumps(asdict(self)), parse_float=lambda v: round(float(v), 6)
+        )
+        return rounded
+
+
+def _group_stats(pairs: list[tuple[float, float]]) -> dict[str, float | int]:
+    n = len(pairs)
+    mean_a = sum(a for a, _ in pairs) / n
+    mean_b = sum(b for _, b in pairs) / n
+    return {"questions": n, "mean_a": mean_a, "mean_b": mean_b, "gap": mean_a - mean_b}
+
+
+def compare_gaps(
+    run_a: Path,
+    run_b: Path,
+    *,
+    by: str,
+    metric: str = "judge",
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> GapComparison:
+    """The difference of A-B ``metric`` gaps between the high- and low-complexity questions
+    of grouping ``by`` (:data:`GROUPINGS`), over the questions both runs scored."""
+    if by not in GROUPINGS:
+        raise InputError(f"unknown grouping {by!r}: use one of {', '.join(GROUPINGS)}")
+    if metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
+    value = METRICS[metric]
+    (_, left), (_, right) = load_run(run_a), load_run(run_b)
+    b_values = {(str(r["conversation"]), int(r["index"])): value(r) for r in right}
+    rows: list[tuple[str, bool, float, float]] = []
+    for record in sorted(left, key=lambda r: (str(r["conversation"]), int(r["index"]))):
+        key = (str(record["conversation"]), int(record["index"]))
+        a, b, high = value(record), b_values.get(key), complexity_group(record, by)
+        if a is not None and b is not None and high is not None:
+            rows.append((key[0], high, a, b))
+    groups = {
+        name: [(a, b) for _, h, a, b in rows if h is wanted]
+        for name, wanted in (("low", False), ("high", True))
+    }
+    if not groups["low"] or not groups["high"]:
+        raise InputError(
+            f"grouping {by!r} leaves {len(groups['low'])} low and {len(groups['high'])} high "
+            "shared scored questions: both groups need some"
+        )
+    a_values, b_list = [r[2] for r in rows], [r[3] for r in rows]
+    flags, clusters = [r[1] for r in rows], [r[0] for r in rows]
+    conversations = sorted(set(clusters))
+    cluster, loo, note = None, None, ""
+    if len(conversations) >= 2:
+        cluster = cluster_bootstrap_gap(
+            a_values,
+            b_list,
+            flags,
+            clusters,
+            n_resamples=n_resamples,
+            seed=seed,
+            confidence=confidence,
+        )
+        loo = leave_one_cluster_out_gap(a_values, b_list, flags, clusters)
+    else:
+        note = "one conversation only: cluster bootstrap and leave-one-out are n/a"
+    return GapComparison(
+        str(run_a),
+        str(run_b),
+        metric,
+        by,
+        list(GROUPINGS[by][1]),
+        {name: _group_stats(pairs) for name, pairs in groups.items()},
+        gap_difference(a_values, b_list, flags),
+        cluster,
+        loo,
+        conversations,
+        note,
     )

@@ -5,6 +5,7 @@ Evidence annotations are used only here, for analysis; the system never sees the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,10 @@ CURVE_NAMES: tuple[str, ...] = (
     "tokens/inclusive",
 )
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
+#: the turn budget of the planning ablation's "small budget" column
+PLANNING_BUDGET = 20
+#: the coverage the milestones look for
+MILESTONE = 0.8
 
 
 def alias_keys(turns: Iterable[Turn]) -> dict[str, tuple[str, str, str]]:
@@ -72,6 +77,39 @@ def curves_by_category(
     return {c: coverage_curve(grouped[c], budgets) for c in categories}
 
 
+def milestone(ranks: Sequence[int | float | None], target: float = 0.8) -> int | None:
+    """The smallest budget at which at least ``target`` of the questions have their complete
+    evidence exposed (``ranks`` as :func:`coverage_curve` takes them; None: never within the
+    ranking, i.e. fewer than ``target`` of the questions are ever covered, or no questions)."""
+    if not 0 < target <= 1:
+        raise ValueError(f"target must lie in (0, 1], got {target}")
+    if not ranks:
+        return None
+    needed = math.ceil(target * len(ranks) - 1e-9)
+    covered = sorted(r for r in ranks if r is not None)
+    return None if len(covered) < needed else math.ceil(covered[needed - 1])
+
+
+def category_coverage(
+    ranks: Sequence[int | None],
+    questions: Sequence[LocomoQuestion],
+    categories: Sequence[int],
+    budget: int = PLANNING_BUDGET,
+) -> dict[int, dict[str, float | int]]:
+    """Per category: its questions, the share covered within ``budget`` and the share covered
+    anywhere in the pool (``ranks`` aligned with ``questions``)."""
+    out: dict[int, dict[str, float | int]] = {}
+    for category in categories:
+        chosen = [r for r, q in zip(ranks, questions, strict=True) if q.category == category]
+        n = len(chosen)
+        out[category] = {
+            "questions": n,
+            f"at_{budget}": sum(r is not None and r <= budget for r in chosen) / n if n else 0.0,
+            "whole_pool": sum(r is not None for r in chosen) / n if n else 0.0,
+        }
+    return out
+
+
 def auc(curve: Mapping[int, float]) -> float:
     """Area under a coverage curve, as the mean coverage over its budgets."""
     return sum(curve.values()) / len(curve) if curve else 0.0
@@ -93,6 +131,7 @@ class CoverageReport:
             "coverage": {str(b): round(v, 4) for b, v in self.coverage.items()},
             "auc": round(self.auc, 4),
             "auc_by_category": {str(c): round(v, 4) for c, v in self.per_category.items()},
+            "milestone_turns": milestone(self.ranks, MILESTONE),
         }
 
 
@@ -222,9 +261,12 @@ class PoolCoverageReport:
     """Coverage of the full pool under turn and token budgets, strict and inclusive rules.
 
     ``curves`` is keyed ``turns/strict``, ``turns/inclusive``, ``tokens/strict``,
-    ``tokens/inclusive``; the headline (``coverage``, ``auc``) is ``turns/strict``.
-    ``baseline`` holds the same curves of a baseline pool (e.g. :func:`turns_only`) built for
-    the same questions in the same run, when one was asked for.
+    ``tokens/inclusive``; the headline (``coverage``, ``auc``) is ``turns/strict``; ``ranks``
+    holds each curve's per-question budget positions and ``categories`` each category's
+    coverage within 20 turns and over the whole pool (:func:`category_coverage`).
+    ``baseline`` holds the same of a baseline pool built for the same questions in the same
+    run (e.g. :func:`turns_only`, or the question alone without planning), when one was asked
+    for; ``baseline_name`` says which.
     """
 
     questions: int
@@ -234,6 +276,9 @@ class PoolCoverageReport:
     planner: str
     config: RetrievalConfig
     baseline: PoolCoverageReport | None = None
+    ranks: dict[str, list[int | None]] = field(default_factory=dict)
+    categories: dict[int, dict[str, float | int]] = field(default_factory=dict)
+    baseline_name: str = ""
 
     @property
     def coverage(self) -> dict[int, float]:
@@ -242,6 +287,14 @@ class PoolCoverageReport:
     @property
     def auc(self) -> float:
         return auc(self.coverage)
+
+    def milestones(self, target: float = MILESTONE) -> dict[str, int | None]:
+        """The smallest turn and token budgets (strict rule) at which complete-evidence
+        coverage reaches ``target``; None where it never does within the pool."""
+        return {
+            unit: milestone(self.ranks.get(f"{unit}/strict", []), target)
+            for unit in ("turns", "tokens")
+        }
 
     def difference(self) -> dict[str, dict[int, float]]:
         """Per curve and budget, this pool's coverage minus the baseline's (empty without)."""
@@ -252,6 +305,19 @@ class PoolCoverageReport:
             for name, curve in self.curves.items()
         }
 
+    def _own(self) -> dict[str, object]:
+        """What this pool's (or the baseline's) entry reports."""
+        return {
+            "curves": _curves_dict(self.curves),
+            "mean_pool_turns": round(self.pool_turns, 1),
+            "planner": self.planner,
+            "config": asdict(self.config),
+            "milestones": {"target": MILESTONE, **self.milestones()},
+            "by_category": {
+                str(c): {k: round(v, 4) for k, v in b.items()} for c, b in self.categories.items()
+            },
+        }
+
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
             "questions": self.questions,
@@ -260,16 +326,12 @@ class PoolCoverageReport:
             "auc_by_category": {
                 str(c): round(auc(curve), 4) for c, curve in self.per_category.items()
             },
-            "curves": _curves_dict(self.curves),
-            "mean_pool_turns": round(self.pool_turns, 1),
-            "planner": self.planner,
-            "config": asdict(self.config),
+            **self._own(),
         }
         if self.baseline is not None:
             out["baseline"] = {
-                "config": asdict(self.baseline.config),
-                "curves": _curves_dict(self.baseline.curves),
-                "mean_pool_turns": round(self.baseline.pool_turns, 1),
+                "name": self.baseline_name,
+                **self.baseline._own(),
                 "difference": {
                     name: {
                         "coverage": {str(b): round(v, 4) for b, v in diff.items()},
@@ -287,6 +349,7 @@ def evaluate_pool_coverage(
     *,
     config: RetrievalConfig | None = None,
     baseline: RetrievalConfig | None = None,
+    baseline_plan: bool = True,
     llm: LLMClient | None = None,
     ledger: Ledger | None = None,
     categories: Sequence[int] = DEFAULT_CATEGORIES,
@@ -298,27 +361,33 @@ def evaluate_pool_coverage(
     """Ingest ``data`` (LoCoMo) if needed, build each question's full pool (planned with
     ``llm`` when given, else the rule plan: the question alone) and measure how early its
     exposure order (:func:`exposure_groups`) covers the annotated evidence. With
-    ``baseline``, a second pool per question (same plan) gives the baseline's curves;
-    ``conversations`` keeps only their questions (all when empty)."""
+    ``baseline`` (a config) or ``baseline_plan`` False (the planning ablation: the same
+    config with the question alone and rule flags), a second pool per question gives the
+    baseline's curves; ``conversations`` keeps only their questions (all when empty)."""
     config = config or RetrievalConfig()
     questions = load_questions(memory, data, categories, conversations)
-    configs = [config] if baseline is None else [config, baseline]
+    variants: list[tuple[RetrievalConfig, bool]] = [(config, True)]
+    if baseline is not None or not baseline_plan:
+        variants.append((baseline or config, baseline_plan))
     context: dict[str, tuple[dict[str, tuple[str, str, str]], dict[str, int]]] = {}
-    ranks: list[dict[str, list[int | None]]] = [{k: [] for k in CURVE_NAMES} for _ in configs]
-    exposed_total = [0 for _ in configs]
+    ranks: list[dict[str, list[int | None]]] = [{k: [] for k in CURVE_NAMES} for _ in variants]
+    exposed_total = [0 for _ in variants]
     for n, question in enumerate(questions, start=1):
         conv = question.conversation
         if conv not in context:
             turns = memory.turns(conv)
             context[conv] = (alias_keys(turns), {t.id: turn_tokens(t) for t in turns})
         aliases, tokens = context[conv]
+        plans = {False: rule_plan(question.question, "planning off")}
         if llm is None:
-            plan = rule_plan(question.question)
+            plans[True] = rule_plan(question.question)
         else:
             info = memory.conversation(conv)
-            plan = plan_question(llm, question.question, info.speakers, info.span, ledger=ledger)
-        for c, cfg in enumerate(configs):
-            pool = memory.retrieve(conv, question.question, plan=plan, config=cfg)
+            plans[True] = plan_question(
+                llm, question.question, info.speakers, info.span, ledger=ledger
+            )
+        for c, (cfg, planned) in enumerate(variants):
+            pool = memory.retrieve(conv, question.question, plan=plans[planned], config=cfg)
             groups = exposure_groups(pool.entries())
             exposed_total[c] += sum(len(g) for g in groups)
             for unit, cost in (("turns", None), ("tokens", tokens)):
@@ -334,11 +403,15 @@ def evaluate_pool_coverage(
             {name: coverage_curve(r, budgets[name.split("/")[0]]) for name, r in rank.items()},
             curves_by_category(rank["turns/strict"], questions, categories, turn_budgets),
             total / max(1, len(questions)),
-            "rules" if llm is None else repr(llm),
+            "rules" if llm is None or not planned else repr(llm),
             cfg,
+            ranks=rank,
+            categories=category_coverage(rank["turns/strict"], questions, categories),
         )
-        for rank, total, cfg in zip(ranks, exposed_total, configs, strict=True)
+        for rank, total, (cfg, planned) in zip(ranks, exposed_total, variants, strict=True)
     ]
-    if baseline is not None:
+    if len(reports) > 1:
         reports[0].baseline = reports[1]
+        names = ["turns only"] if baseline is not None else []
+        reports[0].baseline_name = ", ".join([*names, *([] if baseline_plan else ["no plan"])])
     return reports[0]

@@ -25,12 +25,14 @@ from qemem.build import BuildConfig
 from qemem.build.config import CalibrateRule
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys
-from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, judge_answer
+from qemem.eval.errata import ERRATA_FILE, Errata, judge_errata, load_errata
+from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.records import make_record
 from qemem.eval.report import write_report
 from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import write_run_sources
+from qemem.evidence.layout import Layout
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.llm import Ledger, LLMClient, open_llm
 from qemem.memory import Memory
@@ -44,7 +46,7 @@ RunProgress = Callable[[str, int, int], None]
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
 #: manifest entries that must match for a rerun to continue the records of an output folder
-FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs")
+FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge", "judge_runs", "planning")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,12 @@ class LocomoRunConfig:
     keeps the first questions of the selection (file order); ``concurrency`` bounds both the
     questions in flight and the provider calls of each client; ``plots`` turns the PNG plots
     off; ``retrieval`` sets the pool's budgets and other retrieval settings (None: the
-    defaults).
+    defaults); ``plan`` False is the planning ablation (``AskConfig.plan``); ``errata`` a
+    file of known answer-key errors (:mod:`qemem.eval.errata`) to score beside the original
+    gold; ``prompt_layout`` the prompts' layout (``cached`` or the method's published
+    ``paper`` order, see ``qemem.evidence.layout``), recorded in the manifest. In full mode
+    every question that triggers refinement also gets the answer from its round-0 cards,
+    judged (``AskConfig.answer_round0``), for the refinement analysis.
     """
 
     data: Path
@@ -82,6 +89,9 @@ class LocomoRunConfig:
     plots: bool = True
     retrieval: RetrievalConfig | None = None
     calibrate_rule: CalibrateRule = "complete"
+    plan: bool = True
+    errata: Path | None = None
+    prompt_layout: Layout = "cached"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text; a store URL's password masked)."""
@@ -139,6 +149,8 @@ def _check(config: LocomoRunConfig) -> None:
         raise InputError("judge runs, judge max tokens and concurrency must be at least 1")
     if config.limit is not None and config.limit < 1:
         raise InputError("limit must be at least 1 (leave it out to run every question)")
+    if config.errata is not None and config.mode == "retrieval":
+        raise InputError("--errata rescoring needs judged answers: retrieval mode has none")
     bad = [c for c in config.categories if c not in (1, 2, 3, 4, 5)]
     if bad or not config.categories:
         raise InputError(f"categories must be among 1-5, got {config.categories}")
@@ -224,6 +236,7 @@ def run_locomo(
     ``judge`` clients, when given, replace the answerer and judge specs of ``config``."""
     clock = {"started": time.perf_counter()}
     _check(config)
+    errata = load_errata(config.errata) if config.errata is not None else None
     samples = load_locomo(config.data)
     questions = select_questions(samples, config)
     config.out.mkdir(parents=True, exist_ok=True)
@@ -237,7 +250,7 @@ def run_locomo(
         llm=llm,
     )
     try:
-        manifest = _manifest(config, memory, llm, judge, questions)
+        manifest = _manifest(config, memory, llm, judge, questions, errata)
         _check_fingerprint(config.out / "manifest.json", manifest)
         _write_json(config.out / "manifest.json", manifest)
         build = llm is not None and config.build
@@ -251,7 +264,8 @@ def run_locomo(
         clock["answered"] = time.perf_counter()
         keys = {(q.conversation, q.index, config.mode) for q in questions}
         records = [r for r in load_records(results) if record_key(r) in keys]
-        summary = write_report(config.out, records, manifest, plots=config.plots)
+        judged = _judge_errata(config, records, errata, judge)
+        summary = write_report(config.out, records, manifest, plots=config.plots, errata=judged)
         clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
         totals = [c.ledger.total() for c in clients]
         cached = sum(t.cached_calls for t in totals)
@@ -286,12 +300,15 @@ def _manifest(
     llm: LLMClient | None,
     judge: LLMClient | None,
     questions: Sequence[LocomoQuestion],
+    errata: Errata | None = None,
 ) -> dict[str, Any]:
-    """What the run is: data, config, models, judge, selection and prompt hashes."""
+    """What the run is: data, config, models, judge, selection, prompt hashes, whether it
+    planned, and the errata file it scored against (with its sha256)."""
     return run_info(
         config.data,
         config=config.to_dict(),
         mode=config.mode,
+        prompt_layout=config.prompt_layout,
         embedder=memory.embedder.id,
         answerer=_name(llm),
         judge=_name(judge),
@@ -299,10 +316,31 @@ def _manifest(
         judge_runs=config.judge_runs if judge else 0,
         judge_max_tokens=config.judge_max_tokens if judge else None,
         built=config.build,
+        planning=config.plan,
         selection=[f"{q.conversation}#{q.index}" for q in questions],
         models={"answerer": llm and llm.describe(), "judge": judge and judge.describe()},
         prompts=prompt_hashes(),
+        errata={"file": errata.path, "sha256": errata.sha256} if errata else None,
     )
+
+
+def _judge_errata(
+    config: LocomoRunConfig,
+    records: Sequence[Mapping[str, Any]],
+    errata: Errata | None,
+    judge: LLMClient | None,
+) -> dict[str, Any] | None:
+    """Judge the corrected questions and write ``errata.json`` (removing a stale one when the
+    run has no errata file); its content, or None."""
+    path = config.out / ERRATA_FILE
+    if errata is None:
+        path.unlink(missing_ok=True)
+        return None
+    judged = judge_errata(
+        records, errata, judge, runs=config.judge_runs, max_tokens=config.judge_max_tokens
+    )
+    _write_json(path, judged)
+    return judged
 
 
 Context = dict[str, tuple[dict[str, Turn], Mapping[str, object]]]
@@ -343,30 +381,44 @@ def _answerer(
     memory: Memory, judge: LLMClient | None, config: LocomoRunConfig, context: Context
 ) -> Callable[[LocomoQuestion], dict[str, Any]]:
     """The work of one question: answer, judge (when there is a judge), make its record."""
-    ask_config = AskConfig(retrieval=config.retrieval)
+    ask_config = AskConfig(
+        retrieval=config.retrieval,
+        plan=config.plan,
+        answer_round0=config.mode == "full",
+        prompt_layout=config.prompt_layout,
+    )
 
     def answer_one(q: LocomoQuestion) -> dict[str, Any]:
         t0 = time.perf_counter()
         answer = memory.ask(q.conversation, q.question, mode=config.mode, config=ask_config)
         t1 = time.perf_counter()
         ledger = Ledger()
-        verdict = None
+        verdict = before = None
         if judge is not None:
-            verdict = judge_answer(
-                judge,
-                q.question,
-                q.answer,
-                answer.text,
-                runs=config.judge_runs,
-                max_tokens=config.judge_max_tokens,
-                ledger=ledger,
-            )
+            verdict = _judge(judge, q, answer.text, config, ledger)
+            if answer.round0 is not None:
+                before = _judge(judge, q, answer.round0.text, config, ledger)
         calls = [r.to_dict() for r in ledger.responses]
         latency = {"answer": t1 - t0, "judge": time.perf_counter() - t1}
         turns, aliases = context[q.conversation]
-        return make_record(q, answer, verdict, calls, turns, aliases, latency)
+        return make_record(q, answer, verdict, calls, turns, aliases, latency, before)
 
     return answer_one
+
+
+def _judge(
+    judge: LLMClient, q: LocomoQuestion, prediction: str, config: LocomoRunConfig, ledger: Ledger
+) -> Judgement:
+    """``prediction`` judged against the question's gold answer, as the run is configured."""
+    return judge_answer(
+        judge,
+        q.question,
+        q.answer,
+        prediction,
+        runs=config.judge_runs,
+        max_tokens=config.judge_max_tokens,
+        ledger=ledger,
+    )
 
 
 def _timings(

@@ -80,20 +80,56 @@ def evidence_section(s: Summary) -> list[str]:
 
 
 def refinement_section(s: Summary) -> list[str]:
-    """How often refinement ran, what it cost and how it ended."""
+    """How often refinement ran (and by what the round-0 pool showed), what it changed on the
+    triggered questions, what it cost and how it ended."""
     rf = s["refinement"]
-    return [
+    lines = [
         "",
         "## Refinement",
         "",
         f"Triggered on {rf['triggered']} of {rf['questions']} ({_pct(rf['trigger_rate'])}); "
         f"accuracy when triggered {_pct(rf['accuracy_triggered'])}, otherwise "
-        f"{_pct(rf['accuracy_not_triggered'])}; extra calls per question "
-        f"{rf['extra_calls_per_question']}, per triggered question "
-        f"{rf['extra_calls_per_triggered']}; extra USD per question "
-        f"{rf['extra_cost_usd_per_question']}"
+        f"{_pct(rf['accuracy_not_triggered'])}"
         + (f"; terminations {rf['terminations']}." if rf["terminations"] else "."),
     ]
+    by_initial = rf.get("trigger_by_initial_evidence")
+    if by_initial:
+        lines += [
+            "",
+            "| round-0 pool | questions | triggered | trigger rate |",
+            "| --- | --- | --- | --- |",
+        ]
+        for key, label in (
+            ("initial_visible", "shows all evidence"),
+            ("initial_not_visible", "misses evidence"),
+        ):
+            b = by_initial[key]
+            lines.append(
+                f"| {label} | {b['questions']} | {b['triggered']} | {_pct(b['trigger_rate'])} |"
+            )
+    ba = rf.get("triggered_before_after")
+    if ba and ba["questions"]:
+        lines += [
+            "",
+            f"Triggered questions with a judged round-0 answer: {ba['questions']}; accuracy "
+            f"from the round-0 cards {_pct(ba['accuracy_before'])}, after refinement "
+            f"{_pct(ba['accuracy_after'])} (fixed {ba['fixed']}, broken {ba['broken']}).",
+        ]
+    lines += [
+        "",
+        "| extra cost of refinement | per question | per triggered question |",
+        "| --- | --- | --- |",
+    ]
+    for label, key in (("calls", "calls"), ("tokens", "tokens"), ("USD", "cost_usd")):
+        per_q, per_t = rf.get(f"extra_{key}_per_question"), rf.get(f"extra_{key}_per_triggered")
+        lines.append(f"| {label} | {per_q} | {per_t} |")
+    if "round0_answer_calls" in rf:
+        lines += [
+            "",
+            f"The round-0 answers (analysis only, outside the method's cost): "
+            f"{rf['round0_answer_calls']} calls, USD {rf['round0_answer_cost_usd']}.",
+        ]
+    return lines
 
 
 def cost_section(s: Summary) -> list[str]:
@@ -131,9 +167,10 @@ def complexity_section(s: Summary) -> list[str]:
 
 
 def coverage_section(s: Summary) -> list[str]:
-    """The initial pool's evidence coverage over turn budgets."""
+    """The initial pool's evidence coverage over turn budgets, its 80% milestone, and by
+    category within 20 turns and over the whole initial pool."""
     cov = s["coverage"]
-    return [
+    lines = [
         "",
         "## Initial-pool coverage",
         "",
@@ -145,11 +182,73 @@ def coverage_section(s: Summary) -> list[str]:
         "| coverage | " + " | ".join(_pct(v) for v in cov["coverage"].values()) + " |",
         "",
     ]
+    if "milestone_turns" in cov:
+        reached = cov["milestone_turns"]
+        lines += [
+            "80% complete-evidence coverage: "
+            + ("never within the pool" if reached is None else f"at {reached} turns")
+            + f"; planning {'on' if s.get('planning', True) else 'off (--no-plan)'}.",
+            "",
+            "| category | questions | within 20 turns | whole initial pool |",
+            "| --- | --- | --- | --- |",
+        ]
+        for category, block in cov["by_category"].items():
+            lines.append(
+                f"| {category} | {block['questions']} | {_pct(block['at_20'])} | "
+                f"{_pct(block['whole_pool'])} |"
+            )
+        lines.append("")
+    return lines
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def errata_section(s: Summary) -> list[str]:
+    """Accuracy on the original and the corrected gold side by side, and the changed
+    questions (only when the run was scored against an errata file)."""
+    block = s.get("errata")
+    if not block:
+        return []
+    original, corrected = block["original"], block["corrected"]
+    categories = sorted(set(original["by_category"]) | set(corrected["by_category"]), key=int)
+    lines = [
+        "",
+        "## Known answer-key errors",
+        "",
+        f"Errata file `{block['file']}` (sha256 {block['sha256'][:12]}…): "
+        f"{block['corrected_questions']} corrected, {block['excluded_questions']} excluded.",
+        "",
+        "| gold | n | accuracy | " + " | ".join(f"cat {c}" for c in categories) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in categories) + " |",
+    ]
+    for name, side in (("original", original), ("corrected", corrected)):
+        cells = [_pct(side["by_category"].get(c)) for c in categories]
+        lines.append(
+            f"| {name} | {side['n']} | {_pct(side['accuracy'])} | " + " | ".join(cells) + " |"
+        )
+    if block["changed"]:
+        lines += [
+            "",
+            "| question | gold | corrected | reason | score before | after |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for row in block["changed"]:
+            fixed = "excluded" if row["excluded"] else _cell(row["corrected"])
+            lines.append(
+                f"| {row['key']} | {_cell(row['gold'])} | {fixed} | {_cell(row['reason'])} | "
+                f"{row['score_original']} | {row['score_corrected']} |"
+            )
+    if block["unmatched"]:
+        lines += ["", f"Not in this run: {', '.join(block['unmatched'])}."]
+    return lines
 
 
 SECTIONS = (
     header,
     accuracy_section,
+    errata_section,
     evidence_section,
     refinement_section,
     cost_section,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from qemem.answer import Answer
+from qemem.answer import ROUND0_STAGE, Answer
 from qemem.answer.wire import answer_to_json
 from qemem.eval.coverage import budget_positions, evidence_rank, exposure_groups
 from qemem.eval.grounding import card_records
@@ -46,16 +46,24 @@ def evidence_visible(
 
 
 def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Calls, tokens and nominal cost per stage group (cost None when a call had no price)."""
+    """Calls, tokens (the provider's prompt-cache writes and reads among the input) and
+    nominal cost per stage group (cost None when a call had no price)."""
     out: dict[str, dict[str, Any]] = {}
     for call in calls:
         tally = out.setdefault(
             stage_group(str(call["stage"])),
-            {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
+            {
+                "calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_write_tokens": 0,
+                "cache_read_tokens": 0,
+                "cost_usd": 0.0,
+            },
         )
         tally["calls"] += 1
-        tally["input_tokens"] += int(call["input_tokens"])
-        tally["output_tokens"] += int(call["output_tokens"])
+        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"):
+            tally[name] += int(call.get(name, 0))
         cost = call.get("cost_usd")
         tally["cost_usd"] = (
             None if cost is None or tally["cost_usd"] is None else (tally["cost_usd"] + float(cost))
@@ -63,16 +71,19 @@ def stage_costs(calls: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]
     return dict(sorted(out.items()))
 
 
-def refinement_info(answer: Answer) -> dict[str, Any]:
+def refinement_info(answer: Answer, round0: Judgement | None = None) -> dict[str, Any]:
     """Whether round 0 asked for refinement (full mode), rounds run, and the refinement calls:
     the constructor calls of the rounds after the first (repairs included), as the evidence
-    record keeps them per round."""
+    record keeps them per round; the answer from the round-0 cards (``Answer.round0``, made
+    only when refinement was triggered), its judgement ``round0`` and the cost of its answer
+    call (stage ``answer_round0``, an analysis cost outside the method's)."""
     evidence = answer.evidence
     first = evidence.rounds[0].feedback if evidence.rounds else None
     triggered = answer.mode == "full" and first is not None and not first.sufficient
     extra = [c for r in evidence.rounds[1:] for c in r.calls]
     cost = stage_costs(extra).get("construct", {})
     rounds = len(evidence.rounds) - 1 if answer.mode in ("full", "no-refine") else 0
+    before = stage_costs(answer.trace.calls).get(ROUND0_STAGE, {})
     return {
         "triggered": triggered,
         "rounds": max(0, rounds),
@@ -81,6 +92,11 @@ def refinement_info(answer: Answer) -> dict[str, Any]:
         "extra_input_tokens": int(cost.get("input_tokens", 0)),
         "extra_output_tokens": int(cost.get("output_tokens", 0)),
         "extra_cost_usd": cost.get("cost_usd", 0.0),
+        "round0_answer": answer.round0.text if answer.round0 is not None else None,
+        "round0_judge_labels": list(round0.labels) if round0 else [],
+        "round0_score": round0.score if round0 else None,
+        "round0_calls": int(before.get("calls", 0)),
+        "round0_cost_usd": before.get("cost_usd", 0.0),
     }
 
 
@@ -113,12 +129,14 @@ def make_record(
     turns: Mapping[str, Turn],
     aliases: Mapping[str, object],
     latency: Mapping[str, float],
+    round0: Judgement | None = None,
 ) -> dict[str, Any]:
     """The results.jsonl record of one answered (and judged) question; scores are None in
     retrieval mode (no answer), cards and card citations None in modes without cards. Every
     turn set is read from the evidence record: the turns each round's candidates expose, and
     what the answer prompt showed (``Evidence.shown``; the "cited" visibility counts the turns
-    of its cited-sources section, not every turn behind a cited episode or fact)."""
+    of its cited-sources section, not every turn behind a cited episode or fact). ``round0``
+    judges the answer from the round-0 cards, when the question triggered refinement."""
     evidence = list(question.evidence)
     record = answer.evidence
     initial = record.turn_ids([0])
@@ -145,7 +163,7 @@ def make_record(
         "bleu1": bleu1(prediction, gold) if answers else None,
         "llm": stage_costs([*answer.trace.calls, *judge_calls]),
         "latency_s": {k: round(v, 3) for k, v in latency.items()},
-        "refinement": refinement_info(answer),
+        "refinement": refinement_info(answer, round0),
         "visible_turn_ids": visible,
         "cited_turn_ids": list(answer.citations),
         "cited_context_turn_ids": cited if cards else None,

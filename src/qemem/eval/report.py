@@ -16,13 +16,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from qemem.answer import ROUND0_STAGE
 from qemem.errors import InputError
 from qemem.eval.audit.markdown import audit_markdown, load_audits
-from qemem.eval.coverage import TURN_BUDGETS, auc, coverage_curve
+from qemem.eval.coverage import (
+    MILESTONE,
+    PLANNING_BUDGET,
+    TURN_BUDGETS,
+    auc,
+    coverage_curve,
+    milestone,
+)
+from qemem.eval.errata import ERRATA_FILE, changed_questions, corrected_records
 from qemem.eval.grounding import VISIBILITY_RULES, grounding
 from qemem.eval.markdown import render_markdown
 from qemem.eval.plots import plot_images, write_plots
-from qemem.eval.results import load_records, record_key
+from qemem.eval.results import load_records, record_key, run_records
 from qemem.eval.sources import load_run_sources
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
@@ -30,6 +39,8 @@ from qemem.view import report_html
 
 Record = Mapping[str, Any]
 METHOD_STAGES = ("plan", "construct", "answer")
+#: stages that measure the method rather than belong to it (left out of the method's cost)
+ANALYSIS_STAGES = ("judge", ROUND0_STAGE)
 EVIDENCE_TURN_BUCKETS = ("1", "2", ">=3")
 SPAN_BUCKETS = ("same session", "<=30 days", "31-180 days", ">180 days")
 #: the evidence visibility stages, in order: initial pool, refined pool, final context, cited
@@ -106,27 +117,94 @@ def evidence(records: Sequence[Record]) -> dict[str, Any]:
     return out
 
 
+def _share(part: int, whole: int) -> float | None:
+    return _r(part / whole) if whole else None
+
+
+def _per(total: float | None, n: int, digits: int = 4) -> float | None:
+    return _r(total / n, digits) if n and total is not None else None
+
+
+def _sum_cost(values: Iterable[Any]) -> float | None:
+    """Sum of nominal costs; None when any is unpriced (None)."""
+    costs = list(values)
+    return None if any(c is None for c in costs) else sum(float(c) for c in costs)
+
+
+def trigger_by_initial(records: Sequence[Record]) -> dict[str, Any]:
+    """Trigger rate where the round-0 pool already shows all annotated evidence, and where it
+    does not (questions with annotated evidence only)."""
+    out: dict[str, Any] = {}
+    for key, wanted in (("initial_visible", True), ("initial_not_visible", False)):
+        chosen = [
+            r for r in records if r["evidence"] and bool(r["visibility"]["initial"]) is wanted
+        ]
+        triggered = sum(1 for r in chosen if r["refinement"]["triggered"])
+        out[key] = {
+            "questions": len(chosen),
+            "triggered": triggered,
+            "trigger_rate": _share(triggered, len(chosen)),
+        }
+    return out
+
+
+def before_after(records: Sequence[Record]) -> dict[str, Any]:
+    """Accuracy of the triggered questions from the round-0 cards (before refinement) and after
+    it, over those whose round-0 answer was judged; how many refinement fixed or broke."""
+    pairs = [
+        (float(r["refinement"]["round0_score"]), float(r["score"]))
+        for r in records
+        if r["refinement"]["triggered"]
+        and r["refinement"].get("round0_score") is not None
+        and r["score"] is not None
+    ]
+    n = len(pairs)
+    return {
+        "questions": n,
+        "accuracy_before": _r(_mean([b for b, _ in pairs])),
+        "accuracy_after": _r(_mean([a for _, a in pairs])),
+        "difference": _r(_mean([a - b for b, a in pairs])),
+        "fixed": sum(1 for b, a in pairs if a > b),
+        "broken": sum(1 for b, a in pairs if a < b),
+    }
+
+
 def refinement(records: Sequence[Record], refines: bool = True) -> dict[str, Any]:
-    """Trigger rate, accuracy with and without refinement, rounds, extra calls and cost; how
-    the refinement loop ended (``terminations``, empty for a mode that does not refine)."""
+    """Trigger rate (overall, and by whether the round-0 pool already showed all evidence),
+    accuracy with and without refinement, accuracy of the triggered questions before and
+    after it (:func:`before_after`), rounds, extra calls, tokens and cost of the refinement
+    rounds per question and per triggered question, the round-0 answer calls (analysis cost,
+    not the method's), and how the loop ended (``terminations``, empty for a mode that does
+    not refine)."""
     n = len(records)
     triggered = [r for r in records if r["refinement"]["triggered"]]
     rest = [r for r in records if not r["refinement"]["triggered"]]
-    extra_calls = sum(int(r["refinement"]["extra_calls"]) for r in records)
-    costs = [r["refinement"]["extra_cost_usd"] for r in records]
-    extra_cost = None if any(c is None for c in costs) else sum(float(c) for c in costs)
+    k = len(triggered)
+    info = [r["refinement"] for r in records]
+    extra_calls = sum(int(i["extra_calls"]) for i in info)
+    extra_tokens = (
+        sum(int(i["extra_input_tokens"]) + int(i["extra_output_tokens"]) for i in info)
+        if all("extra_input_tokens" in i for i in info)
+        else None  # records written before the token counts
+    )
+    extra_cost = _sum_cost(i["extra_cost_usd"] for i in info)
     return {
         "questions": n,
-        "triggered": len(triggered),
-        "trigger_rate": _r(len(triggered) / n) if n else None,
+        "triggered": k,
+        "trigger_rate": _share(k, n),
+        "trigger_by_initial_evidence": trigger_by_initial(records),
         "accuracy_triggered": accuracy(triggered)["accuracy"],
         "accuracy_not_triggered": accuracy(rest)["accuracy"],
+        "triggered_before_after": before_after(records),
         "mean_rounds_triggered": _r(_mean([float(r["refinement"]["rounds"]) for r in triggered])),
-        "extra_calls_per_question": _r(extra_calls / n) if n else None,
-        "extra_calls_per_triggered": _r(extra_calls / len(triggered)) if triggered else None,
-        "extra_cost_usd_per_question": _r(extra_cost / n, 6)
-        if n and extra_cost is not None
-        else None,
+        "extra_calls_per_question": _per(extra_calls, n),
+        "extra_calls_per_triggered": _per(extra_calls, k),
+        "extra_tokens_per_question": _per(extra_tokens, n, 1),
+        "extra_tokens_per_triggered": _per(extra_tokens, k, 1),
+        "extra_cost_usd_per_question": _per(extra_cost, n, 6),
+        "extra_cost_usd_per_triggered": _per(extra_cost, k, 6),
+        "round0_answer_calls": sum(int(i.get("round0_calls", 0)) for i in info),
+        "round0_answer_cost_usd": _r(_sum_cost(i.get("round0_cost_usd", 0.0) for i in info), 6),
         "terminations": dict(Counter(str(r["refinement"]["termination"]) for r in records))
         if refines
         else {},
@@ -135,7 +213,8 @@ def refinement(records: Sequence[Record], refines: bool = True) -> dict[str, Any
 
 def cost(records: Sequence[Record]) -> dict[str, Any]:
     """Per question: calls, tokens and nominal USD by stage group; method totals (plan,
-    construct, answer and anything else but the judge) and each stage's share of them."""
+    construct, answer and anything else but the analysis stages: the judge and the round-0
+    answer) and each stage's share of them."""
     n = len(records)
     stages = sorted({s for r in records for s in r["llm"]})
     per_stage: dict[str, Any] = {}
@@ -149,7 +228,7 @@ def cost(records: Sequence[Record]) -> dict[str, Any]:
             "output_tokens": sum(int(t["output_tokens"]) for t in tallies),
             "cost_usd": total_cost,
         }
-    method = {k: v for k, v in per_stage.items() if k != "judge"}
+    method = {k: v for k, v in per_stage.items() if k not in ANALYSIS_STAGES}
 
     def total(tallies: Iterable[Mapping[str, Any]], key: str) -> float | None:
         values = [t[key] for t in tallies]
@@ -170,9 +249,11 @@ def cost(records: Sequence[Record]) -> dict[str, Any]:
             if n and t["cost_usd"] is not None
             else None,
             "cost_share": _r(t["cost_usd"] / method_cost)
-            if stage != "judge" and method_cost and t["cost_usd"] is not None
+            if stage not in ANALYSIS_STAGES and method_cost and t["cost_usd"] is not None
             else None,
-            "token_share": _r(stage_tokens / tokens) if stage != "judge" and tokens else None,
+            "token_share": _r(stage_tokens / tokens)
+            if stage not in ANALYSIS_STAGES and tokens
+            else None,
         }
     for key, label in (
         ("calls", "calls"),
@@ -229,20 +310,70 @@ def complexity(records: Sequence[Record]) -> dict[str, Any]:
 
 
 def coverage(records: Sequence[Record]) -> dict[str, Any]:
-    """Coverage curve of the initial pool over turn budgets 10-120, with its AUC."""
+    """Coverage curve of the initial pool over turn budgets 10-120, with its AUC, the smallest
+    turn budget reaching 80% (None: never within the pool), and per category the coverage
+    within 20 turns and over the whole initial pool (the planning ablation's figures)."""
     ranks = [r["visibility"]["initial_pool_rank"] for r in records if r["evidence"]]
     curve = coverage_curve(ranks, TURN_BUDGETS)
     sizes = [float(len(r["initial_pool_turn_ids"])) for r in records]
+    with_evidence = [r for r in records if r["evidence"]]
+    by_category: dict[str, Any] = {}
+    for category, chosen in _by_category(with_evidence).items():
+        found = [r["visibility"]["initial_pool_rank"] for r in chosen]
+        by_category[category] = {
+            "questions": len(chosen),
+            f"at_{PLANNING_BUDGET}": _r(coverage_curve(found, [PLANNING_BUDGET])[PLANNING_BUDGET]),
+            "whole_pool": _r(_mean([float(bool(r["visibility"]["initial"])) for r in chosen])),
+        }
     return {
         "questions": len(ranks),
         "coverage": {str(b): _r(v) for b, v in curve.items()},
         "auc": _r(auc(curve)) if ranks else None,
         "mean_initial_pool_turns": _r(_mean(sizes), 1),
+        "milestone_turns": milestone(ranks, MILESTONE),
+        "by_category": by_category,
     }
 
 
-def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Every analysis of the records, as summary.json holds it."""
+def errata_summary(records: Sequence[Record], judged: Mapping[str, Any]) -> dict[str, Any]:
+    """Accuracy (overall and by category) on the original gold and on the corrected gold side
+    by side, the changed questions, and the errata keys the records lack (``judged`` as
+    :func:`~qemem.eval.errata.judge_errata` gives)."""
+    fixed = corrected_records(records, judged)
+
+    def side(chosen: Sequence[Record]) -> dict[str, Any]:
+        return {
+            **accuracy(chosen),
+            "by_category": {c: accuracy(b)["accuracy"] for c, b in _by_category(chosen).items()},
+        }
+
+    changed = changed_questions(records, judged)
+    return {
+        "file": judged.get("file"),
+        "sha256": judged.get("sha256"),
+        "original": side(records),
+        "corrected": side(fixed),
+        "corrected_questions": sum(1 for c in changed if not c["excluded"]),
+        "excluded_questions": sum(1 for c in changed if c["excluded"]),
+        "changed": changed,
+        "unmatched": list(judged.get("unmatched", [])),
+    }
+
+
+def _by_category(records: Sequence[Record]) -> dict[str, list[Record]]:
+    groups: dict[str, list[Record]] = {}
+    for record in sorted(records, key=lambda r: int(r["category"])):
+        groups.setdefault(str(record["category"]), []).append(record)
+    return groups
+
+
+def summarise(
+    records: Sequence[Record],
+    manifest: Mapping[str, Any],
+    errata: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every analysis of the records, as summary.json holds it; ``errata`` (an
+    ``errata.json``'s content) adds accuracy on the corrected gold."""
     records = sorted(records, key=record_key)
     return {
         "mode": str(manifest.get("mode", "")),
@@ -268,15 +399,22 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "degradations_by_kind": dict(
             Counter(str(d).split(":")[0] for r in records for d in r["degradations"])
         ),
+        "planning": bool(manifest.get("planning", True)),
+        "errata": errata_summary(records, errata) if errata is not None else None,
     }
 
 
 def write_report(
-    out: Path, records: Sequence[Record], manifest: Mapping[str, Any], *, plots: bool = True
+    out: Path,
+    records: Sequence[Record],
+    manifest: Mapping[str, Any],
+    *,
+    plots: bool = True,
+    errata: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write summary.json, the plots (unless ``plots`` is False), report.md and report.html
-    into ``out``; return the summary."""
-    summary = summarise(records, manifest)
+    into ``out``; return the summary. ``errata`` is the run's ``errata.json`` content."""
+    summary = summarise(records, manifest, errata)
     (out / "summary.json").write_text(
         json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
     )
@@ -324,18 +462,22 @@ def rebuild_report(out: Path) -> dict[str, Any]:
     """Rewrite summary.json, report.md and the plots of the run folder ``out`` from its
     results.jsonl and manifest.json alone (no LLM, no store, no data file): the records of the
     run's selection and mode, as the run wrote them, so the files come out byte-identical."""
-    path = out / "manifest.json"
-    if not path.exists():
-        raise InputError(f"{out} holds no manifest.json: give the folder of a LoCoMo run")
-    manifest = json.loads(path.read_text("utf-8"))
-    mode = str(manifest.get("mode", ""))
-    selection = manifest.get("selection")
-    chosen = {str(k) for k in selection} if selection is not None else None
-    records = [
-        r
-        for r in load_records(out / "results.jsonl")
-        if str(r["mode"]) == mode
-        and (chosen is None or f"{r['conversation']}#{r['index']}" in chosen)
-    ]
+    manifest, records = run_records(out)
     plots = bool(manifest.get("config", {}).get("plots", True))
-    return write_report(out, records, manifest, plots=plots)
+    return write_report(
+        out, records, manifest, plots=plots, errata=load_judged_errata(out, manifest)
+    )
+
+
+def load_judged_errata(out: Path, manifest: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The run's ``errata.json`` when its manifest records an errata file, else None."""
+    if not manifest.get("errata"):
+        return None
+    path = out / ERRATA_FILE
+    if not path.exists():
+        raise InputError(
+            f"{out}'s manifest records an errata file but {path} is missing: rerun "
+            "qemem eval report --errata FILE"
+        )
+    data: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    return data

@@ -35,3 +35,22 @@ def load_records(path: Path) -> list[dict[str, Any]]:
             raise InputError(f"line {n + 1} of {path} is not JSON; delete it and rerun") from None
         records.setdefault(record_key(record), record)
     return list(records.values())
+
+
+def run_records(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A run folder's manifest and the records of its selection and mode, as the run wrote
+    them; InputError when the folder holds no manifest.json."""
+    path = out / "manifest.json"
+    if not path.exists():
+        raise InputError(f"{out} holds no manifest.json: give the folder of a LoCoMo run")
+    manifest: dict[str, Any] = json.loads(path.read_text("utf-8"))
+    mode = str(manifest.get("mode", ""))
+    selection = manifest.get("selection")
+    chosen = {str(k) for k in selection} if selection is not None else None
+    records = [
+        r
+        for r in load_records(out / "results.jsonl")
+        if str(r["mode"]) == mode
+        and (chosen is None or f"{r['conversation']}#{r['index']}" in chosen)
+    ]
+    return manifest, records

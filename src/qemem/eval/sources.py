@@ -33,7 +33,7 @@ def write_run_sources(out: Path, memory: Memory, conversations: Sequence[str]) -
             sessions={s.index: s.date_time.isoformat() for s in conversation.sessions},
             turns={t.id: t for t in memory.turns(cid)},
             episodes={e.id: e for e in memory.episodes(cid)},
-            facts={f.id: f for f in memory.facts(cid)},
+            facts={f.id: f for f in memory.facts(cid, include_superseded=True)},
         )
         stored[cid] = sources.to_dict()
     path = out / SOURCES_FILE

@@ -20,7 +20,10 @@ from qemem.errors import InputError
 __all__ = [
     "BootstrapResult",
     "cluster_bootstrap",
+    "cluster_bootstrap_gap",
+    "gap_difference",
     "leave_one_cluster_out",
+    "leave_one_cluster_out_gap",
     "mean_std",
     "paired_bootstrap",
     "wilson_interval",
@@ -228,3 +231,82 @@ def leave_one_cluster_out(
     diff = _paired_differences(a, b)
     names, inverse = _cluster_index(diff, clusters)
     return {name: float(diff[inverse != k].mean()) for k, name in enumerate(names)}
+
+
+# ---------------------------------------------------------------------------- group gaps
+
+
+def _groups(diff: FloatArray, high: Sequence[bool]) -> npt.NDArray[np.bool_]:
+    """``high`` as a boolean array aligned with ``diff``; both groups must be non-empty."""
+    flags = np.asarray([bool(h) for h in high], dtype=bool)
+    if flags.size != diff.size:
+        raise InputError(f"got {flags.size} group flags for {diff.size} questions")
+    if flags.all() or not flags.any():
+        raise InputError(
+            "a gap difference needs questions in both the high and the low group; "
+            f"got {int(flags.sum())} high and {int((~flags).sum())} low"
+        )
+    return flags
+
+
+def gap_difference(a: Sequence[float], b: Sequence[float], high: Sequence[bool]) -> float:
+    """How much larger the ``a - b`` gap is on the high-complexity questions than on the low
+    ones: ``mean(a - b | high) - mean(a - b | low)``, ``high[i]`` flagging question ``i``."""
+    diff = _paired_differences(a, b)
+    flags = _groups(diff, high)
+    return float(diff[flags].mean() - diff[~flags].mean())
+
+
+def cluster_bootstrap_gap(
+    a: Sequence[float],
+    b: Sequence[float],
+    high: Sequence[bool],
+    clusters: Sequence[str],
+    *,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Conversation-cluster bootstrap of :func:`gap_difference`: each resample draws as many
+    conversations as there are, with replacement, and recomputes both groups' mean gaps over
+    all questions of the drawn conversations. Resamples that leave one group empty carry no
+    value and are dropped (``n_resamples`` of the result counts those kept)."""
+    _check_resampling(n_resamples, confidence)
+    diff = _paired_differences(a, b)
+    flags = _groups(diff, high)
+    names, inverse = _cluster_index(diff, clusters)
+    k = len(names)
+    sums_high = np.bincount(inverse, weights=np.where(flags, diff, 0.0), minlength=k)
+    sums_low = np.bincount(inverse, weights=np.where(flags, 0.0, diff), minlength=k)
+    n_high = np.bincount(inverse, weights=flags.astype(np.float64), minlength=k)
+    n_low = np.bincount(inverse, weights=(~flags).astype(np.float64), minlength=k)
+    rng = np.random.default_rng(seed)
+    resampled = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, _CHUNK):
+        size = min(_CHUNK, n_resamples - start)
+        idx = rng.integers(0, k, size=(size, k))
+        high_n, low_n = n_high[idx].sum(axis=1), n_low[idx].sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            gaps = sums_high[idx].sum(axis=1) / high_n - sums_low[idx].sum(axis=1) / low_n
+        resampled[start : start + size] = np.where((high_n > 0) & (low_n > 0), gaps, np.nan)
+    kept = resampled[np.isfinite(resampled)]
+    if kept.size == 0:
+        raise InputError("no resample held questions of both groups; add conversations")
+    observed = float(diff[flags].mean() - diff[~flags].mean())
+    return _summarise(observed, kept, confidence=confidence, seed=seed, unit="cluster", n_units=k)
+
+
+def leave_one_cluster_out_gap(
+    a: Sequence[float], b: Sequence[float], high: Sequence[bool], clusters: Sequence[str]
+) -> dict[str, float | None]:
+    """:func:`gap_difference` over all questions outside each conversation, keyed by its
+    name; None where leaving it out empties a group."""
+    diff = _paired_differences(a, b)
+    flags = _groups(diff, high)
+    names, inverse = _cluster_index(diff, clusters)
+    out: dict[str, float | None] = {}
+    for k, name in enumerate(names):
+        keep = inverse != k
+        hi, lo = diff[keep & flags], diff[keep & ~flags]
+        out[name] = float(hi.mean() - lo.mean()) if hi.size and lo.size else None
+    return out

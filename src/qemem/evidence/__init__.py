@@ -9,11 +9,11 @@ from qemem.evidence.cards import (
     Feedback,
     ViewCard,
     construct_cards,
-    format_pool,
     merge_cards,
     verify_card,
 )
-from qemem.evidence.context import SourceIndex, format_memories
+from qemem.evidence.context import SourceIndex, format_memories, format_pool
+from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix
 from qemem.evidence.quotes import QuoteCheck, best_quote_match, verify_quote
 from qemem.evidence.refine import Evidence, RoundTrace, build_evidence, merge_pools
 from qemem.evidence.times import (
@@ -28,6 +28,7 @@ from qemem.evidence.times import (
 
 __all__ = [
     "ANNOTATION",
+    "LAYOUTS",
     "CardDraft",
     "CardTime",
     "CitedText",
@@ -35,8 +36,10 @@ __all__ = [
     "ConstructorOutput",
     "Evidence",
     "Feedback",
+    "Layout",
     "QuoteCheck",
     "RoundTrace",
+    "SharedPrefix",
     "SourceIndex",
     "TimeResolution",
     "ViewCard",

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from qemem.evidence.context import SourceIndex, format_memories, show_date
+from qemem.evidence.context import SourceIndex, format_memories, session_header
 from qemem.evidence.times import annotate_times
 from qemem.llm.types import estimate_tokens
-from qemem.models import Episode, Pool, PoolItem, Ref, SemanticFact, Turn, search_text
+from qemem.models import OMIT_NONE, Episode, Pool, PoolItem, Ref, SemanticFact, Turn, search_text
 from qemem.prompts import as_data
 
 EMPTY = "(no memories found)"
@@ -26,7 +27,9 @@ EMPTY = "(no memories found)"
 @dataclass(frozen=True)
 class ContextItem:
     """One record of the block: its ref, session and session date (ISO), the speaker (turns),
-    the text as the block shows it (times annotated) and its estimated tokens."""
+    the text as the block shows it (times annotated) and its estimated tokens. In a block
+    across conversations the ref names the record's conversation and ``session`` is that
+    conversation's session number."""
 
     ref: Ref
     session: int
@@ -35,12 +38,18 @@ class ContextItem:
     speaker: str | None = None
     tokens: int = 0
 
+    @property
+    def conversation(self) -> str | None:
+        """The record's conversation in a block across conversations (else None)."""
+        return self.ref.conversation
+
 
 @dataclass(frozen=True)
 class Context:
     """The block (``text``), the items it shows in exposure order, its estimated ``tokens``
     and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
-    fit; ``planner`` is "rule" or "llm"."""
+    fit; ``planner`` is "rule" or "llm". A block across conversations has ``conversation``
+    "" and ``conversations`` the ones ranked together (``qemem.evidence.many``)."""
 
     conversation: str
     question: str
@@ -50,6 +59,7 @@ class Context:
     budget_tokens: int = 0
     left_out: int = 0
     planner: str = "rule"
+    conversations: Annotated[list[str] | None, OMIT_NONE] = None
 
 
 def _priority(pool: Pool) -> list[PoolItem]:
@@ -93,7 +103,7 @@ def _cost(index: SourceIndex, item: PoolItem, shown: str, opened: set[object]) -
     if isinstance(record, Turn):
         text += f" {record.speaker}: "
     if (item.space, record.session) not in opened:
-        text += f"\n--- Session {record.session} ({show_date(index.session_date(record))})"
+        text += f"\n{session_header(index, record)}"
     if item.space not in opened:
         text += "\n\nSemantic facts (each under the session it was learned in):"
     return estimate_tokens(text + "\n")

@@ -21,7 +21,8 @@ import pydantic
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
 from qemem.evidence.card_time import CitedText, TimeBasis, card_time
-from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_memories
+from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_pool, pool_records
+from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
@@ -135,19 +136,6 @@ class Construction:
     degraded: str | None = None
 
 
-def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
-    """The pool's records by space (episodes and facts in pool order)."""
-    episodes = [i.record for i in pool.episodes if isinstance(i.record, Episode)]
-    facts = [i.record for i in pool.facts if isinstance(i.record, SemanticFact)]
-    turns = [i.record for i in pool.turns if isinstance(i.record, Turn)]
-    return episodes, facts, turns
-
-
-def format_pool(index: SourceIndex, pool: Pool) -> str:
-    """The pool as the constructor (and the direct answerer) reads it."""
-    return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
-
-
 def summarise_cards(cards: Sequence[ViewCard]) -> str:
     """A numbered summary of existing cards for a refinement round."""
     lines = []
@@ -167,40 +155,31 @@ def construct_cards(
     refining: bool = False,
     max_tokens: int = 4096,
     ledger: Ledger | None = None,
+    prefix: SharedPrefix | None = None,
 ) -> Construction:
     """One constructor call over ``pool``. When ``refining``, the pool holds only new
-    candidates and the ``existing`` cards are summarised. Invalid output degrades to no cards."""
-    prior = ""
-    if refining:
-        prior = render(
-            "construct_existing",
-            cards=summarise_cards(existing) or "(none yet)",
-            next_number=len(existing) + 1,
-        )
-    user = render(
-        "construct_input",
-        question=plan.question,
-        need=plan.need,
-        answer_type=plan.answer_type,
-        aggregate="yes" if plan.aggregate else "no",
-        temporal="yes" if plan.temporal else "no",
-        existing=prior,
-        memories=format_pool(index, pool),
-    )
+    candidates and the ``existing`` cards are summarised. With a shared ``prefix`` (the
+    ``cached`` layout) the initial pool is in the prefix and the call's own part follows it;
+    without, the published layout. Invalid output degrades to no cards."""
     episodes, facts, turns = pool_records(pool)
-    request = LLMRequest(
-        system=render("construct"),
-        messages=[Message("user", user)],
-        stage="construct",
-        max_tokens=max_tokens,
-        inputs={
-            "question": plan.question,
-            "need": plan.need,
-            "episodes": episodes,
-            "facts": facts,
-            "turns": index.in_order(turns),
-        },
-    )
+    inputs = {
+        "question": plan.question,
+        "need": plan.need,
+        "episodes": episodes,
+        "facts": facts,
+        "turns": index.in_order(turns),
+    }
+    own = _construct_input(index, pool, plan, existing, refining, cached=prefix is not None)
+    if prefix is not None:
+        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=inputs)
+    else:
+        request = LLMRequest(
+            render("construct"),
+            [Message("user", own)],
+            "construct",
+            max_tokens=max_tokens,
+            inputs=inputs,
+        )
     try:
         result = llm.structured(request, ConstructorOutput, ledger=ledger)
     except StructuredOutputError as exc:
@@ -211,6 +190,40 @@ def construct_cards(
     out = result.value
     feedback = Feedback(out.sufficient, out.missing.strip(), list(out.follow_up_queries))
     return Construction(list(out.cards), feedback, list(result.responses))
+
+
+def _construct_input(
+    index: SourceIndex,
+    pool: Pool,
+    plan: Plan,
+    existing: Sequence[ViewCard],
+    refining: bool,
+    *,
+    cached: bool = False,
+) -> str:
+    """The constructor's input text: the plan, the cards so far when ``refining``, and the
+    pool's memories (in the ``cached`` layout the initial pool is in the shared prefix, so
+    only a refinement round's new candidates are listed)."""
+    suffix = "_cached" if cached else ""
+    prior = ""
+    if refining:
+        prior = render(
+            f"construct_existing{suffix}",
+            cards=summarise_cards(existing) or "(none yet)",
+            next_number=len(existing) + 1,
+            memories=format_pool(index, pool),
+        )
+    fields = {
+        "question": plan.question,
+        "need": plan.need,
+        "answer_type": plan.answer_type,
+        "aggregate": "yes" if plan.aggregate else "no",
+        "temporal": "yes" if plan.temporal else "no",
+        "existing": prior,
+    }
+    if cached:
+        return render("construct_input_cached", **fields)
+    return render("construct_input", **fields, memories=format_pool(index, pool))
 
 
 def source_text(record: Turn | Episode | SemanticFact) -> str:

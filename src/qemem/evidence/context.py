@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from qemem.evidence.times import annotate_times
+from qemem.evidence.times import ANNOTATION, annotate_times, resolve_times
 from qemem.lexicon import WEEKDAYS
-from qemem.models import Conversation, Episode, SemanticFact, Space, Turn, format_datetime
+from qemem.models import Conversation, Episode, Pool, SemanticFact, Space, Turn, format_datetime
 from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
@@ -49,10 +49,25 @@ class SourceIndex:
     """Every record of one conversation, by id, with session dates (loaded once)."""
 
     def __init__(self, store: MemoryStore, scope: Scope) -> None:
-        self.conversation: Conversation = store.get_conversation(scope)
-        self.turns = store.turns(scope)
-        self.episodes = store.episodes(scope)
-        self.facts = store.facts(scope)
+        self._load(
+            store.get_conversation(scope),
+            store.turns(scope),
+            store.episodes(scope),
+            store.facts(scope),
+        )
+
+    def _load(
+        self,
+        conversation: Conversation,
+        turns: list[Turn],
+        episodes: list[Episode],
+        facts: list[SemanticFact],
+    ) -> None:
+        """Index the records (``turns`` in conversation order; ids unique)."""
+        self.conversation = conversation
+        self.turns = turns
+        self.episodes = episodes
+        self.facts = facts
         self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}
         self._by_id.update((e.id, FoundRecord("episode", e)) for e in self.episodes)
         self._by_id.update((t.id, FoundRecord("turn", t)) for t in self.turns)
@@ -65,6 +80,10 @@ class SourceIndex:
     def get(self, raw_id: str) -> FoundRecord | None:
         """The record an id (possibly decorated, see ``clean_id``) names; None if none does."""
         return self._by_id.get(raw_id.strip()) or self._by_id.get(clean_id(raw_id))
+
+    def session_title(self, record: Record) -> str:
+        """How a session header names the record's session: ``Session 3``."""
+        return f"Session {record.session}"
 
     def session_date(self, record: Record) -> datetime:
         """The date-time of the session the record belongs to."""
@@ -115,6 +134,7 @@ def format_memories(
     shown: Iterable[str] = (),
     narratives: bool = False,
     annotate: bool = False,
+    above: Iterable[str] = (),
 ) -> str:
     """Episodes, then facts, then turns; each section grouped by session in time order under
     one date header per session. ``marked`` turn ids get a ``*`` before their id; with
@@ -122,8 +142,10 @@ def format_memories(
     the session date (``annotate_times``: "last night [14 August 2023]"). An episode
     whose turns are all in the text (in ``turns`` or in ``shown``, the turn ids shown elsewhere
     in the same prompt) keeps its id and title but not its narrative, which would repeat them,
-    unless ``narratives`` (every narrative shown). Empty sections are left out."""
-    marks = set(marked)
+    unless ``narratives`` (every narrative shown). A turn in ``above`` (shown verbatim earlier
+    in the same prompt) is named by id and speaker, with its relative times resolved when
+    ``annotate``, instead of repeated. Empty sections are left out."""
+    marks, earlier = set(marked), set(above)
     visible = {t.id for t in turns} | set(shown)
     blocks: list[str] = []
     if episodes:
@@ -143,6 +165,10 @@ def format_memories(
         lines = ["Turns:"]
         for turn in _by_session(index, index.in_order(turns), lines):
             star = "*" if turn.id in marks else ""
+            if turn.id in earlier:
+                text = _times_of(turn, index.session_date(turn)) if annotate else ""
+                lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)} (shown above){text}")
+                continue
             text = annotate_times(turn.text, index.session_date(turn)) if annotate else turn.text
             lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(text)}")
         blocks.append("\n".join(lines))
@@ -159,5 +185,31 @@ def _by_session(index: SourceIndex, records: Sequence[R], lines: list[str]) -> I
     for record in sorted(records, key=lambda r: r.session):
         if record.session != session:
             session = record.session
-            lines.append(f"--- Session {session} ({show_date(index.session_date(record))})")
+            lines.append(session_header(index, record))
         yield record
+
+
+def _times_of(turn: Turn, anchor: datetime) -> str:
+    """``: <expression> [<resolution>]; ...`` for the relative times of ``turn`` (empty
+    without any)."""
+    found = resolve_times(turn.text, anchor)
+    notes = "; ".join(ANNOTATION.format(expression=r.expression, phrase=r.phrase) for r in found)
+    return f": {as_data(notes)}" if notes else ""
+
+
+def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Turn]]:
+    """The pool's records by space (episodes and facts in pool order)."""
+    episodes = [i.record for i in pool.episodes if isinstance(i.record, Episode)]
+    facts = [i.record for i in pool.facts if isinstance(i.record, SemanticFact)]
+    turns = [i.record for i in pool.turns if isinstance(i.record, Turn)]
+    return episodes, facts, turns
+
+
+def format_pool(index: SourceIndex, pool: Pool) -> str:
+    """The pool as the constructor (and the direct answerer) reads it."""
+    return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
+
+
+def session_header(index: SourceIndex, record: Record) -> str:
+    """The header line of the record's session: ``--- Session 3 (Thursday, 14 March ...)``."""
+    return f"--- {index.session_title(record)} ({show_date(index.session_date(record))})"

@@ -27,6 +27,7 @@ from qemem.evidence.cards import (
     verify_card,
 )
 from qemem.evidence.context import SourceIndex
+from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.llm import Ledger, LLMClient, LLMResponse
 from qemem.models import Plan, Pool, PoolEntry, PoolItem, Ref, Turn
@@ -36,13 +37,16 @@ Retriever = Callable[[Sequence[str], Collection[Ref]], Pool]
 
 
 def call_records(responses: Iterable[LLMResponse]) -> list[dict[str, Any]]:
-    """LLM calls as the record keeps them: stage, model, tokens, latency, cost, cached."""
+    """LLM calls as the record keeps them: stage, model, tokens (prompt-cache writes and reads
+    among the input), latency, cost, cached."""
     return [
         {
             "stage": r.stage,
             "model": r.model,
             "input_tokens": r.input_tokens,
             "output_tokens": r.output_tokens,
+            "cache_write_tokens": r.cache_write_tokens,
+            "cache_read_tokens": r.cache_read_tokens,
             "latency_s": r.latency_s,
             "cost_usd": r.cost_usd,
             "cached": r.cached,
@@ -138,8 +142,10 @@ def build_evidence(
     max_tokens: int = 4096,
     threshold: float = DEFAULT_THRESHOLD,
     ledger: Ledger | None = None,
+    prefix: SharedPrefix | None = None,
 ) -> Evidence:
-    """Cards for ``plan`` from ``pool``, refined up to ``refine_rounds`` extra rounds."""
+    """Cards for ``plan`` from ``pool``, refined up to ``refine_rounds`` extra rounds; every
+    constructor call opens with ``prefix`` when given (the ``cached`` layout)."""
     cards: list[ViewCard] = []
     rounds: list[RoundTrace] = []
     examined: set[Ref] = set()
@@ -160,6 +166,7 @@ def build_evidence(
             refining=number > 0,
             max_tokens=max_tokens,
             ledger=ledger,
+            prefix=prefix,
         )
         trace = RoundTrace(number, queries, current.entries(), degraded=made.degraded)
         trace.calls = call_records(made.responses)

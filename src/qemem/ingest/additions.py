@@ -7,6 +7,7 @@ from datetime import datetime
 
 from qemem.errors import InputError
 from qemem.models import (
+    REDACTED,
     Conversation,
     ConversationInput,
     Session,
@@ -162,8 +163,9 @@ def _check_after_latest(
 
 
 def _check_unchanged(old: Turn, message: TurnInput, file: str, where: str) -> None:
-    """Refuse an input message that differs from the stored turn at its place."""
-    if (old.speaker, old.text) != (message.speaker, message.text):
+    """Refuse an input message that differs from the stored turn at its place (a redacted
+    turn stays redacted)."""
+    if old.speaker != message.speaker or old.text not in (message.text, REDACTED):
         changed = "speaker" if old.speaker != message.speaker else "text"
         raise InputError(
             f"conflicts with the stored turn {old.id} ({old.speaker}: {old.text[:60]!r}): its "

@@ -137,11 +137,15 @@ class LLMClient:
     def _cost(self, response: LLMResponse) -> float | None:
         if self.provider.name == "fake":
             return 0.0
-        cost = self.prices.cost(response.model, response.input_tokens, response.output_tokens)
+        tokens = (
+            response.input_tokens,
+            response.output_tokens,
+            response.cache_write_tokens,
+            response.cache_read_tokens,
+        )
+        cost = self.prices.cost(response.model, *tokens)
         if cost is None and response.model != self.provider.model:
-            cost = self.prices.cost(
-                self.provider.model, response.input_tokens, response.output_tokens
-            )
+            cost = self.prices.cost(self.provider.model, *tokens)
         return cost
 
     def _delay(self, attempt: int, error: LLMCallError) -> float:

@@ -14,14 +14,18 @@ from qemem.llm.types import LLMResponse
 class Tally:
     """Sums over a group of calls.
 
-    ``cost_nominal_usd`` counts every call (cache hits included) at its listed price;
-    ``cost_spent_usd`` excludes cache hits. Both are None when any call in the group has no price.
+    ``input_tokens`` counts every input token, ``cache_write_tokens`` / ``cache_read_tokens``
+    the parts of them a provider's prompt cache wrote / read. ``cost_nominal_usd`` counts
+    every call (record/replay cache hits included) at its listed price; ``cost_spent_usd``
+    excludes those hits. Both are None when any call in the group has no price.
     """
 
     calls: int = 0
     cached_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
     latency_s: float = 0.0
     cost_nominal_usd: float | None = 0.0
     cost_spent_usd: float | None = 0.0
@@ -32,6 +36,8 @@ class Tally:
         self.cached_calls += int(response.cached)
         self.input_tokens += response.input_tokens
         self.output_tokens += response.output_tokens
+        self.cache_write_tokens += response.cache_write_tokens
+        self.cache_read_tokens += response.cache_read_tokens
         self.latency_s += response.latency_s
         cost = response.cost_usd
         if cost is None:
@@ -49,6 +55,8 @@ class Tally:
             "cached_calls": self.cached_calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
             "latency_s": self.latency_s,
             "cost_nominal_usd": self.cost_nominal_usd,
             "cost_spent_usd": self.cost_spent_usd,
@@ -63,6 +71,8 @@ def _merged(tallies: Iterable[Tally]) -> Tally:
         out.cached_calls += part.cached_calls
         out.input_tokens += part.input_tokens
         out.output_tokens += part.output_tokens
+        out.cache_write_tokens += part.cache_write_tokens
+        out.cache_read_tokens += part.cache_read_tokens
         out.latency_s += part.latency_s
         for name in ("cost_nominal_usd", "cost_spent_usd"):
             mine, theirs = getattr(out, name), getattr(part, name)

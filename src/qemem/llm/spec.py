@@ -9,7 +9,7 @@ from typing import Any
 from qemem.errors import ConfigError
 from qemem.llm.cache import LLMCache, parse_mode
 from qemem.llm.client import LLMClient
-from qemem.llm.prices import Price, PriceTable, load_prices
+from qemem.llm.prices import CachePrice, Price, PriceTable, load_cache_prices, load_prices
 from qemem.llm.types import Provider
 
 VALID_FORMS = """valid forms:
@@ -129,8 +129,11 @@ def open_llm(
         raise ConfigError("cache mode replay needs a cache file: set QEMEM_LLM_CACHE")
     cache = LLMCache(Path(path), mode) if path is not None and mode != "off" else None
     table: dict[str, Price] = {}
+    cache_table: dict[str, CachePrice] = {}
     if os.environ.get("QEMEM_PRICES"):
         table.update(load_prices(os.environ["QEMEM_PRICES"]))
+        cache_table.update(load_cache_prices(os.environ["QEMEM_PRICES"]))
     table.update(prices or {})
     provider = make_provider(spec, timeout=timeout, **clients)
-    return LLMClient(provider, cache=cache, concurrency=concurrency, prices=PriceTable(table))
+    priced = PriceTable(table, cache_table)
+    return LLMClient(provider, cache=cache, concurrency=concurrency, prices=priced)

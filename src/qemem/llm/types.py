@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -13,11 +13,46 @@ Role = Literal["user", "assistant"]
 
 
 @dataclass(frozen=True)
+class Part:
+    """A piece of a message; ``cache`` marks a prompt-cache breakpoint after it: everything
+    up to the end of this part (system prompt included) is a prefix other requests share."""
+
+    text: str
+    cache: bool = False
+
+
+@dataclass(frozen=True)
 class Message:
-    """One chat message (the system prompt is carried separately on the request)."""
+    """One chat message (the system prompt is carried separately on the request).
+
+    ``parts``, when given, are the pieces ``content`` is made of (see :meth:`of`), so a
+    provider can mark a cache breakpoint between them; the text, and so the record/replay
+    cache key, is ``content`` either way.
+    """
 
     role: Role
     content: str
+    parts: tuple[Part, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.parts and "".join(p.text for p in self.parts) != self.content:
+            raise ValueError("a message's parts must join to its content")
+
+    @classmethod
+    def of(cls, role: Role, parts: Sequence[Part]) -> Message:
+        """A message made of ``parts`` (empty ones dropped)."""
+        kept = tuple(p for p in parts if p.text)
+        return cls(role, "".join(p.text for p in kept), kept)
+
+    def blocks(self) -> tuple[Part, ...]:
+        """The message's parts (one uncached part when it has none)."""
+        return self.parts or (Part(self.content),)
+
+    @property
+    def cache_prefix(self) -> str | None:
+        """The message's text up to its last cache breakpoint, None without one."""
+        ends = [n for n, p in enumerate(self.parts) if p.cache]
+        return "".join(p.text for p in self.parts[: ends[-1] + 1]) if ends else None
 
     def to_dict(self) -> dict[str, str]:
         """JSON-serialisable form."""
@@ -55,6 +90,16 @@ class LLMRequest:
         return replace(self, **changes)
 
     @property
+    def cache_prefix(self) -> str | None:
+        """The text a cache breakpoint closes (system prompt and messages up to the last
+        breakpoint, joined as :attr:`prompt_text` joins them), None without a breakpoint."""
+        for n in range(len(self.messages) - 1, -1, -1):
+            head = self.messages[n].cache_prefix
+            if head is not None:
+                return "\n".join([self.system, *(m.content for m in self.messages[:n]), head])
+        return None
+
+    @property
     def prompt_text(self) -> str:
         """System prompt and all message contents joined (for token estimates)."""
         return "\n".join([self.system, *(m.content for m in self.messages)])
@@ -66,6 +111,9 @@ class LLMResponse:
 
     ``cost_usd`` is the nominal cost of the exchange (None when the model has no price);
     ``cached`` marks a response served from the record/replay cache, which cost nothing now.
+    ``input_tokens`` counts every input token; ``cache_write_tokens`` and
+    ``cache_read_tokens`` are the parts of them the provider wrote to and read from its prompt
+    cache (priced apart, see ``PriceTable.cost``).
     """
 
     text: str
@@ -78,6 +126,8 @@ class LLMResponse:
     stage: str
     cached: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    cache_write_tokens: int = 0
+    cache_read_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""

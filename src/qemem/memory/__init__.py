@@ -6,23 +6,27 @@ from qemem.memory.api import (
     MAX_CHECK_CHARS,
     MAX_QUESTION_CHARS,
     Appended,
+    Forgotten,
     MemoryAPI,
     Progress,
     SearchResult,
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 
 __all__ = [
+    "AUDIT_SAMPLE",
     "EMBED_CHARS",
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
     "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
+    "Forgotten",
     "Job",
     "Memory",
     "MemoryAPI",

@@ -6,17 +6,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import InputError
 from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
 from qemem.models import (
     Conversation,
@@ -27,6 +30,7 @@ from qemem.models import (
     Ref,
     SemanticFact,
     Space,
+    Supersession,
     Turn,
     check_text,
 )
@@ -104,6 +108,26 @@ class Appended:
     sessions_added: int = 0
 
 
+MAX_FACT_CHARS = 2000
+"""Longer corrected facts are refused."""
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What forgetting a message or a fact removed: the messages deleted or redacted, the
+    episodes citing them, the facts removed (left without provenance, or deleted), the facts
+    that lost an episode but stay (``unlinked``), and the supersessions that went (by the id
+    of the fact they replaced, which is current again)."""
+
+    conversation: str
+    deleted: list[str] = field(default_factory=list)
+    redacted: list[str] = field(default_factory=list)
+    episodes: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    unlinked: list[str] = field(default_factory=list)
+    supersessions: list[str] = field(default_factory=list)
+
+
 @runtime_checkable
 class MemoryAPI(Protocol):
     """What an agent can do with a memory, whether it is embedded or behind ``qemem serve``.
@@ -148,6 +172,45 @@ class MemoryAPI(Protocol):
 
     def delete(self, conversation: str) -> bool:
         """Delete a conversation and all derived from it; False if it was absent."""
+        ...
+
+    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
+        """The conversation's episodes in order (only those of ``ids``)."""
+        ...
+
+    def facts(
+        self,
+        conversation: str,
+        ids: Sequence[str] | None = None,
+        *,
+        as_of: date | datetime | str | None = None,
+        include_superseded: bool = False,
+    ) -> list[SemanticFact]:
+        """The current facts (those known ``as_of`` a date; the superseded ones too with
+        ``include_superseded``); with ``ids`` exactly those."""
+        ...
+
+    def supersessions(self, conversation: str) -> list[Supersession]:
+        """Which facts replace which, with the turns that show it."""
+        ...
+
+    def delete_message(self, conversation: str, message: str) -> Forgotten:
+        """Delete one message and the episodes and facts derived only from it."""
+        ...
+
+    def redact_message(self, conversation: str, message: str) -> Forgotten:
+        """Replace one message's text by a marker (id and place kept), removing what was
+        derived from it."""
+        ...
+
+    def delete_fact(self, conversation: str, fact: str) -> Forgotten:
+        """Delete one fact (a fact it replaced is current again)."""
+        ...
+
+    def correct_fact(
+        self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
+    ) -> Supersession:
+        """Replace a current fact by ``content`` (a manual supersession citing ``turns``)."""
         ...
 
     def search(
@@ -195,6 +258,25 @@ class MemoryAPI(Protocol):
         ``mode`` is "llm": the LLM planner)."""
         ...
 
+    def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """One evidence block across several conversations of the namespace, ranked
+        together; each item's ``ref`` names its conversation."""
+        ...
+
+    def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """An answer across several conversations of the namespace, ranked together; its
+        cards and pool name each record's conversation (``Answer.across``)."""
+        ...
+
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """Answer a question with its evidence record (``Answer.evidence``)."""
         ...
@@ -202,6 +284,15 @@ class MemoryAPI(Protocol):
     def check(self, conversation: str, text: str) -> CheckResult:
         """Label each claim of ``text`` against the conversation's turns, with the turns that
         support or contradict it and verified quotes (needs an LLM)."""
+        ...
+
+    def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """Judge a stratified sample of the conversation's facts and episode narratives
+        against the turns their provenance cites (population-weighted shares with 95% CIs),
+        and count pronoun and dated facts, near-duplicates and superseded facts (needs an
+        LLM: the memory's, or the server's)."""
         ...
 
     def enqueue_build(self, conversation: str) -> Job:
@@ -213,8 +304,11 @@ class MemoryAPI(Protocol):
         """A background job of the namespace (NotFoundError if there is none)."""
         ...
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """The namespace's background jobs (of ``status``, when given), newest first."""
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """The namespace's ``limit`` (1 to 500) newest background jobs (of ``status``, when
+        given), newest first; ``before``: the last job id of the previous page."""
         ...
 
     def cancel_job(self, job_id: str) -> Job:

@@ -17,7 +17,7 @@ from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError, 
 from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
-from qemem.models import Conversation, ConversationInput, Turn, TurnInput, search_text
+from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
@@ -186,8 +186,8 @@ def after_stored_turns(
     stored yet (a stored session keeps its stored date); returns (session key, new messages)
     per session, in input order.
 
-    A message whose id is stored with the same speaker and text is a retry and is dropped; with
-    other content it raises ``ConflictError``.
+    A message whose id is stored with the same speaker and text (or redacted) is a retry and is
+    dropped; with other content it raises ``ConflictError``.
     """
     by_id = {t.id: t for t in stored}
     keys = {s.key: s.index for s in existing.sessions} if existing else {}
@@ -201,7 +201,7 @@ def after_stored_turns(
             old = by_id.get(message.id or "")
             if old is None:
                 fresh.append(message)
-            elif (old.speaker, old.text) != (message.speaker, message.text):
+            elif old.speaker != message.speaker or old.text not in (message.text, REDACTED):
                 raise ConflictError(
                     f"message {message.id!r} conflicts with the stored turn "
                     f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "

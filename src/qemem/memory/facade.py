@@ -27,17 +27,17 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, InputError, LLMError
+from qemem.errors import EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
 from qemem.llm import LLMClient, open_llm
 from qemem.locks import writer_lock
+from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.api import (
     CONTEXT_BUDGET,
     MAX_CHECK_CHARS,
-    MAX_CONTEXT_BUDGET,
     Appended,
     ContextMode,
     MemoryAPI,
@@ -46,6 +46,8 @@ from qemem.memory.api import (
     check_query,
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
+from qemem.memory.auditing import MemoryAudits
+from qemem.memory.editing import MemoryEdits
 from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
@@ -74,7 +76,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryJobs, MemoryAPI):
+class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -212,6 +214,7 @@ class Memory(MemoryJobs, MemoryAPI):
             self.embed_documents,
             self.embedder.id,
             progress,
+            lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
         )
 
     def add_messages(
@@ -256,12 +259,6 @@ class Memory(MemoryJobs, MemoryAPI):
 
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)
-
-    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
-        return self.store.episodes(self.scope(conversation), ids)
-
-    def facts(self, conversation: str, ids: Sequence[str] | None = None) -> list[SemanticFact]:
-        return self.store.facts(self.scope(conversation), ids)
 
     def records(
         self, conversation: str, space: Space, ids: Sequence[str]
@@ -369,7 +366,7 @@ class Memory(MemoryJobs, MemoryAPI):
 
     # ------------------------------------------------------------------ memory files
     def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
-        """Add the episodes and facts of a ``qemem-memory/1`` file (see :mod:`qemem.memory_file`)
+        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
         to its conversation, embedded with this store's embedder.
 
         The conversation's turns must be stored already; every record is checked (turn ids,
@@ -387,8 +384,8 @@ class Memory(MemoryJobs, MemoryAPI):
         )
 
     def export_memory(self, conversation: str) -> MemoryFile:
-        """The episodes and facts of a conversation as a ``qemem-memory/1`` file (store order;
-        the note of the file it was imported from, if any)."""
+        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
+        (store order; the note of the file it was imported from, if any)."""
         return export_memory_file(self.store, self.scope(conversation), conversation)
 
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
@@ -442,10 +439,7 @@ class Memory(MemoryJobs, MemoryAPI):
         ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
         "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
         check_query(question)
-        if isinstance(budget_tokens, bool) or not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
-            raise InputError(f"budget_tokens must be 1 to {MAX_CONTEXT_BUDGET}")
-        if mode not in ("rule", "llm"):
-            raise InputError(f"unknown context mode {mode!r}: use 'rule' or 'llm'")
+        check_context(budget_tokens, mode)
         if mode == "llm":
             self._require_llm("context mode 'llm'")
         plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)

@@ -1,4 +1,4 @@
-"""Importing a ``qemem-memory/1`` file into a store (see :mod:`qemem.memory_file`)."""
+"""Importing a memory file into a store and exporting one (see :mod:`qemem.memory_file`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from qemem.memory_file import (
     MemoryFile,
     MemoryImportReport,
     check_provenance,
+    check_supersessions,
+    new_supersessions,
     split_new,
 )
 from qemem.models import Episode, SemanticFact, Turn, check_text
@@ -35,13 +37,16 @@ def import_memory_file(
     check_provenance(
         memory, store.turns(scope), stored_episodes, [s.index for s in conversation.sessions]
     )
+    check_supersessions(memory, store.turns(scope), stored_facts)
     episodes, facts = split_new(memory, stored_episodes, stored_facts)
+    supersessions = new_supersessions(memory, store.supersessions(scope))
     report = MemoryImportReport(
         memory.conversation,
         episodes_added=len(episodes),
         facts_added=len(facts),
         episodes_unchanged=len(memory.episodes) - len(episodes),
         facts_unchanged=len(memory.facts) - len(facts),
+        supersessions_added=len(supersessions),
         added_ids=[e.id for e in episodes] + [f.id for f in facts],
     )
     episode_vectors, fact_vectors = embed(episodes), embed(facts)
@@ -50,6 +55,8 @@ def import_memory_file(
             store.add_episodes(scope, episodes, episode_vectors, embedder_id)
         if facts:
             store.put_facts(scope, facts, fact_vectors, embedder_id)
+        if supersessions:
+            store.put_supersessions(scope, supersessions)
         if memory.note and store.get_state(scope, NOTE_KEY) is None:
             store.set_state(scope, NOTE_KEY, memory.note)
     report.seconds = time.perf_counter() - started
@@ -57,12 +64,14 @@ def import_memory_file(
 
 
 def export_memory_file(store: MemoryStore, scope: Scope, conversation: str) -> MemoryFile:
-    """The episodes and facts of the scope's conversation as a ``qemem-memory/1`` file (store
-    order; the note of the file it was imported from, if any); NotFoundError if absent."""
+    """The episodes, facts and supersessions of the scope's conversation as a
+    ``qemem-memory/2`` file (store order; the note of the file it was imported from, if
+    any); NotFoundError if absent."""
     store.get_conversation(scope)
     return MemoryFile(
         conversation,
         store.get_state(scope, NOTE_KEY) or "",
         tuple(store.episodes(scope)),
         tuple(store.facts(scope)),
+        tuple(store.supersessions(scope)),
     )

@@ -23,6 +23,8 @@ from qemem.store import MemoryStore, Scope
 
 Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
 """Passage vectors of turns (``Memory.embed_documents``)."""
+Added = Callable[[Scope, int], None]
+"""Told of each conversation that got new turns (and how many), once they are stored."""
 
 
 def ingest_conversations(
@@ -33,9 +35,11 @@ def ingest_conversations(
     embed: Embed,
     embedder_id: str,
     progress: Progress | None = None,
+    added: Added | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
-    ``namespace``); ``progress`` is called with (turns embedded, turns to embed)."""
+    ``namespace``); ``progress`` is called with (turns embedded, turns to embed), ``added``
+    with each conversation that got new turns, after its transaction."""
     started = time.perf_counter()
     file = str(source) if isinstance(source, str | Path) else "<input>"
     conversations = (
@@ -67,6 +71,8 @@ def ingest_conversations(
             if additions.turns:
                 store.add_turns(scope, additions.turns, vectors, embedder_id)
         done += len(additions.turns)
+        if added and additions.turns:
+            added(scope, len(additions.turns))
         report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
     report.seconds = time.perf_counter() - started
     return report

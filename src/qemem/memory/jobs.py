@@ -10,14 +10,16 @@ from datetime import UTC, datetime
 from pydantic import TypeAdapter
 
 from qemem.build import BuildReport
-from qemem.errors import ConfigError, NotFoundError, StoreError
+from qemem.errors import ConfigError, InputError, NotFoundError, StoreError
 from qemem.llm import LLMClient
 from qemem.models import check_text
 from qemem.store import MemoryStore
-from qemem.store.jobs import JobRow, JobStatus, JobTable, check_status
+from qemem.store.jobs import KEEP_S, JobRow, JobStatus, JobTable, check_status
 
 REPORTS = TypeAdapter(list[BuildReport])
 """A build job's result: its reports, as JSON."""
+MAX_JOBS_PAGE = 500
+"""The most jobs one ``Memory.jobs`` page lists."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,16 @@ def check_auto_build(seconds: float | None, llm: Callable[[], LLMClient | None])
     return float(seconds)
 
 
+def check_limit(limit: int) -> int:
+    """``limit`` when it is a page size from 1 to :data:`MAX_JOBS_PAGE`, else InputError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_JOBS_PAGE:
+        raise InputError(
+            f"limit must be a whole number from 1 to {MAX_JOBS_PAGE} (got {limit!r}): it is "
+            "how many jobs one page lists; page on with before=<the last job's id>"
+        )
+    return limit
+
+
 def job_table(store: MemoryStore) -> JobTable:
     """The store's jobs; StoreError for a store that keeps none."""
     table = getattr(store, "jobs", None)
@@ -109,30 +121,57 @@ class MemoryJobs:
     auto_build: float | None = None
     """Seconds a conversation stays quiet after an append before it gets a build job."""
 
-    def _enqueue(self, kind: str, conversation: str, delay: float | None = None) -> Job:
+    def _enqueue(
+        self,
+        kind: str,
+        conversation: str,
+        delay: float | None = None,
+        namespace: str | None = None,
+    ) -> Job:
         table = job_table(self.store)
         return job_of(
             table.enqueue(
-                self.namespace, kind, conversation, max_attempts=self.job_attempts, delay=delay
+                namespace or self.namespace,
+                kind,
+                conversation,
+                max_attempts=self.job_attempts,
+                delay=delay,
             )
         )
 
-    def _appended(self, conversation: str, turns_added: int) -> None:
-        """With ``auto_build``: (re)schedule the conversation's build for ``auto_build``
-        seconds after this append, so a burst of appends makes one job."""
+    def _appended(self, conversation: str, turns_added: int, namespace: str | None = None) -> None:
+        """With ``auto_build``: (re)schedule the build of the conversation (of ``namespace``,
+        default this one's) for ``auto_build`` seconds after this append or ingest, so a burst
+        of them makes one job."""
         if self.auto_build is not None and turns_added:
-            self._enqueue("build", conversation, delay=self.auto_build)
+            self._enqueue("build", conversation, delay=self.auto_build, namespace=namespace)
 
     def job(self, job_id: str) -> Job:
         """The namespace's job ``job_id`` (NotFoundError if there is none)."""
         row = job_table(self.store).get(check_text(job_id, "job id"), self.namespace)
         if row is None:
-            raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
+            raise NotFoundError(
+                f"no job {job_id!r}: list the jobs to see them (qemem jobs list, GET /v1/jobs)"
+            )
         return job_of(row)
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """The namespace's jobs (only those of ``status``, when given), newest first."""
-        rows = job_table(self.store).list(self.namespace, check_status(status))
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """The namespace's ``limit`` (1 to 500) newest jobs (only those of ``status``, when
+        given), newest first (by creation time, then id); ``before``: the id of the last job
+        of the previous page, to list the page after it."""
+        limit = check_limit(limit)
+        table = job_table(self.store)
+        after = None
+        if before is not None:
+            after = table.get(check_text(before, "job id", field="before"), self.namespace)
+            if after is None:
+                raise NotFoundError(
+                    f"no job {before!r} to list the jobs after: it may have been removed "
+                    f"(finished jobs are kept {KEEP_S / 86400:g} days); list from the start"
+                )
+        rows = table.list(self.namespace, check_status(status), limit=limit, after=after)
         return [job_of(r) for r in rows]
 
     def cancel_job(self, job_id: str) -> Job:
@@ -141,7 +180,9 @@ class MemoryJobs:
         is. NotFoundError if there is no such job."""
         row = job_table(self.store).cancel(self.namespace, check_text(job_id, "job id"))
         if row is None:
-            raise NotFoundError(f"no job {job_id!r}: list the jobs (GET /v1/jobs) to see them")
+            raise NotFoundError(
+                f"no job {job_id!r}: list the jobs to see them (qemem jobs list, GET /v1/jobs)"
+            )
         return job_of(row)
 
     def build_job(self, conversation: str) -> Job | None:

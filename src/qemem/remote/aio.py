@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Mapping, Sequence
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,32 @@ import httpx
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import QememError
 from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
-from qemem.memory.api import CONTEXT_BUDGET, Appended, ContextMode, Progress, SearchResult
+from qemem.memory.api import (
+    CONTEXT_BUDGET,
+    Appended,
+    ContextMode,
+    Forgotten,
+    Progress,
+    SearchResult,
+)
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
-from qemem.models import Conversation, ConversationInput, Pool, Ref, Space
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Episode,
+    Pool,
+    Ref,
+    SemanticFact,
+    Space,
+    Supersession,
+)
 from qemem.remote import calls
 from qemem.remote.calls import Call, Steps, T
 
@@ -118,6 +137,44 @@ class AsyncRemoteMemory:
         """As ``RemoteMemory.build`` (the server's LLM): starts a job per conversation and waits."""
         return await self._run(calls.build(conversation, progress, self.poll_seconds))
 
+    # ------------------------------------------------------------------ records
+    async def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
+        """As ``Memory.episodes``: the conversation's episodes in order."""
+        return await self._run(calls.episodes(conversation, ids))
+
+    async def facts(
+        self,
+        conversation: str,
+        ids: Sequence[str] | None = None,
+        *,
+        as_of: date | datetime | str | None = None,
+        include_superseded: bool = False,
+    ) -> list[SemanticFact]:
+        """As ``Memory.facts``: the current facts, or those known ``as_of`` a date."""
+        return await self._run(calls.facts(conversation, ids, as_of, include_superseded))
+
+    async def supersessions(self, conversation: str) -> list[Supersession]:
+        """As ``Memory.supersessions``: which facts replace which."""
+        return await self._run(calls.supersessions(conversation))
+
+    async def delete_message(self, conversation: str, message: str) -> Forgotten:
+        """As ``Memory.delete_message``: one message and what only it gave."""
+        return await self._run(calls.forget_message(conversation, message, redact=False))
+
+    async def redact_message(self, conversation: str, message: str) -> Forgotten:
+        """As ``Memory.redact_message``: its text replaced by a marker, its place kept."""
+        return await self._run(calls.forget_message(conversation, message, redact=True))
+
+    async def delete_fact(self, conversation: str, fact: str) -> Forgotten:
+        """As ``Memory.delete_fact``."""
+        return await self._run(calls.delete_fact(conversation, fact))
+
+    async def correct_fact(
+        self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
+    ) -> Supersession:
+        """As ``Memory.correct_fact``: a manual supersession by a new fact."""
+        return await self._run(calls.correct_fact(conversation, fact, content, turns))
+
     # ------------------------------------------------------------------ jobs
     async def enqueue_build(self, conversation: str) -> Job:
         """As ``Memory.enqueue_build``: a background build that the server's workers run."""
@@ -127,9 +184,12 @@ class AsyncRemoteMemory:
         """As ``Memory.job``: one job of the key's namespace."""
         return await self._run(calls.get_job(job_id))
 
-    async def jobs(self, status: str | None = None) -> list[Job]:
-        """As ``Memory.jobs``: the namespace's jobs, newest first."""
-        return await self._run(calls.jobs(status))
+    async def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """As ``Memory.jobs``: a page of the namespace's jobs, newest first (``before``: the
+        last job id of the previous page)."""
+        return await self._run(calls.jobs(status, limit, before))
 
     async def cancel_job(self, job_id: str) -> Job:
         """As ``Memory.cancel_job``."""
@@ -181,6 +241,24 @@ class AsyncRemoteMemory:
         """As ``RemoteMemory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
         return await self._run(calls.context(conversation, question, budget_tokens, mode))
 
+    async def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``RemoteMemory.context_many``: one block across conversations, ranked together."""
+        return await self._run(calls.context_many(conversations, question, budget_tokens, mode))
+
+    async def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """As ``RemoteMemory.ask_many`` (the server's LLM and settings): an answer across
+        conversations, ranked together."""
+        return await self._run(calls.ask_many(conversations, question, mode))
+
     async def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``RemoteMemory.ask`` (the server's LLM and settings)."""
         return await self._run(calls.ask(conversation, question, mode))
@@ -188,3 +266,9 @@ class AsyncRemoteMemory:
     async def check(self, conversation: str, text: str) -> CheckResult:
         """As ``RemoteMemory.check`` (the server's LLM): the claims of ``text``, labelled."""
         return await self._run(calls.check(conversation, text))
+
+    async def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """As ``RemoteMemory.audit_memory`` (the server's LLM judges)."""
+        return await self._run(calls.audit_memory(conversation, sample, seed))

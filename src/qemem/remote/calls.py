@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Collection, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 from pydantic import TypeAdapter
@@ -23,7 +24,13 @@ from pydantic import TypeAdapter
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
-from qemem.answer.wire import answer_from_json, check_from_json, context_from_json
+from qemem.answer.memory_audit import MemoryAudit
+from qemem.answer.wire import (
+    answer_from_json,
+    audit_from_json,
+    check_from_json,
+    context_from_json,
+)
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -41,14 +48,26 @@ from qemem.memory.api import (
     IDEMPOTENCY_HEADER,
     Appended,
     ContextMode,
+    Forgotten,
     Progress,
     SearchResult,
     check_idempotency_key,
 )
 from qemem.memory.jobs import Job
-from qemem.models import Conversation, ConversationInput, Pool, Ref, Session, Space
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Episode,
+    Pool,
+    Ref,
+    SemanticFact,
+    Session,
+    Space,
+    Supersession,
+)
 
 T = TypeVar("T")
+R = TypeVar("R", Episode, SemanticFact)
 
 
 @dataclass(frozen=True)
@@ -222,9 +241,10 @@ def get_job(job_id: str) -> Steps[Job]:
     return job_of((yield Call("GET", f"/v1/jobs/{job_id}")))
 
 
-def jobs(status: str | None) -> Steps[list[Job]]:
-    query = f"?status={quote(status)}" if status is not None else ""
-    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs{query}"))]
+def jobs(status: str | None, limit: int, before: str | None) -> Steps[list[Job]]:
+    params = {"status": status, "limit": str(limit), "cursor": before}
+    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items() if v is not None)
+    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs?{query}"))]
 
 
 def cancel_job(job_id: str) -> Steps[Job]:
@@ -268,6 +288,28 @@ def context(
     )
 
 
+def _conversation_list(conversations: Sequence[str]) -> str | list[str]:
+    """As sent: a bare string stays one, so the server refuses it as ``Memory`` does."""
+    return conversations if isinstance(conversations, str) else list(conversations)
+
+
+def context_many(
+    conversations: Sequence[str], question: str, budget_tokens: int, mode: ContextMode
+) -> Steps[Context]:
+    body = {
+        "conversations": _conversation_list(conversations),
+        "question": question,
+        "budget_tokens": budget_tokens,
+        "mode": mode,
+    }
+    return context_from_json((yield Call("POST", "/v1/context", body)))
+
+
+def ask_many(conversations: Sequence[str], question: str, mode: Mode) -> Steps[Answer]:
+    body = {"conversations": _conversation_list(conversations), "question": question, "mode": mode}
+    return answer_from_json((yield Call("POST", "/v1/ask", body)))
+
+
 def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
     body = {"question": question, "mode": mode}
     return answer_from_json((yield Call("POST", f"/v1/conversations/{conversation}/ask", body)))
@@ -276,3 +318,66 @@ def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
 def check(conversation: str, text: str) -> Steps[CheckResult]:
     body = {"text": text}
     return check_from_json((yield Call("POST", f"/v1/conversations/{conversation}/check", body)))
+
+
+def episodes(conversation: str, ids: Sequence[str] | None) -> Steps[list[Episode]]:
+    path = f"/v1/conversations/{conversation}/episodes"
+    found: list[Episode] = _load(list[Episode], (yield Call("GET", path)))
+    return found if ids is None else _select(found, ids)
+
+
+def facts(
+    conversation: str,
+    ids: Sequence[str] | None,
+    as_of: date | datetime | str | None,
+    include_superseded: bool,
+) -> Steps[list[SemanticFact]]:
+    query: dict[str, str] = {}
+    if ids is not None:  # exactly those facts, current or not
+        include_superseded = True
+    elif as_of is not None:
+        query["as_of"] = as_of if isinstance(as_of, str) else as_of.isoformat()
+    if include_superseded:
+        query["include_superseded"] = "true"
+    path = f"/v1/conversations/{conversation}/facts"
+    found: list[SemanticFact] = _load(list[SemanticFact], (yield Call("GET", path + _query(query))))
+    return found if ids is None else _select(found, ids)
+
+
+def supersessions(conversation: str) -> Steps[list[Supersession]]:
+    path = f"/v1/conversations/{conversation}/supersessions"
+    return _load(list[Supersession], (yield Call("GET", path)))
+
+
+def forget_message(conversation: str, message: str, redact: bool) -> Steps[Forgotten]:
+    path = f"/v1/conversations/{conversation}/messages/{quote(message, safe='')}"
+    call = Call("POST", path + "/redact") if redact else Call("DELETE", path)
+    return _load(Forgotten, (yield call))
+
+
+def delete_fact(conversation: str, fact: str) -> Steps[Forgotten]:
+    path = f"/v1/conversations/{conversation}/facts/{quote(fact, safe='')}"
+    return _load(Forgotten, (yield Call("DELETE", path)))
+
+
+def correct_fact(
+    conversation: str, fact: str, content: str, turns: Sequence[str]
+) -> Steps[Supersession]:
+    path = f"/v1/conversations/{conversation}/facts/{quote(fact, safe='')}/correct"
+    body = {"content": content, "turns": list(turns)}
+    return _load(Supersession, (yield Call("POST", path, body)))
+
+
+def _query(params: Mapping[str, str]) -> str:
+    return "?" + urlencode(params) if params else ""
+
+
+def _select(records: list[R], ids: Sequence[str]) -> list[R]:
+    """The records of ``ids``, in their order (unknown ids skipped), as ``Memory`` gives."""
+    by_id = {r.id: r for r in records}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+def audit_memory(conversation: str, sample: int, seed: int) -> Steps[MemoryAudit]:
+    body = {"sample": sample, "seed": seed}
+    return audit_from_json((yield Call("POST", f"/v1/conversations/{conversation}/audit", body)))

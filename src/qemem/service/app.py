@@ -21,7 +21,7 @@ from qemem.llm import LLMClient
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.memory.worker import DEFAULT_LEASE_S
 from qemem.service import problems, routes
-from qemem.service.metrics import CountRequests, Metrics
+from qemem.service.metrics import CountRequests, Metrics, multiprocess_dir
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
 
@@ -38,8 +38,13 @@ DESCRIPTION = (
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ServiceState = app.state.service
+    metrics: Metrics | None = app.state.metrics
     state.start()
+    if metrics is not None:
+        metrics.start()
     yield
+    if metrics is not None:
+        metrics.close()
     state.close()
 
 
@@ -62,7 +67,8 @@ def create_app(
     seconds, started at most ``job_attempts`` times (a job whose worker died is started
     again). ``auto_build``: seconds of quiet after an append before a conversation gets a
     build job (needs an LLM; see ``Memory``). ``metrics``: serve ``GET /metrics``
-    (Prometheus, see ``service.metrics``)."""
+    (Prometheus, see ``service.metrics``; the figures of every process writing to
+    ``PROMETHEUS_MULTIPROC_DIR`` when it is set)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -80,8 +86,14 @@ def create_app(
     state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
     app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
+    app.state.metrics = None
     if metrics:
-        counted = Metrics(state.job_counts, lambda: root.llm.ledger.total() if root.llm else None)
+        counted = Metrics(
+            state.job_counts,
+            lambda: root.llm.ledger.total() if root.llm else None,
+            multiprocess_dir(),
+        )
+        app.state.metrics = counted
         app.add_middleware(CountRequests, metrics=counted)
         app.add_api_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     problems.install(app)

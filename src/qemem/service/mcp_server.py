@@ -2,13 +2,18 @@
 
 Tools: ``remember`` (append messages), ``recall`` (evidence with ids and dates), ``ask`` (an
 answer with cited, verified evidence), ``check`` (a statement's claims against the
-conversation), ``list_conversations`` and ``forget``.
+conversation), ``list_conversations``, ``forget`` (a conversation), ``facts``,
+``forget_message``, ``forget_fact`` and ``correct_fact``; across several conversations of the
+user, ``recall_across``, ``context_across`` and ``ask_across``. ``running_jobs`` runs the
+store's build jobs beside the server (``qemem mcp --auto-build``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -20,8 +25,19 @@ from qemem.answer.wire import check_to_json
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
 from qemem.memory.api import MAX_CONTEXT_BUDGET
-from qemem.models import Conversation, Episode, SemanticFact, Turn, format_datetime
+from qemem.memory.jobs import check_auto_build
+from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
+from qemem.models import (
+    Conversation,
+    Episode,
+    PoolItem,
+    Ref,
+    SemanticFact,
+    Turn,
+    format_datetime,
+)
 from qemem.service.schemas import MAX_K, MessageIn
+from qemem.service.state import Tenants
 
 T = TypeVar("T")
 
@@ -29,7 +45,8 @@ INSTRUCTIONS = (
     "Long-term memory of conversations. Store what is said with `remember`, look things up "
     "with `recall` (raw evidence) or `ask` (an answer with cited, verified quotes and resolved "
     "dates), and check a statement against what was said with `check`. Conversations are "
-    "addressed by id; `list_conversations` shows them."
+    "addressed by id; `list_conversations` shows them. For a question whose conversation you "
+    "do not know, `recall_across`, `context_across` and `ask_across` take several."
 )
 
 
@@ -53,7 +70,10 @@ def _record(record: Turn | Episode | SemanticFact) -> dict[str, Any]:
 
 
 def _answer(answer: Answer) -> dict[str, Any]:
-    return {
+    """An answer as a tool returns it; across conversations each card lists the
+    conversation and id of every source it cites, and each evidence turn its conversation."""
+    across = answer.across is not None
+    out = {
         "answer": answer.text,
         "mode": answer.mode,
         "cards": [
@@ -66,13 +86,25 @@ def _answer(answer: Answer) -> dict[str, Any]:
                 "grounded_in": card.grounded_in,
                 "sources": card.sources,
             }
+            | ({"cited": [_ref(ref) for ref in card.refs]} if across else {})
             for card in answer.cards
         ],
         "citations": answer.citations,
-        "evidence": [_record(item.record) for item in answer.pool.turns]
+        "evidence": [_pooled(item) for item in answer.pool.turns]
         if answer.mode == "retrieval"
         else [],
     }
+    return out
+
+
+def _ref(ref: Ref) -> dict[str, Any]:
+    return {"conversation": ref.conversation, "space": ref.space, "id": ref.id}
+
+
+def _pooled(item: PoolItem) -> dict[str, Any]:
+    """A pool item's record, naming its conversation in a pool across conversations."""
+    named = {"conversation": item.conversation} if item.conversation is not None else {}
+    return named | _record(item.record)
 
 
 def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
@@ -82,8 +114,30 @@ def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
     guard = _Guard(read_only, str(getattr(memory.store, "path", "")))
     _add_message_tools(server, memory, guard)
     _add_answer_tool(server, memory, guard)
+    _add_across_tools(server, memory, guard)
     _add_conversation_tools(server, memory, guard)
+    _add_edit_tools(server, memory, guard)
     return server
+
+
+@contextmanager
+def running_jobs(
+    memory: Memory, auto_build: float | None, *, lease_s: float = DEFAULT_LEASE_S
+) -> Iterator[JobWorker | None]:
+    """With ``auto_build`` (seconds): ``memory`` schedules a build of each conversation that
+    ``remember`` appends to (a ConfigError without an LLM), and a job worker runs the store's
+    jobs, of every namespace, as ``qemem serve`` does, until the block ends (its running jobs
+    are then queued again). Without it, nothing runs: yields None."""
+    if auto_build is None:
+        yield None
+        return
+    memory.auto_build = check_auto_build(auto_build, lambda: memory.llm)
+    worker = JobWorker(memory, Tenants(memory, memory.job_attempts).memory, lease_s=lease_s)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.close()
 
 
 class _Guard:
@@ -97,7 +151,9 @@ class _Guard:
     def __call__(self, fn: Callable[[], T], writes: bool = False) -> T:
         try:
             if writes and self.read_only:
-                raise AuthError("this API key is read-only: remember and forget are refused")
+                raise AuthError(
+                    "this API key is read-only: remember, forget and corrections are refused"
+                )
             return fn()
         except QememError as exc:
             message = str(exc)
@@ -209,6 +265,52 @@ def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
         return check_to_json(run(lambda: memory.check(conversation, text)))
 
 
+def _add_across_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``context_across`` and ``ask_across``: ``context`` and ``ask`` over several
+    conversations of the user ranked together (``recall_across`` is their search)."""
+
+    @server.tool(
+        description="Get one ready-to-paste evidence block for a question from several "
+        "conversations of the user (their threads, at most 50), ranked together: turns grouped "
+        "by conversation and session with dates, each id written conversation/id (e.g. "
+        "conv-26/D1:3), relative times resolved, cut to budget_tokens. Makes no LLM call. Use "
+        "it when you do not know which conversation holds the answer; cite the ids in brackets."
+    )
+    def context_across(
+        conversations: list[str], question: str, budget_tokens: int = 2000
+    ) -> dict[str, Any]:
+        if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
+            raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+        block = run(
+            lambda: memory.context_many(conversations, question, budget_tokens=budget_tokens)
+        )
+        return {
+            "text": block.text,
+            "tokens": block.tokens,
+            "ids": [_ref(item.ref) for item in block.items],
+        }
+
+    @server.tool(
+        description="Answer a question from several conversations of the user (their threads, "
+        "at most 50) ranked together, with the evidence: claims with verbatim quotes checked "
+        "against the original turns of the conversation each cites, resolved dates, and for "
+        "each claim the conversation and id of its sources. mode 'retrieval' needs no LLM and "
+        "returns the evidence only; the other modes need the server's LLM."
+    )
+    def ask_across(
+        conversations: list[str],
+        question: str,
+        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+    ) -> dict[str, Any]:
+        chosen = mode or "full"
+        if chosen != "retrieval" and memory.llm is None:
+            raise ToolError(
+                f"mode {chosen!r} needs an LLM and this server has none: start qemem mcp with "
+                "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
+            )
+        return _answer(run(lambda: memory.ask_many(conversations, question, mode=chosen)))
+
+
 def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
     """``list_conversations`` and ``forget`` (delete one conversation)."""
 
@@ -225,6 +327,51 @@ def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> N
     )
     def forget(conversation: str) -> dict[str, Any]:
         return {"deleted": run(lambda: memory.delete(conversation), writes=True)}
+
+
+def _add_edit_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
+    """``facts`` (what is known, now or on a date), ``forget_message``, ``forget_fact`` and
+    ``correct_fact``."""
+
+    @server.tool(
+        description="List what is known about the people of a conversation: its current "
+        "facts (a fact a later message updated is left out), or with as_of (an ISO date) "
+        "those known on that date. Each fact has its id and the episodes it came from."
+    )
+    def facts(conversation: str, as_of: str | None = None) -> dict[str, Any]:
+        found = run(lambda: memory.facts(conversation, as_of=as_of))
+        return {"facts": [_record(f) for f in found]}
+
+    @server.tool(
+        description="Forget one message of a conversation: with redact=false (default) it is "
+        "deleted; with redact=true its text is replaced by a marker and its place kept. The "
+        "episodes and facts derived from it go too. Only when the user asks; it cannot be "
+        "undone."
+    )
+    def forget_message(conversation: str, message: str, redact: bool = False) -> dict[str, Any]:
+        forget = memory.redact_message if redact else memory.delete_message
+        return dataclasses.asdict(run(lambda: forget(conversation, message), writes=True))
+
+    @server.tool(
+        description="Forget one fact of a conversation (by its id, from the facts tool). Only "
+        "when the user says it is wrong or asks to forget it."
+    )
+    def forget_fact(conversation: str, fact: str) -> dict[str, Any]:
+        return dataclasses.asdict(run(lambda: memory.delete_fact(conversation, fact), writes=True))
+
+    @server.tool(
+        description="Correct one fact of a conversation when the user says it is wrong: the "
+        "fact (by id) is replaced by the corrected text, written with names, no pronouns; "
+        "turns may cite the ids of the messages that show it. Returns the new fact's id."
+    )
+    def correct_fact(
+        conversation: str, fact: str, content: str, turns: list[str] | None = None
+    ) -> dict[str, Any]:
+        done = run(
+            lambda: memory.correct_fact(conversation, fact, content, turns=turns or ()),
+            writes=True,
+        )
+        return {"old": done.old, "new": done.new, "turns": list(done.turn_ids)}
 
 
 def _conversation(conversation: Conversation) -> dict[str, Any]:

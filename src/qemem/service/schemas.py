@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
-from qemem.memory import SearchResult
+from qemem.answer.memory_audit import MAX_SAMPLE
+from qemem.memory import AUDIT_SAMPLE, SearchResult
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
 from qemem.models import Pool, Ref, Session, Space
 
@@ -113,8 +114,32 @@ class ContextIn(BaseModel):
     mode: ContextMode = Field(default="rule", description="llm: the LLM planner (needs an LLM)")
 
 
+class AskManyIn(AskIn):
+    conversations: list[str] = Field(
+        description="conversations of the namespace to answer over together (duplicates ignored)"
+    )
+
+
+class ContextManyIn(ContextIn):
+    conversations: list[str] = Field(
+        description="conversations of the namespace to draw the block from (duplicates ignored)"
+    )
+
+
 class CheckIn(BaseModel):
     text: str = Field(description="the answer or statement whose claims to check")
+
+
+class CorrectIn(BaseModel):
+    content: str = Field(description="the fact as it should read (names, no pronouns)")
+    turns: list[str] = Field(default_factory=list, description="turn ids that show it")
+
+
+class AuditIn(BaseModel):
+    sample: int = Field(
+        default=AUDIT_SAMPLE, ge=1, le=MAX_SAMPLE, description="facts and episodes to judge"
+    )
+    seed: int = Field(default=0, description="the same seed draws the same sample")
 
 
 class Health(BaseModel):

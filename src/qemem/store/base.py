@@ -19,7 +19,16 @@ from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn, check_text
+from qemem.models import (
+    Conversation,
+    Episode,
+    SemanticFact,
+    Session,
+    Space,
+    Supersession,
+    Turn,
+    check_text,
+)
 
 Ranked = list[tuple[str, float]]
 V = TypeVar("V")
@@ -55,6 +64,18 @@ class IndexRows:
     ids: list[str]
     tokens: list[list[str]]
     matrix: np.ndarray
+
+
+@dataclass(frozen=True)
+class TurnRemoval:
+    """What forgetting a turn removed from the store: the episodes citing it, the facts left
+    without provenance, the facts that lost an episode but stay, and the supersessions that
+    lost their last cited turn (or one of their facts), by the id of the fact they replaced."""
+
+    episodes: tuple[str, ...]
+    facts: tuple[str, ...]
+    unlinked: tuple[str, ...]
+    supersessions: tuple[str, ...]
 
 
 class MemoryStore(Protocol):
@@ -116,6 +137,27 @@ class MemoryStore(Protocol):
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
         """Remove episodes (links, vectors) and the facts no remaining episode supports."""
+        ...
+
+    # single-record edits (see qemem.store.edits)
+    def supersessions(self, scope: Scope) -> list[Supersession]:
+        """The scope's supersessions of facts, in the order of the facts they replace."""
+        ...
+
+    def put_supersessions(self, scope: Scope, items: Sequence[Supersession]) -> None: ...
+
+    def delete_facts(self, scope: Scope, ids: Sequence[str]) -> None:
+        """Delete facts with their links, vectors and supersessions."""
+        ...
+
+    def forget_turn(
+        self,
+        scope: Scope,
+        turn_id: str,
+        redacted: tuple[Turn, np.ndarray, str] | None = None,
+    ) -> TurnRemoval:
+        """Delete a turn, or redact it (``redacted``: the new turn, its vector, the embedder),
+        with the episodes citing it and the facts left without provenance; one transaction."""
         ...
 
     # what search indexes are built from

@@ -159,6 +159,30 @@ JOBS_NOT_BEFORE = "ALTER TABLE jobs ADD COLUMN not_before DOUBLE PRECISION;"
 """The ``not_before`` column of the ``jobs`` table (added after the table, in every store)."""
 
 
+_SUPERSESSIONS = """
+CREATE TABLE supersessions (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    old TEXT NOT NULL,
+    new TEXT NOT NULL,
+    turns TEXT NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    recorded TEXT NOT NULL,
+    PRIMARY KEY (conv, old)
+);
+CREATE INDEX supersessions_by_new ON supersessions (conv, new);
+"""
+
+
+def supersessions(dialect: Dialect) -> str:
+    """The ``supersessions`` table: fact ``old`` replaced by fact ``new`` (each fact at most
+    once), ``turns`` the JSON list of the turn ids that show it, ``at`` the conversation time
+    it holds from (ISO 8601), ``kind`` build or manual, ``recorded`` when it was stored (UTC).
+    No foreign keys to ``facts`` (SQLite's upsert of a fact is a delete and an insert): the
+    store removes a fact's supersessions with the fact."""
+    return _SUPERSESSIONS.format(ref=dialect.ref_type)
+
+
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
     """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
     created as ``name``."""
@@ -174,4 +198,12 @@ def create(dialect: Dialect) -> str:
         version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
-    return dialect.versions_ddl + tables + API_KEYS + IDEMPOTENCY + JOBS + JOBS_NOT_BEFORE
+    return (
+        dialect.versions_ddl
+        + tables
+        + API_KEYS
+        + IDEMPOTENCY
+        + JOBS
+        + JOBS_NOT_BEFORE
+        + supersessions(dialect)
+    )

@@ -175,13 +175,23 @@ class JobTable:
         return rows[0] if rows and namespace in (None, rows[0].namespace) else None
 
     def list(
-        self, namespace: str, status: JobStatus | None = None, *, limit: int = 100
+        self,
+        namespace: str,
+        status: JobStatus | None = None,
+        *,
+        limit: int = 100,
+        after: JobRow | None = None,
     ) -> list[JobRow]:
-        """The namespace's ``limit`` newest jobs (of ``status``, when given), newest first."""
-        where, params = "namespace = ?", [namespace]
+        """The namespace's ``limit`` newest jobs (of ``status``, when given), newest first in
+        a stable order (by creation time, then id, both descending); with ``after``, the page
+        of those that come after that job in this order."""
+        where, params = "namespace = ?", list[object]([namespace])
         if status is not None:
             where, params = where + " AND status = ?", [*params, status]
-        return self._select(where, params, f"ORDER BY created DESC, id LIMIT {int(limit)}")
+        if after is not None:
+            where += " AND (created < ? OR (created = ? AND id < ?))"
+            params = [*params, after.created, after.created, after.id]
+        return self._select(where, params, f"ORDER BY created DESC, id DESC LIMIT {int(limit)}")
 
     def counts(self) -> dict[str, int]:
         """How many jobs of all namespaces are in each status."""

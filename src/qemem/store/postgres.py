@@ -22,6 +22,7 @@ from qemem.models import Space
 from qemem.store import redact
 from qemem.store.base import Scope, ordering
 from qemem.store.dialect import POSTGRES
+from qemem.store.edits import NOT_SUPERSEDED
 from qemem.store.postgres_schema import migrate
 from qemem.store.rows import FIRST_TURN, TABLES
 from qemem.store.sql import SQLStore
@@ -163,8 +164,9 @@ class PostgresStore(SQLStore):
         sql = (
             f"SELECT v.id, v.vector, r.session, {position} FROM vectors v "
             f"JOIN {TABLES[space]} r ON r.conv = v.conv AND r.id = v.id "
-            "WHERE v.conv = %s AND v.space = %s "
-            f"ORDER BY v.vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
+            "WHERE v.conv = %s AND v.space = %s"
+            + (NOT_SUPERSEDED.format(table="v") if space == "fact" else "")
+            + f" ORDER BY v.vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
         )
         out: list[list[str]] = []
         with self._connection() as conn, conn.transaction():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create
+from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create, supersessions
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -31,6 +31,8 @@ UPGRADES: dict[int, str] = {
     5: JOBS,
     # 6: when a job may start (automatic builds wait for their conversation to be quiet)
     6: JOBS_NOT_BEFORE,
+    # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
+    7: supersessions(POSTGRES),
 }
 SCHEMA_VERSION = max(UPGRADES)
 

@@ -17,6 +17,7 @@ from qemem.store.ddl import (
     JOBS_NOT_BEFORE,
     create,
     fact_episodes,
+    supersessions,
 )
 from qemem.store.dialect import SQLITE
 
@@ -45,6 +46,8 @@ UPGRADES: dict[int, str] = {
     6: JOBS,
     # 7: when a job may start (automatic builds wait for their conversation to be quiet)
     7: JOBS_NOT_BEFORE,
+    # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
+    8: supersessions(SQLITE),
 }
 SCHEMA_VERSION = max(UPGRADES)
 

@@ -30,6 +30,7 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
+from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
 from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
@@ -52,13 +53,9 @@ from qemem.store.rows import (
 
 T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
-_ORPHANS = (
-    "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
-    "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)"
-)
 
 
-class SQLStore(ABC):
+class SQLStore(SQLEdits, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -369,11 +366,7 @@ class SQLStore(ABC):
                 "DELETE FROM vectors WHERE conv = ? AND space = 'episode' AND id = ?",
                 [(pk, i) for i in ids],
             )
-            self._exec(
-                f"DELETE FROM vectors WHERE conv = ? AND space = 'fact' AND id IN ({_ORPHANS})",
-                (pk, pk),
-            )
-            self._exec(f"DELETE FROM facts WHERE conv = ? AND id IN ({_ORPHANS})", (pk, pk))
+            drop_facts(self, pk, [r[0] for r in self._query(ORPHANS, (pk, pk))])
 
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]:
         return select_records(
@@ -397,9 +390,11 @@ class SQLStore(ABC):
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
         position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
+        current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
         rows = self._query(
             f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
-            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?",
+            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
+            + current,
             (space, pk),
             binary=True,
         )

@@ -1,6 +1,6 @@
-"""Offline answerers of the audit stages (``audit.claim``, ``audit.split``, ``audit.answer``)
-and of ``check`` (``check.split``, ``check.claim``): deterministic word-overlap judgements over
-the structured inputs the requests attach."""
+"""Offline answerers of the audit stages (``audit.claim``, ``audit.split``, ``audit.answer``,
+``audit.memory``) and of ``check`` (``check.split``, ``check.claim``): deterministic
+word-overlap judgements over the structured inputs the requests attach."""
 
 from __future__ import annotations
 
@@ -85,3 +85,25 @@ def check(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
             {"turn": best["id"], "stance": "contradicts" if negated else "supports", "quote": quote}
         ],
     }
+
+
+def memory(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The memory audit's judge (``audit.memory``): supported when every content word of the
+    statement is in the passages, partially when at least half are, else unsupported; but
+    contradicted when at least 60% are and exactly one of the statement and the passages'
+    sentence sharing most of its words is negated."""
+    if "statement" not in inputs:
+        return None
+    statement = str(inputs["statement"])
+    texts = [f"{p['speaker']} {p['text']}" for p in inputs.get("passages", [])]
+    share = _overlap(statement, texts)
+    sentences = [s for t in texts for s in _sentences(t)]
+    best = max(sentences, key=lambda s: _overlap(statement, [s]), default="")
+    negated = bool(_NEGATION.search(statement)) != bool(_NEGATION.search(best))
+    reason = f"{share:.0%} of the statement's words are in the messages"
+    if share >= 0.6 and negated:
+        return {"label": "contradicted", "reason": reason}
+    label = (
+        "supported" if share == 1.0 else "partially supported" if share >= 0.5 else "unsupported"
+    )
+    return {"label": label, "reason": reason}

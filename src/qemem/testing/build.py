@@ -1,7 +1,8 @@
 """The offline LLM's build answers, from the ``turns`` a build request carries: episodes of
 about six turns, a title from the first turn's salient words, a narrative quoting the turns,
-no prediction and one fact per episode. Each returns None when the request carries no turns
-(the request then gets the generic answer); ``predict`` needs none."""
+no prediction and one fact per episode, plus one superseding a known fact (of the request's
+``known``) for each later turn that says something changed. Each returns None when the request
+carries no turns (the request then gets the generic answer); ``predict`` needs none."""
 
 from __future__ import annotations
 
@@ -51,13 +52,36 @@ def predict(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"prediction": []}
 
 
+_CHANGE = re.compile(r"\b(?:no longer|not anymore|anymore|instead)\b", re.IGNORECASE)
+"""Words of a turn that updates what was known (the offline rule for supersessions)."""
+
+
+def _mention(turn: Turn) -> str:
+    words = re.sub(r"\[shares a photo:[^\]]*\]", "", turn.text).split()[:8]
+    span = " ".join(words).rstrip(".,!?;:") or "something"
+    return f"{turn.speaker} mentioned {span}"
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 4}
+
+
 def calibrate(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One fact: the first speaker mentioned the first words of the first turn."""
+    """One fact: the first speaker mentioned the first words of the first turn. And for each
+    later turn saying something changed ("no longer", "anymore", "instead"), a fact of that
+    turn superseding the known fact sharing most of its words (at least two), citing it."""
     turns = _turns(inputs)
     if turns is None:
         return None
     if not turns:
         return {"facts": []}
-    words = re.sub(r"\[shares a photo:[^\]]*\]", "", turns[0].text).split()[:8]
-    span = " ".join(words).rstrip(".,!?;:") or "something"
-    return {"facts": [f"{turns[0].speaker} mentioned {span}"]}
+    facts: list[Any] = [_mention(turns[0])]
+    known = list(inputs.get("known", ()))
+    for n, turn in enumerate(turns[1:], start=2):
+        if not _CHANGE.search(turn.text) or not known:
+            continue
+        shared = [(len(_words(f.content) & _words(turn.text)), f.id) for f in known]
+        count, fid = max(shared, key=lambda pair: pair[0])
+        if count >= 2:
+            facts.append({"fact": _mention(turn), "supersedes": fid, "turns": [n]})
+    return {"facts": facts}

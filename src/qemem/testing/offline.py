@@ -2,10 +2,11 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a ``.repair`` or ``.retry``
-request is answered like the request it follows), which reads the structured
-``request.inputs`` the stage attached, never the prompt text; else, for a stage it does not
-know or a request without those inputs, the generic answer of :mod:`qemem.testing.generic`.
+``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
+``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
+structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
+does not know or a request without those inputs, the generic answer of
+:mod:`qemem.testing.generic`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ ANSWERERS: dict[str, Answerer] = {
     "construct": query.construct,
     "answer": query.answer,
     "answer.nemori": query.short_answer,
+    "answer_round0": query.answer,
     "judge": query.judge,
     "build.segment": build.segment,
     "build.episode": build.episode,
@@ -37,6 +39,7 @@ ANSWERERS: dict[str, Answerer] = {
     "audit.claim": audit.claim,
     "audit.split": audit.split,
     "audit.answer": audit.answer,
+    "audit.memory": audit.memory,
     "check.split": audit.split,
     "check.claim": audit.check,
 }

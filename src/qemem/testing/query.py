@@ -9,7 +9,9 @@ gets the generic answer). Deterministic and naive; for tests and demos, never fo
   words, and a first-person paraphrase ("I <content words>").
 * construct: the shown memories that read ``who: what`` sharing the most words with the
   question and the need (at most three, only those sharing at least one), one card each
-  quoting (at most twenty words of) the sentence sharing the most words; sufficient.
+  quoting (at most twenty words of) the sentence sharing the most words; sufficient when the
+  cards' memories share at least half of the question's content words, else insufficient,
+  missing (and asking a follow-up query for) the question words they lack.
 * answer: the first card's quote (else its claim; with no cards, the best sentence of the
   shown memory sharing the most words with the question), ending with ``FINAL ANSWER: <that>``.
 * judge: CORRECT when ``f1_common(prediction, gold) >= 0.5`` or the gold occurs in the
@@ -120,10 +122,12 @@ def best_said(inputs: Mapping[str, Any], terms: set[str], limit: int) -> list[tu
 
 
 def construct(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """Cards for the shown memories with the most word overlap with the question and need."""
+    """Cards for the shown memories with the most word overlap with the question and need;
+    insufficient (asking for the missing words) when they cover under half the question's."""
     if "question" not in inputs:
         return None
     terms = _terms(f"{inputs['question']} {inputs.get('need', '')}")
+    found = best_said(inputs, terms, CONSTRUCT_CARDS)
     cards = [
         {
             "claim": f"{who} said: {_best_sentence(what, terms)}",
@@ -132,9 +136,14 @@ def construct(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
             "time": "",
             "relation": "answer candidate",
         }
-        for rid, who, what in best_said(inputs, terms, CONSTRUCT_CARDS)
+        for rid, who, what in found
     ]
-    return {"cards": cards, "sufficient": True, "missing": "", "follow_up_queries": []}
+    wanted = _terms(str(inputs["question"]))
+    covered = set().union(*(_terms(what) for _, _, what in found)) & wanted
+    if found and 2 * len(covered) >= len(wanted):
+        return {"cards": cards, "sufficient": True, "missing": "", "follow_up_queries": []}
+    missing = " ".join(sorted(wanted - covered)) or str(inputs["question"])
+    return {"cards": cards, "sufficient": False, "missing": missing, "follow_up_queries": [missing]}
 
 
 def answer(inputs: Mapping[str, Any]) -> str | None:

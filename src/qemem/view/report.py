@@ -32,11 +32,18 @@ ANSWER_METRICS = (
     "abstention",
     "correct_and_grounded",
 )
+#: the memory audit's labels (audit-memory.json)
+MEMORY_LABELS = ("supported", "partially supported", "unsupported", "contradicted")
 DIAGNOSES = {
     "never_retrieved": "evidence never retrieved",
     "not_cited": "retrieved but not cited",
     "cited_wrong": "cited but wrong",
 }
+
+
+#: stages that measure the method rather than belong to it: the judge and the round-0 answer
+#: of the refinement analysis (``qemem.answer.ROUND0_STAGE``)
+ANALYSIS_STAGES = ("judge", "answer_round0")
 
 
 def correctness(record: Record) -> str:
@@ -64,8 +71,9 @@ def diagnosis(record: Record) -> str:
 
 
 def method_cost(record: Record) -> tuple[int, float | None]:
-    """LLM calls and nominal USD of answering (the judge left out; USD None when unpriced)."""
-    stages = [t for stage, t in record.get("llm", {}).items() if stage != "judge"]
+    """LLM calls and nominal USD of answering (the judge and the round-0 answer of the
+    refinement analysis left out; USD None when unpriced)."""
+    stages = [t for stage, t in record.get("llm", {}).items() if stage not in ANALYSIS_STAGES]
     costs = [t.get("cost_usd") for t in stages]
     usd = None if any(c is None for c in costs) else sum(float(c) for c in costs)
     return sum(int(t.get("calls", 0)) for t in stages), usd
@@ -156,7 +164,8 @@ def report_html(
     ``summary`` (see the module doc). ``plots`` are ``{"name", "src"}`` images; ``sources`` are
     the source records by conversation (a run's sources.json); for a conversation it lacks, the
     sources the records carry themselves are used. ``audits`` are the run's audit records by
-    kind (``claims``, ``answers``: its audit-*.json), each shown in its own section."""
+    kind (``claims``, ``answers``, ``memory``: its audit-*.json), each shown in its own
+    section."""
     views = {n: v for n, r in enumerate(records) if (v := view_record(r)) is not None}
     asked = {str(r["conversation"]) for r in records}
     conversations = {cid: s for cid, s in (sources or {}).items() if cid in asked}
@@ -175,4 +184,5 @@ def report_html(
         audits=dict(audits or {}),
         audit_labels=AUDIT_LABELS,
         answer_metrics=ANSWER_METRICS,
+        memory_labels=MEMORY_LABELS,
     )

@@ -10,8 +10,9 @@ from typing import Any
 
 from qemem.answer import is_abstention
 from qemem.answer.check import ClaimLabel, Split, passage_lines, split_claims
+from qemem.answer.sampling import stratified_sample, weighted_share
 from qemem.errors import InputError, StructuredOutputError
-from qemem.eval.audit.common import Run, load_run, stratified_sample, weighted_share, write_audit
+from qemem.eval.audit.common import Run, load_run, write_audit
 from qemem.eval.stats import paired_bootstrap
 from qemem.llm import LLMClient, LLMRequest, Message
 from qemem.prompts import as_data, render

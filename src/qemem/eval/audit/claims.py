@@ -10,16 +10,9 @@ from typing import Any, Literal
 
 import pydantic
 
+from qemem.answer.sampling import Drawn, stratified_sample, weighted_share
 from qemem.errors import StructuredOutputError
-from qemem.eval.audit.common import (
-    Drawn,
-    load_run,
-    record_cards,
-    session_date,
-    stratified_sample,
-    weighted_share,
-    write_audit,
-)
+from qemem.eval.audit.common import load_run, record_cards, session_date, write_audit
 from qemem.llm import LLMClient, LLMRequest, Message
 from qemem.prompts import as_data, render
 

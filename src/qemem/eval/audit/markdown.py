@@ -9,12 +9,14 @@ from typing import Any
 
 from qemem.eval.audit.answers import ANSWERS_FILE, METRICS
 from qemem.eval.audit.claims import CLAIMS_FILE, LABELS
+from qemem.eval.audit.memory import MEMORY_FILE, memory_section
 
 
 def load_audits(out: Path) -> dict[str, Any]:
-    """The audit records the run folder holds, by kind (``claims``, ``answers``)."""
+    """The audit records the run folder holds, by kind (``claims``, ``answers``,
+    ``memory``)."""
     found = {}
-    for kind, name in (("claims", CLAIMS_FILE), ("answers", ANSWERS_FILE)):
+    for kind, name in (("claims", CLAIMS_FILE), ("answers", ANSWERS_FILE), ("memory", MEMORY_FILE)):
         path = out / name
         if path.exists():
             found[kind] = json.loads(path.read_text("utf-8"))
@@ -81,5 +83,6 @@ def audit_markdown(out: Path) -> str:
     lines = [
         *(claims_section(audits["claims"]) if "claims" in audits else []),
         *(answers_section(audits["answers"]) if "answers" in audits else []),
+        *(memory_section(audits["memory"]) if "memory" in audits else []),
     ]
     return "\n".join(lines)

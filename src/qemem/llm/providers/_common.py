@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from qemem.errors import ConfigError, LLMAuthError, LLMCallError
-from qemem.llm.types import redact
+from qemem.llm.types import LLMRequest, Message, Part, redact, schema_instruction
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -106,3 +106,12 @@ def map_sdk_error(exc: Exception, provider: str, model: str, secrets: list[str])
             retryable=True,
         )
     return LLMCallError(f"{provider} call failed: {kind}: {redact(str(exc), secrets)[:300]}")
+
+
+def with_schema_text(request: LLMRequest) -> LLMRequest:
+    """``request`` without its native schema, stated instead as text at the end of its last
+    message, after any cache breakpoint (so the cached prefix is the same with or without a
+    schema); the client extracts the JSON from the reply."""
+    *head, last = request.messages
+    tail = Message.of(last.role, [*last.blocks(), Part(schema_instruction(request))])
+    return request.with_(messages=[*head, tail], schema=None, schema_name=None)

@@ -5,6 +5,14 @@ instance roles); the region from AWS_REGION or AWS_DEFAULT_REGION. With a schema
 carries a ``toolConfig`` with one tool whose input schema is the schema, forced by ``toolChoice``
 for the models that Converse lets force a named tool (Anthropic Claude and Amazon Nova); for other
 models (Llama, Mistral...) the schema is stated in the system prompt, as for openai-compat.
+
+Prompt caching (Claude and Nova): a request's cache breakpoint (``Part.cache``) becomes a
+``{"cachePoint": {"type": "default"}}`` content block after the part it closes (five minutes,
+refreshed on use), when its prefix reaches the model's minimum cacheable length
+(``qemem.llm.prompt_cache``); such a request states its schema in text after the breakpoint,
+not as a tool (the tool configuration precedes the cached prefix). Usage reports
+``cacheWriteInputTokens`` and ``cacheReadInputTokens`` beside ``inputTokens`` (the uncached
+rest); ``LLMResponse.input_tokens`` is their sum.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import time
 from typing import Any
 
 from qemem.errors import ConfigError, LLMAuthError, LLMCallError
-from qemem.llm.providers._common import require
-from qemem.llm.types import LLMRequest, LLMResponse, schema_instruction
+from qemem.llm.prompt_cache import breakpoint_allowed
+from qemem.llm.providers._common import require, with_schema_text
+from qemem.llm.types import LLMRequest, LLMResponse, Message, schema_instruction
 
 _RETRYABLE_CODES = frozenset(
     {
@@ -31,9 +40,25 @@ _RETRYABLE_CODES = frozenset(
 _NAMED_TOOL_FAMILIES = ("anthropic.", "amazon.nova")
 """Model-id parts of the families whose Converse ``toolChoice`` may name a tool (API reference,
 ToolChoice: "Only supported by Anthropic Claude 3 and Amazon Nova models")."""
+_CACHE_FAMILIES = ("anthropic.", "amazon.nova")
+"""Model-id parts of the families Bedrock prompt caching supports."""
+CACHE_POINT = {"cachePoint": {"type": "default"}}
 _AUTH_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 )
+
+
+def content(message: Message, cache: bool) -> list[dict[str, Any]]:
+    """A message's Converse content blocks: its text, or with ``cache`` its parts with a
+    ``cachePoint`` block after each breakpoint."""
+    if not cache or not message.parts:
+        return [{"text": message.content}]
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        blocks.append({"text": part.text})
+        if part.cache:
+            blocks.append(CACHE_POINT)
+    return blocks
 
 
 class BedrockProvider:
@@ -72,11 +97,14 @@ class BedrockProvider:
 
     def payload(self, request: LLMRequest) -> dict[str, Any]:
         """Keyword arguments of ``converse`` for ``request``."""
+        cache = any(f in self.model for f in _CACHE_FAMILIES) and breakpoint_allowed(
+            request, self.name, self.model
+        )
+        if cache and request.schema is not None:
+            request = with_schema_text(request)
         kwargs: dict[str, Any] = {
             "modelId": self.model,
-            "messages": [
-                {"role": m.role, "content": [{"text": m.content}]} for m in request.messages
-            ],
+            "messages": [{"role": m.role, "content": content(m, cache)} for m in request.messages],
             "inferenceConfig": {
                 "maxTokens": request.max_tokens,
                 "temperature": request.temperature,
@@ -156,11 +184,15 @@ class BedrockProvider:
                 parsed = block["toolUse"].get("input")
         text = json.dumps(parsed, ensure_ascii=False) if parsed is not None else "".join(texts)
         usage = out.get("usage", {})
+        write = int(usage.get("cacheWriteInputTokens", 0) or 0)
+        read = int(usage.get("cacheReadInputTokens", 0) or 0)
         return LLMResponse(
             text=text,
             parsed=parsed,
-            input_tokens=int(usage.get("inputTokens", 0)),
+            input_tokens=int(usage.get("inputTokens", 0)) + write + read,
             output_tokens=int(usage.get("outputTokens", 0)),
+            cache_write_tokens=write,
+            cache_read_tokens=read,
             latency_s=latency,
             model=self.model,
             cost_usd=None,

@@ -4,17 +4,27 @@
 ``openai-compat`` (vLLM, Ollama, llama.cpp server, LM Studio, OpenRouter...): any ``base_url``;
 key in QEMEM_LLM_API_KEY if the server needs one (OPENAI_API_KEY is never sent to a foreign
 server); a schema is stated in the system prompt and the JSON is extracted from the text.
+
+Prompt caching is automatic (prompts of 1,024 tokens or more, the longest prefix an earlier
+request shares): a request with a cache breakpoint whose prefix reaches 1,024 tokens keeps
+everything before it stable, so its schema is stated in text after the breakpoint (a
+``response_format`` schema is part of the cached prefix, which would differ between stages
+with and without one), and ``openai`` gets a ``prompt_cache_key`` naming the prefix (routing
+requests that share it to the same cache). Usage reports
+``prompt_tokens_details.cached_tokens`` among ``prompt_tokens``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from qemem.errors import ConfigError
-from qemem.llm.providers._common import env_key, map_sdk_error, require
+from qemem.llm.prompt_cache import breakpoint_allowed
+from qemem.llm.providers._common import env_key, map_sdk_error, require, with_schema_text
 from qemem.llm.types import LLMRequest, LLMResponse, schema_instruction
 
 
@@ -64,8 +74,15 @@ class OpenAIProvider:
 
     def payload(self, request: LLMRequest) -> dict[str, Any]:
         """Keyword arguments of ``chat.completions.create`` for ``request``."""
-        system = request.system
         kwargs: dict[str, Any] = {"model": self.model, "temperature": request.temperature}
+        prefix = request.cache_prefix
+        if prefix is not None and breakpoint_allowed(request, self.name, self.model):
+            if request.schema is not None:
+                request = with_schema_text(request)
+            if not self.compat:
+                digest = hashlib.sha256(prefix.encode("utf-8")).hexdigest()[:32]
+                kwargs["extra_body"] = {"prompt_cache_key": f"qemem-{digest}"}
+        system = request.system
         if self.compat:
             kwargs["max_tokens"] = request.max_tokens
             if request.schema is not None:
@@ -95,11 +112,13 @@ class OpenAIProvider:
         latency = time.perf_counter() - start
         choice = out.choices[0]
         usage = out.usage
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return LLMResponse(
             text=choice.message.content or "",
             parsed=None,
             input_tokens=int(usage.prompt_tokens or 0) if usage else 0,
             output_tokens=int(usage.completion_tokens or 0) if usage else 0,
+            cache_read_tokens=int(getattr(details, "cached_tokens", 0) or 0),
             latency_s=latency,
             model=str(out.model or self.model),
             cost_usd=None,

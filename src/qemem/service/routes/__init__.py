@@ -2,12 +2,13 @@
 
 from fastapi import FastAPI
 
-from qemem.service.routes import build, conversations, health, query
+from qemem.service.routes import build, conversations, health, query, records
 
 
 def register(app: FastAPI) -> None:
-    """Add every route to ``app``: health, conversations, query, build (in that order)."""
-    for resource in (health, conversations, query, build):
+    """Add every route to ``app``: health, conversations, records, query, build (in that
+    order)."""
+    for resource in (health, conversations, records, query, build):
         resource.register(app)
 
 

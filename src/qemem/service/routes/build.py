@@ -3,14 +3,19 @@ any server process, of any replica, answers for any job)."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import Annotated
+
+from fastapi import FastAPI, Query, Request, Response
 
 from qemem.errors import LLMError
-from qemem.memory.jobs import Job
+from qemem.memory.jobs import MAX_JOBS_PAGE, Job
 from qemem.service.auth import Reader, Writer
 from qemem.service.problems import error_responses
 from qemem.service.state import State, existing_conversation
 from qemem.store.jobs import JobStatus
+
+NEXT_CURSOR = "X-Next-Cursor"
+"""The response header of ``GET /v1/jobs`` with the cursor of the next page."""
 
 
 def build(conversation: str, key: Writer, state: State) -> Job:
@@ -28,9 +33,28 @@ def build(conversation: str, key: Writer, state: State) -> Job:
     return job
 
 
-def list_jobs(key: Reader, state: State, status: JobStatus | None = None) -> list[Job]:
-    """The caller's jobs (only those of ``status``, when given), newest first."""
-    return state.memory(key.namespace).jobs(status)
+def list_jobs(
+    key: Reader,
+    state: State,
+    request: Request,
+    response: Response,
+    status: JobStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_JOBS_PAGE, description="jobs per page")] = 50,
+    cursor: Annotated[
+        str | None, Query(description="the page after this one: a response's X-Next-Cursor")
+    ] = None,
+) -> list[Job]:
+    """A page of the caller's jobs (only those of ``status``, when given), newest first. When
+    more follow, the ``X-Next-Cursor`` header holds the ``cursor`` of the next page (and the
+    ``Link`` header its URL, ``rel="next"``)."""
+    memory = state.memory(key.namespace)
+    page = memory.jobs(status, limit=limit, before=cursor)
+    if len(page) == limit and memory.jobs(status, limit=1, before=page[-1].id):
+        response.headers[NEXT_CURSOR] = page[-1].id
+        following = request.url.include_query_params(cursor=page[-1].id)
+        # relative (RFC 8288): right behind a proxy that rewrites the host
+        response.headers["Link"] = f'<{following.path}?{following.query}>; rel="next"'
+    return page
 
 
 def get_job(job_id: str, key: Reader, state: State) -> Job:
@@ -55,7 +79,12 @@ def register(app: FastAPI) -> None:
         responses=error_responses(403, 404, 503),
     )
     app.add_api_route(
-        "/v1/jobs", list_jobs, methods=["GET"], tags=["build"], responses=error_responses()
+        "/v1/jobs",
+        list_jobs,
+        methods=["GET"],
+        tags=["build"],
+        responses=error_responses(404)
+        | {200: {"headers": {NEXT_CURSOR: {"description": "the next page's cursor, if any"}}}},
     )
     app.add_api_route(
         "/v1/jobs/{job_id}",

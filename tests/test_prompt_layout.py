@@ -1,0 +1,171 @@
+"""Prompt layouts: the ``cached`` layout shares one byte-identical prefix across every stage of
+a question, the ``paper`` layout keeps the published prompts, and the offline LLM's cards and
+answers are the same under both."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qemem.answer import AskConfig, ask
+from qemem.embed import HashEmbedder
+from qemem.errors import InputError
+from qemem.evidence import SharedPrefix, SourceIndex
+from qemem.evidence.layout import shared_prefix
+from qemem.llm import LLMClient, LLMRequest
+from qemem.llm.types import estimate_tokens
+from qemem.memory import Memory
+from qemem.prompts import render
+from qemem.store import Scope, SQLiteStore
+from qemem.testing import OfflineLLM, offline_answer
+
+SCOPE = Scope("demo-1")
+EMBEDDER = HashEmbedder()
+QUESTION = "When did Priya go to her first pottery class?"
+
+
+@pytest.fixture(scope="module")
+def store(sample_path: Path) -> Iterator[SQLiteStore]:
+    store = SQLiteStore(":memory:")
+    Memory(store, EMBEDDER).ingest(sample_path)
+    yield store
+    store.close()
+
+
+def _questions(path: Path) -> list[str]:
+    return [q["question"] for q in json.loads(path.read_text(encoding="utf-8"))[0]["qa"]]
+
+
+class Retrying:
+    """The offline LLM, but the first answer abstains and every constructor round asks for
+    more (so a question runs construct, two refinement rounds, answer and its retry)."""
+
+    def __init__(self) -> None:
+        self.requests: list[LLMRequest] = []
+
+    def __call__(self, request: LLMRequest) -> Any:
+        self.requests.append(request)
+        found = offline_answer(request)
+        if request.stage == "answer":
+            return "Nothing says so.\nFINAL ANSWER: The conversation does not mention it."
+        if request.stage == "construct" and isinstance(found, dict):
+            follow = ["pottery studio Saturday", "clay wheel"]
+            return {**found, "sufficient": False, "missing": "more", "follow_up_queries": follow}
+        return found
+
+
+def test_cached_layout_shares_one_prefix_across_every_stage(store: SQLiteStore) -> None:
+    script = Retrying()
+    config = AskConfig(prompt_layout="cached")
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(OfflineLLM(script)), QUESTION, config=config)
+    stages = [r.stage for r in script.requests]
+    assert stages[0] == "plan" and "answer.retry" in stages
+    assert stages.count("construct") == len(answer.evidence.rounds) >= 2
+    shared = script.requests[1:]
+    prefixes = {(r.system, r.messages[0].parts[0]) for r in shared}
+    assert len(prefixes) == 1  # byte-identical role and prefix, one breakpoint after it
+    system, head = prefixes.pop()
+    assert system == render("role") and head.cache
+    initial = SharedPrefix.of(SourceIndex(store, SCOPE), answer.pool)  # merged pool: differs
+    assert head.text.startswith("Conversation between Priya and Tomas; its sessions span ")
+    assert head.text != initial.text  # the prefix holds the initial pool only
+    owns = [r.messages[0].parts[1].text for r in shared]
+    assert owns[0].startswith(render("construct").rstrip())
+    assert "New memories:" in owns[1] and "Cards so far:" in owns[1]
+    assert owns[-2].startswith(render("answer").rstrip())
+    assert owns[-1] == owns[-2] + render("answer_retry")
+    for request in shared:  # the request's prefix is the system prompt and the first part
+        assert request.cache_prefix == f"{system}\n{head.text}"
+
+
+def test_paper_layout_keeps_the_published_prompts(store: SQLiteStore) -> None:
+    fake = OfflineLLM()
+    config = AskConfig(prompt_layout="paper")
+    ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION, config=config)
+    construct, answer = fake.calls[1], fake.calls[-1]
+    assert construct.system == render("construct") and answer.system == render("answer")
+    assert all(not m.parts for r in fake.calls for m in r.messages)
+    assert all(r.cache_prefix is None for r in fake.calls)
+    assert construct.messages[0].content.startswith(f"Question: {QUESTION}")
+
+
+@pytest.mark.parametrize("mode", ["full", "no-refine", "direct", "matched"])
+def test_offline_cards_and_answers_are_the_same_under_both_layouts(
+    store: SQLiteStore, sample_path: Path, mode: Any
+) -> None:
+    for question in _questions(sample_path):
+        got = {}
+        for layout in ("paper", "cached"):
+            llm = LLMClient(OfflineLLM())
+            config = AskConfig(prompt_layout=layout)  # type: ignore[arg-type]
+            answer = ask(store, SCOPE, EMBEDDER, llm, question, mode=mode, config=config)
+            got[layout] = (
+                answer.text,
+                [(c.claim, c.sources, c.quote, c.verified) for c in answer.cards],
+                answer.evidence.termination,
+                answer.evidence.shown.turns,
+                answer.citations,
+            )
+        assert got["paper"] == got["cached"], question
+
+
+def test_an_unknown_layout_is_refused(store: SQLiteStore) -> None:
+    config = AskConfig(prompt_layout="fancy")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="unknown prompt layout 'fancy'"):
+        ask(store, SCOPE, EMBEDDER, LLMClient(OfflineLLM()), QUESTION, config=config)
+
+
+def test_the_role_holds_the_fewest_instructions_that_reach_the_minimum(
+    store: SQLiteStore,
+) -> None:
+    index = SourceIndex(store, SCOPE)
+    pool = ask(store, SCOPE, EMBEDDER, None, QUESTION, mode="retrieval").pool
+    plain = SharedPrefix.of(index, pool)
+    assert plain.instructions == () and plain.system == render("role")
+    length = estimate_tokens(f"{plain.system}\n{plain.text}")
+    answer_only = SharedPrefix.of(index, pool, minimum=length + 10)
+    assert answer_only.instructions == ("answer",) and answer_only.text == plain.text
+    assert render("answer") in answer_only.system and render("construct") not in answer_only.system
+    both = SharedPrefix.of(index, pool, minimum=length + estimate_tokens(render("construct")) + 50)
+    assert both.instructions == ("construct", "answer")
+    assert SharedPrefix.of(index, pool, minimum=10**6).instructions == ()  # cannot reach it
+    inputs: dict[str, Any] = {}
+    held = answer_only.request("answer.retry", "Q?", max_tokens=9, inputs=inputs)
+    assert held.messages[0].parts[1].text == render("answer_task") + "Q?"
+    own = answer_only.request("construct", "Q?", max_tokens=9, inputs=inputs)
+    assert own.messages[0].parts[1].text == f"{render('construct').rstrip()}\n\nQ?"
+
+
+def test_the_cached_answer_names_cited_prefix_turns_with_their_resolved_times(
+    store: SQLiteStore,
+) -> None:
+    fake = OfflineLLM()
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION)
+    assert "D1:3" in answer.citations
+    request = fake.calls[-1]
+    prefix, own = request.messages[0].parts
+    assert "[D1:3] Priya: " in prefix.text
+    context = own.text.split("Cited sources in their context")[1]
+    line = next(x for x in context.splitlines() if x.startswith("*[D1:3]"))
+    assert line == "*[D1:3] Priya (shown above): last Saturday [the Saturday before 14 March 2024]"
+    paper = OfflineLLM()
+    ask(store, SCOPE, EMBEDDER, LLMClient(paper), QUESTION, config=AskConfig(prompt_layout="paper"))
+    shown = paper.calls[-1].messages[0].content  # the paper layout repeats the turn itself
+    assert "pottery class last Saturday [the Saturday before 14 March 2024] at the studio" in shown
+
+
+def test_a_question_whose_prefix_cannot_reach_the_minimum_gets_the_paper_layout(
+    store: SQLiteStore,
+) -> None:
+    index = SourceIndex(store, SCOPE)
+    pool = ask(store, SCOPE, EMBEDDER, None, QUESTION, mode="retrieval").pool
+    assert shared_prefix(index, pool, 0) == SharedPrefix.of(index, pool)
+    assert shared_prefix(index, pool, 10**6) is None
+    standing_for_haiku = OfflineLLM(model="claude-haiku-4-5")  # 4,096 tokens: the sample is short
+    ask(store, SCOPE, EMBEDDER, LLMClient(standing_for_haiku), QUESTION)
+    assert all(r.cache_prefix is None for r in standing_for_haiku.calls)
+    assert standing_for_haiku.calls[-1].system == render("answer")
