@@ -64,7 +64,7 @@ def test_reference_figures_are_shown_never_graded_with_the_offline_llm(
     assert "offline LLM" in figure["note"]
 
 
-def test_list_shows_one_condition_per_figure_and_marks_pending() -> None:
+def test_list_shows_one_condition_per_figure() -> None:
     result = invoke("--list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
@@ -74,7 +74,7 @@ def test_list_shows_one_condition_per_figure_and_marks_pending() -> None:
         "refinement", "planning-ablation", "quote-time-audit", "claim-audit", "answer-audit",
     ):  # fmt: skip
         assert name in rows
-    assert rows["complexity-gaps"]["pending"] and not rows["coverage-turns"]["pending"]
+    assert not rows["coverage-turns"]["pending"]
     assert "sample" in rows["coverage-turns"]["pinned_on"]
     assert rows["coverage-turns"]["uses_llm"] is False and rows["accuracy-full"]["uses_llm"]
 
@@ -153,6 +153,11 @@ conditions:
     title: needs llm
     figures:
       x: {run: two, path: a}
+  e:
+    title: waits for a branch
+    pending: needs branch x
+    figures:
+      x: {run: one, path: a}
 """
 
 
@@ -230,6 +235,17 @@ def test_runs_run_once_after_the_runs_they_need(tmp_path: Path) -> None:
     assert result.figures[0].grade == "NEW"
     run_conditions(runner_, ["c", "d"], {})
     assert len(execute.calls) == 2  # each run once per invocation
+
+
+def test_pending_conditions_are_listed_never_run(tmp_path: Path) -> None:
+    conditions = _hand_made(tmp_path)
+    execute = Canned({"a": 1})
+    [result] = run_conditions(Runner(conditions, _settings(tmp_path), execute), ["e"], {})
+    assert result.status == "SKIP" and result.skipped == "pending: needs branch x"
+    assert execute.calls == []
+    listed = invoke("--list", "--json", "--conditions", str(conditions.path))
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["e"]["pending"] == "needs branch x" and rows["c"]["pending"] is None
 
 
 def test_record_diff(tmp_path: Path) -> None:
