@@ -23,7 +23,7 @@ builds quotes from each turn's message text, deterministically (seeded):
 Every quote is checked twice, in one run: ``before`` is the rule before issue 20 (two content
 words, verbatim or not), ``after`` the library's rule (``verbatim_evidence``).
 
-    python benchmarks/quote_acceptance.py --data locomo10.json
+    python benchmarks/quote_acceptance.py --data locomo10.json [--json]
 """
 
 from __future__ import annotations
@@ -201,6 +201,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("-v", "--verbose", action="store_true", help="list wrong verdicts")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
     samples = load_locomo(args.data)
     texts = {
@@ -239,6 +240,20 @@ def main() -> None:
     if args.verbose:
         for line in wrong:
             print("  " + line)
+    if args.json:
+        accepted = {
+            kind: round(new / total, 4) if total else None
+            for kind, (_, new, total) in counts.items()
+        }
+        print(
+            json.dumps(
+                {
+                    "evidence_turns": len(keys),
+                    "quotes": sum(c[2] for c in counts.values()),
+                    "accepted": accepted,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ resolves the expression against the turn's session date and compares with the go
 ways: the exact phrase (case-insensitive) and date agreement (``time_agrees``: the gold's period
 overlaps the resolved range, or contains the phrase).
 
-    python benchmarks/time_agreement.py --data locomo10.json [-v]
+    python benchmarks/time_agreement.py --data locomo10.json [-v] [--json]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("-v", "--verbose", action="store_true", help="list disagreements")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
     samples = load_locomo(args.data)
     turns = {
@@ -60,6 +61,10 @@ def main() -> None:
     if args.verbose:
         for key, gold, expression, phrase in misses:
             print(f"  {key:12} gold {gold!r:36} | {expression!r} -> {phrase!r}")
+    if args.json:
+        shares = {"exact": exact / max(total, 1), "agreement": agree / max(total, 1)}
+        rounded = {k: round(v, 4) for k, v in shares.items()}
+        print(json.dumps({"questions": total, "no_time": no_time, **rounded}))
 
 
 if __name__ == "__main__":

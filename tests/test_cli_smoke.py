@@ -76,6 +76,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
         "folder",
     ),
     "data locomo": ("data locomo --out OUTPUT", "folder"),
+    "reproduce": ("reproduce -c coverage-turns --dry-run --out OUTPUT", "folder"),
 }
 SERVERS = {"serve", "mcp"}  # given a store that can be read, they would start serving
 

@@ -766,6 +766,12 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
         ["correct-fact", "TEXT", "Ana.", "--store", "STORE", "-c", "base"],
         ["correct-fact", "S9", "Ana.", "--store", "STORE", "-c", "TEXT", "--turn", "TEXT"],
     ),
+    "reproduce": _cli(
+        ["reproduce", "-c", "TEXT", "--dry-run"],
+        ["reproduce", "-c", "coverage-turns", "--data", "TEXT", "--dry-run"],
+        ["reproduce", "--conditions", "TEXT", "--list"],
+        checked=False,
+    ),
 }
 
 
@@ -833,7 +839,7 @@ def test_every_entry_point_has_a_driver(surface: str) -> None:
 
 STORELESS = {
     ("memory", "open"),  # the text is the store path
-    *(("cli", name) for name in ("serve", "mcp", "demo", "time", "data locomo")),
+    *(("cli", name) for name in ("serve", "mcp", "demo", "time", "data locomo", "reproduce")),
     *(("cli", name) for name in CLI_DRIVERS if name.startswith("eval ")),
 }
 """Entry points whose text never reaches the world's store: driven on one backend only."""
