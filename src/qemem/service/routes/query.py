@@ -4,6 +4,8 @@ blocks across several conversations of the namespace (a user's threads), ranked 
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
@@ -169,66 +171,25 @@ def context(conversation: str, body: ContextIn, key: Reader, state: State) -> JS
 
 
 def register(app: FastAPI) -> None:
-    """Add these routes to ``app``."""
-    app.add_api_route(
-        "/v1/conversations/{conversation}/search",
-        search,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404),
-    )
-    app.add_api_route(
-        "/v1/search",
-        search_many,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404),
-    )
-    app.add_api_route(
-        "/v1/conversations/{conversation}/ask",
-        ask,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=Answer,
-    )
-    app.add_api_route(
-        "/v1/ask",
-        ask_many,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=Answer,
-    )
-    app.add_api_route(
-        "/v1/context",
-        context_many,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=Context,
-    )
-    app.add_api_route(
-        "/v1/conversations/{conversation}/context",
-        context,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=Context,
-    )
-    app.add_api_route(
-        "/v1/conversations/{conversation}/check",
-        check,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=CheckResult,
-    )
-    app.add_api_route(
-        "/v1/conversations/{conversation}/audit",
-        audit,
-        methods=["POST"],
-        tags=["query"],
-        responses=error_responses(404, 503),
-        response_model=MemoryAudit,
-    )
+    """Add these routes to ``app`` (all POST): path, endpoint, error statuses, and the
+    response model when the endpoint's annotation does not give it."""
+    routes: list[tuple[str, Any, tuple[int, ...], Any]] = [
+        ("/v1/conversations/{conversation}/search", search, (404,), None),
+        ("/v1/search", search_many, (404,), None),
+        ("/v1/conversations/{conversation}/ask", ask, (404, 503), Answer),
+        ("/v1/ask", ask_many, (404, 503), Answer),
+        ("/v1/context", context_many, (404, 503), Context),
+        ("/v1/conversations/{conversation}/context", context, (404, 503), Context),
+        ("/v1/conversations/{conversation}/check", check, (404, 503), CheckResult),
+        ("/v1/conversations/{conversation}/audit", audit, (404, 503), MemoryAudit),
+    ]
+    for path, endpoint, statuses, model in routes:
+        extra = {} if model is None else {"response_model": model}
+        app.add_api_route(
+            path,
+            endpoint,
+            methods=["POST"],
+            tags=["query"],
+            responses=error_responses(*statuses),
+            **extra,
+        )
