@@ -14,13 +14,14 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from qemem import __version__
 from qemem.answer import Answer
+from qemem.answer.ask import Mode
 from qemem.answer.wire import check_to_json
 from qemem.errors import AuthError, QememError
 from qemem.memory import Memory
@@ -95,6 +96,24 @@ def _answer(answer: Answer) -> dict[str, Any]:
         else [],
     }
     return out
+
+
+def _check_budget(budget_tokens: int) -> None:
+    """Refuse a context budget out of range (the tools' error, before any retrieval)."""
+    if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
+        raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+
+
+def _ask_mode(memory: Memory, mode: str | None) -> Mode:
+    """The mode an ask tool runs (default ``full``); refused when it needs an LLM and the
+    server has none."""
+    chosen = cast(Mode, mode or "full")
+    if chosen != "retrieval" and memory.llm is None:
+        raise ToolError(
+            f"mode {chosen!r} needs an LLM and this server has none: start qemem mcp with "
+            "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
+        )
+    return chosen
 
 
 def _ref(ref: Ref) -> dict[str, Any]:
@@ -220,8 +239,7 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         "budget_tokens. Makes no LLM call. Cite the ids in brackets when you answer."
     )
     def context(conversation: str, question: str, budget_tokens: int = 2000) -> dict[str, Any]:
-        if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
-            raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+        _check_budget(budget_tokens)
         block = run(lambda: memory.context(conversation, question, budget_tokens=budget_tokens))
         return {"text": block.text, "tokens": block.tokens, "ids": [i.ref.id for i in block.items]}
 
@@ -242,12 +260,7 @@ def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
         question: str,
         mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
-        chosen = mode or "full"
-        if chosen != "retrieval" and memory.llm is None:
-            raise ToolError(
-                f"mode {chosen!r} needs an LLM and this server has none: start qemem mcp with "
-                "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
-            )
+        chosen = _ask_mode(memory, mode)
         return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
 
     @server.tool(
@@ -279,8 +292,7 @@ def _add_across_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
     def context_across(
         conversations: list[str], question: str, budget_tokens: int = 2000
     ) -> dict[str, Any]:
-        if not 1 <= budget_tokens <= MAX_CONTEXT_BUDGET:
-            raise ToolError(f"budget_tokens must be from 1 to {MAX_CONTEXT_BUDGET}")
+        _check_budget(budget_tokens)
         block = run(
             lambda: memory.context_many(conversations, question, budget_tokens=budget_tokens)
         )
@@ -302,12 +314,7 @@ def _add_across_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         question: str,
         mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
-        chosen = mode or "full"
-        if chosen != "retrieval" and memory.llm is None:
-            raise ToolError(
-                f"mode {chosen!r} needs an LLM and this server has none: start qemem mcp with "
-                "QEMEM_LLM set (or --llm), or ask with mode 'retrieval', which needs none"
-            )
+        chosen = _ask_mode(memory, mode)
         return _answer(run(lambda: memory.ask_many(conversations, question, mode=chosen)))
 
 
