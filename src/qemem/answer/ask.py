@@ -111,6 +111,13 @@ class Trace:
     abstention_retry: bool = False
     seconds: float = 0.0
 
+    def record(self, ledger: Ledger, started: float) -> None:
+        """Take the ledger's calls and totals, and the seconds since ``started``
+        (``time.perf_counter``)."""
+        self.calls = call_records(ledger.responses)
+        self.totals = ledger.to_dict()
+        self.seconds = time.perf_counter() - started
+
 
 @dataclass
 class Across:
@@ -439,7 +446,5 @@ def _finish(
         episode_turns=config.episode_turns,
     )
     answer.evidence.degradations = degradations
-    answer.trace.calls = call_records(ledger.responses)
-    answer.trace.totals = ledger.to_dict()
-    answer.trace.seconds = time.perf_counter() - started
+    answer.trace.record(ledger, started)
     return answer

@@ -31,7 +31,6 @@ from qemem.embed.base import Embedder
 from qemem.errors import StructuredOutputError
 from qemem.evidence.context import clean_id, show_date
 from qemem.evidence.quotes import best_quote_match
-from qemem.evidence.refine import call_records
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
 from qemem.models import Turn
 from qemem.prompts import as_data, render
@@ -242,9 +241,7 @@ def check_statement(
         result.claims.append(checked)
         if problem:
             result.degradations.append(problem)
-    result.trace.calls = call_records(ledger.responses)
-    result.trace.totals = ledger.to_dict()
-    result.trace.seconds = time.perf_counter() - started
+    result.trace.record(ledger, started)
     return result
 
 

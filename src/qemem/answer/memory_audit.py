@@ -38,7 +38,6 @@ from qemem.answer.check import passage_lines
 from qemem.answer.sampling import Drawn, stratified_sample, weighted_share
 from qemem.errors import InputError, StructuredOutputError
 from qemem.evidence.context import show_date
-from qemem.evidence.refine import call_records
 from qemem.evidence.times import resolve_times
 from qemem.lexicon import (
     FUNCTION_WORDS,
@@ -432,9 +431,7 @@ def audit_memory(
             audit.degradations.append(problem)
     audit.facts = label_shares(audit.items, "fact", seed)
     audit.episodes = label_shares(audit.items, "episode", seed)
-    audit.trace.calls = call_records(ledger.responses)
-    audit.trace.totals = ledger.to_dict()
-    audit.trace.seconds = time.perf_counter() - started
+    audit.trace.record(ledger, started)
     return audit
 
 
