@@ -30,6 +30,7 @@ def abstain_everywhere(run: Path) -> None:
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.slow
 def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_path: Path) -> None:
     a = copy_run(base_run, tmp_path / "run-alpha")
     b = copy_run(base_run, tmp_path / "run-beta")
@@ -53,6 +54,7 @@ def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_
     ]
 
 
+@pytest.mark.slow
 def test_unsupported_claims_get_a_second_retrieval_pass(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     rows = records(run)
@@ -69,6 +71,7 @@ def test_unsupported_claims_get_a_second_retrieval_pass(base_run: Path, tmp_path
     assert record["runs"][0]["summary"]["fully_grounded"]["share"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_claim_judge_is_blind_to_run_gold_and_label(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run-secret-name")
     golds = mark_golds(run)
@@ -80,6 +83,7 @@ def test_the_claim_judge_is_blind_to_run_gold_and_label(base_run: Path, tmp_path
     assert [leaked(r, secrets) for r in asked] == [[] for _ in asked]
 
 
+@pytest.mark.slow
 def test_answer_audit_replays_from_the_cache(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     cache = tmp_path / "cache.db"
@@ -103,6 +107,7 @@ def test_runs_without_shared_questions_are_refused(base_run: Path, tmp_path: Pat
         audit_answers([a, b], LLMClient(OfflineLLM()), sample=3, seed=0)
 
 
+@pytest.mark.slow
 def test_cli_answer_audit_writes_report_and_page(base_run: Path, tmp_path: Path) -> None:
     a = copy_run(base_run, tmp_path / "a")
     b = copy_run(base_run, tmp_path / "b")

@@ -181,6 +181,7 @@ def test_several_conversations_build_at_once(tmp_path: Path) -> None:
     assert seen[-1] == (130, 130)
 
 
+@pytest.mark.slow
 def test_cli_build_with_degradations_exits_non_zero(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -847,6 +847,7 @@ ENTRIES = [(surface, name) for surface, (_, drivers) in SURFACES.items() for nam
 STORED = [e for e in ENTRIES if e not in STORELESS]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_url", ["sqlite", "postgresql"], indirect=True)
 @pytest.mark.parametrize(("surface", "name"), STORED, ids=[f"{s}:{n}" for s, n in STORED])
 def test_an_entry_point_stores_text_exactly_or_refuses_it_clearly(
@@ -855,6 +856,7 @@ def test_an_entry_point_stores_text_exactly_or_refuses_it_clearly(
     check_entry_point(world, surface, name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize(
     ("surface", "name"), sorted(STORELESS), ids=[f"{s}:{n}" for s, n in sorted(STORELESS)]

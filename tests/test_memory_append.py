@@ -57,6 +57,8 @@ def test_concurrent_appends_store_each_message_once(empty_memory: Memory) -> Non
     assert [t.position for t in turns] == list(range(40))
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_import_qemem_needs_no_server_extra() -> None:
     code = "import qemem, sys; print(sorted({'fastapi', 'mcp', 'uvicorn'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -288,6 +288,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_eval_run_and_compare(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,6 +328,7 @@ def test_eval_run_and_compare(
     assert compared["mode_a"] == "direct"
 
 
+@pytest.mark.slow
 def test_http_and_remote_client(sample_path: Path) -> None:
     with served() as s:
         remote = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.02)

@@ -167,6 +167,7 @@ def test_rewording_the_prompts_does_not_change_the_answers(monkeypatch: pytest.M
     assert before[1] and before[3]  # cards and episodes were made
 
 
+@pytest.mark.slow
 def test_no_library_module_imports_qemem_testing() -> None:
     package = Path(qemem.prompts.__file__).parents[1]
     names = sorted(

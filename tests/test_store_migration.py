@@ -265,6 +265,7 @@ def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
     assert number == 7 == postgres_schema.SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_the_jobs_of_the_schema_before_not_before_may_start_at_once(legacy_url: str) -> None:
     _before_jobs(legacy_url)
     backend, target = parse_store_url(legacy_url)

@@ -143,6 +143,7 @@ def test_correctness_and_diagnosis() -> None:
     assert correctness({"score": None}) == "unjudged"
 
 
+@pytest.mark.slow
 def test_eval_run_writes_report_html(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     config = LocomoRunConfig(
@@ -182,6 +183,7 @@ def test_report_of_records_without_an_answer() -> None:
     assert "When &lt;b&gt;?" in html and "button" in html and 'class="expand"' not in html
 
 
+@pytest.mark.slow
 def test_cli_ask_writes_html(tmp_path: Path, sample_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
     store, page = tmp_path / "m.db", tmp_path / "answer.html"
