@@ -305,7 +305,8 @@ class _Run:
         lag: int,
     ) -> tuple[Episode, list[Turn], _Facts, list[str]]:
         """The next episode (from its narrative call), its turns, its fact extraction call
-        against the facts at its snapshot point, and what degraded so far."""
+        against the facts at its snapshot point (and the current corrections of its turns),
+        and what degraded so far."""
         session, group, narrative, fallbacks = item
         title, content, why = narrative.result()
         episode = Episode(
