@@ -214,6 +214,21 @@ class Supersession:
 
 
 @dataclass(frozen=True)
+class Correction:
+    """Fact ``fact`` was written by hand (``correct_fact``); this is its provenance, kept
+    whatever becomes of the fact it corrected. ``turn_ids``: the turns the user cited (none:
+    its origin is the hand alone); ``corrected_turns``: the turns the corrected statement was
+    learned from (a build deriving a statement near the correction from one of them sees it
+    superseded by the correction); ``recorded``: when it was made (UTC). A forgotten turn
+    leaves both lists."""
+
+    fact: str
+    turn_ids: tuple[str, ...]
+    corrected_turns: tuple[str, ...]
+    recorded: datetime
+
+
+@dataclass(frozen=True)
 class Conversation:
     """A conversation: its id, namespace (user/tenant), speakers and sessions."""
 

@@ -130,6 +130,9 @@ class BuildReport:
     facts_merged: int = 0
     facts_superseded: int = 0
     """New facts recorded as superseding a known one (with the turns that show it)."""
+    facts_corrected: int = 0
+    """New facts superseded by a correction by hand: the corrected statement derived again
+    (:mod:`qemem.build.corrections`)."""
     facts_rewritten: int = 0
     facts_refused: int = 0
     runs_merged: int = 0
@@ -154,6 +157,7 @@ class BuildReport:
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
             "facts_superseded": self.facts_superseded,
+            "facts_corrected": self.facts_corrected,
             "facts_rewritten": self.facts_rewritten,
             "facts_refused": self.facts_refused,
             "runs_merged": self.runs_merged,

@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
+from qemem.build.corrections import corrected_again, touching
 from qemem.build.episodes import write_episode
 from qemem.build.factpool import FactPool, episode_number
 from qemem.build.facts import Claims, Extracted, extract_facts
@@ -41,7 +42,7 @@ from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, Supersession, Turn, search_text
+from qemem.models import Correction, Episode, Supersession, Turn, search_text
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -200,6 +201,9 @@ def build_memory(
         next_number([f.id for f in store.facts(scope)], "S"),
     )
     run.speakers = conversation.speakers
+    run.corrections = store.corrections(scope)
+    corrected = store.facts(scope, [c.fact for c in run.corrections])
+    run.corrected = {f.id: f.content for f in corrected}
     for turn in store.turns(scope):
         run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
@@ -242,6 +246,9 @@ class _Run:
         self.dates: dict[int, datetime] = {}
         self.sessions: dict[int, list[Turn]] = {}
         """Every stored turn of each session, in order (the context shown before episodes)."""
+        self.corrections: list[Correction] = []
+        self.corrected: dict[str, str] = {}
+        """The texts of the facts written by hand (``corrections``), current or not."""
 
     def before(self, group: Sequence[Turn]) -> list[Turn]:
         """The ``config.context_turns`` turns of the session just before ``group``."""
@@ -298,7 +305,8 @@ class _Run:
         lag: int,
     ) -> tuple[Episode, list[Turn], _Facts, list[str]]:
         """The next episode (from its narrative call), its turns, its fact extraction call
-        against the facts at its snapshot point, and what degraded so far."""
+        against the facts at its snapshot point (and the current corrections of its turns),
+        and what degraded so far."""
         session, group, narrative, fallbacks = item
         title, content, why = narrative.result()
         episode = Episode(
@@ -321,6 +329,10 @@ class _Run:
                 self.config.related_facts,
                 episode_number(episode.id) - lag,
             )
+        shown = {f.id for f in known}
+        for fix in touching(self.corrections, episode.turn_ids):
+            if fix.fact in self.facts.rows and fix.fact not in shown:  # current, not shown
+                known.append(self.facts.facts[self.facts.rows[fix.fact]])
         call = workers.submit(
             extract_facts,
             self.llm,
@@ -380,7 +392,8 @@ class _Run:
 
     def _commit(self, episode: Episode, texts: list[str], origin: Origin, claims: Claims) -> None:
         """Store ``episode``, its merged facts, the supersessions its new facts claim (of
-        facts still current) and its origin in one transaction."""
+        facts still current) or that corrections make of them (:mod:`~qemem.build.corrections`)
+        and its origin in one transaction."""
         dim = self.facts.matrix.shape[1]
         vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
         merge = self.facts.merge(
@@ -393,10 +406,22 @@ class _Run:
             self.speakers,
         )
         now = datetime.now(UTC)
+        corrected = corrected_again(
+            merge.new,
+            episode.turn_ids,
+            self.corrections,
+            self.corrected,
+            claims,
+            self.speakers,
+            episode.timestamp,
+            now,
+        )
+        again = {s.old for s in corrected}
         replaced: list[Supersession] = []
         for fact in merge.new:
             old, turns = claims.get(fact.content, ("", ()))
-            if old in self.facts.rows and old not in {s.old for s in replaced}:
+            fresh = fact.id not in again and old not in {s.old for s in replaced}
+            if fresh and old in self.facts.rows:
                 replaced.append(Supersession(old, fact.id, turns, episode.timestamp, "build", now))
         episode_vector = self.embedder.embed([search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
@@ -406,12 +431,13 @@ class _Run:
                 store.put_facts(scope, merge.new, merge.new_vectors, embedder)
             if merge.changed:
                 store.put_facts(scope, merge.changed, merge.changed_vectors, embedder)
-            if replaced:
-                store.put_supersessions(scope, replaced)
+            if replaced or corrected:
+                store.put_supersessions(scope, replaced + corrected)
             record_origin(store, scope, episode.id, origin)
-        self.facts.retire([s.old for s in replaced])
+        self.facts.retire([s.old for s in replaced + corrected])
         self.next_fact += len(merge.new)
         self.report.facts_superseded += len(replaced)
+        self.report.facts_corrected += len(corrected)
         self.report.episodes += 1
         self.report.facts_added += len(merge.new)
         self.report.facts_merged += merge.merged

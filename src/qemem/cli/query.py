@@ -113,7 +113,8 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact; "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact, "
+            f"{r.facts_corrected} superseded by a correction; "
             f"pronoun rule: {r.facts_rewritten} named, {r.facts_refused} refused), "
             f"{r.runs_merged} greeting/closing runs merged, "
             f"{len(r.fallbacks)} segmentation fallbacks, "

@@ -13,6 +13,7 @@ from qemem.memory_file import (
     MemoryImportReport,
     check_provenance,
     check_supersessions,
+    new_corrections,
     new_supersessions,
     split_new,
 )
@@ -28,8 +29,8 @@ def import_memory_file(
 ) -> MemoryImportReport:
     """Check every record of ``memory`` against the stored conversation (turn ids, sessions,
     provenance), then write the new episodes and facts (embedded with ``embed``, vectors
-    tagged ``embedder_id``) and the file's note in one transaction; records already stored
-    identically are skipped."""
+    tagged ``embedder_id``), supersessions, corrections and the file's note in one
+    transaction; records already stored identically are skipped."""
     started = time.perf_counter()
     check_text(memory.note, "note")
     conversation = store.get_conversation(scope)
@@ -40,6 +41,7 @@ def import_memory_file(
     check_supersessions(memory, store.turns(scope), stored_facts)
     episodes, facts = split_new(memory, stored_episodes, stored_facts)
     supersessions = new_supersessions(memory, store.supersessions(scope))
+    corrections = new_corrections(memory, store.corrections(scope))
     report = MemoryImportReport(
         memory.conversation,
         episodes_added=len(episodes),
@@ -47,6 +49,7 @@ def import_memory_file(
         episodes_unchanged=len(memory.episodes) - len(episodes),
         facts_unchanged=len(memory.facts) - len(facts),
         supersessions_added=len(supersessions),
+        corrections_added=len(corrections),
         added_ids=[e.id for e in episodes] + [f.id for f in facts],
     )
     episode_vectors, fact_vectors = embed(episodes), embed(facts)
@@ -55,6 +58,8 @@ def import_memory_file(
             store.add_episodes(scope, episodes, episode_vectors, embedder_id)
         if facts:
             store.put_facts(scope, facts, fact_vectors, embedder_id)
+        if corrections:
+            store.put_corrections(scope, corrections)
         if supersessions:
             store.put_supersessions(scope, supersessions)
         if memory.note and store.get_state(scope, NOTE_KEY) is None:
@@ -64,7 +69,7 @@ def import_memory_file(
 
 
 def export_memory_file(store: MemoryStore, scope: Scope, conversation: str) -> MemoryFile:
-    """The episodes, facts and supersessions of the scope's conversation as a
+    """The episodes, facts, supersessions and corrections of the scope's conversation as a
     ``qemem-memory/2`` file (store order; the note of the file it was imported from, if
     any); NotFoundError if absent."""
     store.get_conversation(scope)
@@ -74,4 +79,5 @@ def export_memory_file(store: MemoryStore, scope: Scope, conversation: str) -> M
         tuple(store.episodes(scope)),
         tuple(store.facts(scope)),
         tuple(store.supersessions(scope)),
+        tuple(store.corrections(scope)),
     )

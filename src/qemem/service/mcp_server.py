@@ -361,7 +361,9 @@ def _add_edit_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
 
     @server.tool(
         description="Forget one fact of a conversation (by its id, from the facts tool). Only "
-        "when the user says it is wrong or asks to forget it."
+        "when the user says it is wrong or asks to forget it. Forgetting a correction makes "
+        "the fact it corrected current again (listed in restored); a correction of the "
+        "forgotten fact stays."
     )
     def forget_fact(conversation: str, fact: str) -> dict[str, Any]:
         return dataclasses.asdict(run(lambda: memory.delete_fact(conversation, fact), writes=True))

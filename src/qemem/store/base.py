@@ -21,6 +21,7 @@ import numpy as np
 
 from qemem.models import (
     Conversation,
+    Correction,
     Episode,
     SemanticFact,
     Session,
@@ -152,8 +153,16 @@ class MemoryStore(Protocol):
 
     def put_supersessions(self, scope: Scope, items: Sequence[Supersession]) -> None: ...
 
+    def corrections(self, scope: Scope) -> list[Correction]:
+        """The provenance of the scope's facts written by hand, in fact order."""
+        ...
+
+    def put_corrections(self, scope: Scope, items: Sequence[Correction]) -> None:
+        """Record the provenance of facts written by hand (replacing a fact's earlier one)."""
+        ...
+
     def delete_facts(self, scope: Scope, ids: Sequence[str]) -> None:
-        """Delete facts with their links, vectors and supersessions."""
+        """Delete facts with their links, vectors, corrections and supersessions."""
         ...
 
     def forget_turn(
@@ -163,7 +172,8 @@ class MemoryStore(Protocol):
         redacted: tuple[Turn, np.ndarray, str] | None = None,
     ) -> TurnRemoval:
         """Delete a turn, or redact it (``redacted``: the new turn, its vector, the embedder),
-        with the episodes citing it and the facts left without provenance; one transaction."""
+        with the episodes citing it and the facts left without provenance (never a fact with
+        a correction); one transaction."""
         ...
 
     # what search indexes are built from

@@ -183,6 +183,52 @@ def supersessions(dialect: Dialect) -> str:
     return _SUPERSESSIONS.format(ref=dialect.ref_type)
 
 
+_CORRECTIONS = """
+CREATE TABLE corrections (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    fact TEXT NOT NULL,
+    turns TEXT NOT NULL,
+    corrected_turns TEXT NOT NULL,
+    recorded TEXT NOT NULL,
+    PRIMARY KEY (conv, fact)
+);
+"""
+
+_FILL_CORRECTIONS = """
+INSERT INTO corrections (conv, fact, turns, corrected_turns, recorded)
+SELECT s.conv, s.new, s.turns, COALESCE((
+    SELECT {aggregate} FROM (
+        SELECT DISTINCT t.id AS turn, t.session, t.position FROM fact_episodes l
+        JOIN episode_turns e ON e.conv = l.conv AND e.episode = l.episode
+        JOIN turns t ON t.conv = e.conv AND t.id = e.turn
+        WHERE l.conv = s.conv AND l.fact = s.old ORDER BY t.session, t.position
+    ) AS learned), '[]'), s.recorded
+FROM supersessions s WHERE s.kind = 'manual'
+ON CONFLICT (conv, fact) DO NOTHING;
+INSERT INTO corrections (conv, fact, turns, corrected_turns, recorded)
+SELECT f.conv, f.id, '[]', '[]', {now} FROM facts f
+WHERE NOT EXISTS (SELECT 1 FROM fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)
+ON CONFLICT (conv, fact) DO NOTHING;
+"""
+
+
+def corrections(dialect: Dialect) -> str:
+    """The ``corrections`` table: the provenance of each fact written by hand
+    (:class:`~qemem.models.Correction`): ``turns`` the JSON list of the turn ids the user
+    cited, ``corrected_turns`` those the corrected statement was learned from, ``recorded``
+    when (UTC). No foreign key to ``facts`` (as for ``supersessions``)."""
+    return _CORRECTIONS.format(ref=dialect.ref_type)
+
+
+def fill_corrections(aggregate: str, now: str) -> str:
+    """The migration step's filling of ``corrections`` in a store that had none: each fact
+    new in a manual supersession, citing its turns, the corrected fact's episodes' turns as
+    ``corrected_turns``; and each fact without an episode (a correction whose supersession
+    went with the fact it corrected), by hand alone. ``aggregate`` is the dialect's JSON list
+    of the ``turn`` column (in ``session``, ``position`` order), ``now`` its UTC time text."""
+    return _FILL_CORRECTIONS.format(aggregate=aggregate, now=now)
+
+
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
     """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
     created as ``name``."""
@@ -206,4 +252,5 @@ def create(dialect: Dialect) -> str:
         + JOBS
         + JOBS_NOT_BEFORE
         + supersessions(dialect)
+        + corrections(dialect)
     )

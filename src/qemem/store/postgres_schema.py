@@ -9,7 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create, supersessions
+from qemem.store.ddl import (
+    API_KEYS,
+    IDEMPOTENCY,
+    JOBS,
+    JOBS_NOT_BEFORE,
+    corrections,
+    create,
+    fill_corrections,
+    supersessions,
+)
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -33,6 +42,13 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
+    # 10: the provenance of facts corrected by hand (a correction outlives the fact it
+    # corrected); filled from the manual supersessions and the facts without an episode
+    10: corrections(POSTGRES)
+    + fill_corrections(
+        "json_agg(turn ORDER BY session, position)::text",
+        "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS+00:00')",
+    ),
 }
 SCHEMA_VERSION = max(UPGRADES)
 
@@ -56,7 +72,7 @@ def migrate(conn: Any) -> int:
         if version == 0:
             conn.execute(create(POSTGRES))
             version = SCHEMA_VERSION
-        for number in range(version + 1, SCHEMA_VERSION + 1):
+        for number in sorted(n for n in UPGRADES if n > version):
             conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
     return SCHEMA_VERSION

@@ -15,8 +15,10 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    corrections,
     create,
     fact_episodes,
+    fill_corrections,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
@@ -48,6 +50,10 @@ UPGRADES: dict[int, str] = {
     7: JOBS_NOT_BEFORE,
     # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     8: supersessions(SQLITE),
+    # 11: the provenance of facts corrected by hand (a correction outlives the fact it
+    # corrected); filled from the manual supersessions and the facts without an episode
+    11: corrections(SQLITE)
+    + fill_corrections("json_group_array(turn)", "strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now')"),
 }
 SCHEMA_VERSION = max(UPGRADES)
 
@@ -78,7 +84,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"({SCHEMA_VERSION}): upgrade qemem"
         )
     while version < SCHEMA_VERSION:
-        target = SCHEMA_VERSION if version == 0 else version + 1
+        target = SCHEMA_VERSION if version == 0 else min(v for v in UPGRADES if v > version)
         conn.execute("BEGIN IMMEDIATE")
         try:
             if _version(conn) == version:  # else another process applied this step meanwhile

@@ -65,7 +65,8 @@ def redact_message(conversation: str, message: str, key: Writer, state: State) -
 
 
 def delete_fact(conversation: str, fact: str, key: Writer, state: State) -> Forgotten:
-    """Delete one fact (a fact it replaced is current again)."""
+    """Delete one fact: the facts it replaced are current again (``restored``: deleting a
+    correction restores the fact it corrected); a correction of it stays current."""
     memory = state.memory(key.namespace)
     existing_conversation(memory, conversation)
     return memory.delete_fact(conversation, fact)
