@@ -8,11 +8,11 @@ import pytest
 
 from qemem.errors import InputError
 from qemem.evidence.agreement import time_ranges
+from qemem.evidence.plans import is_planned
 from qemem.evidence.times import (
     TimeResolution,
     annotate_times,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )

@@ -20,6 +20,7 @@ from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Turn, format_datetime
+from qemem.participants import Participants
 
 
 def salient_title(turns: Sequence[Turn], words: int = 5) -> str:
@@ -48,9 +49,11 @@ def write_episode(
     config: BuildConfig,
     ledger: Ledger | None = None,
     before: Sequence[Turn] = (),
+    participants: Participants | None = None,
 ) -> tuple[str, str, str | None]:
     """(title, narrative, why it degraded or None) for the episode made of ``turns``, the
-    messages ``before`` it shown as context not to summarise.
+    messages ``before`` it shown as context not to summarise (the prompt names
+    ``participants``).
 
     On a failed call the title comes from the first turn's salient words and the narrative
     from the turns themselves.
@@ -59,6 +62,7 @@ def write_episode(
         "episode",
         speakers,
         config.episode_max_tokens,
+        participants=participants,
         session_date=session_date(when),
         context=context_block(before),
         lines=turn_lines(turns),

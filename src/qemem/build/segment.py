@@ -13,6 +13,7 @@ from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Turn
+from qemem.participants import Participants
 
 
 def split_evenly(indices: list[int], max_size: int) -> list[list[int]]:
@@ -69,11 +70,13 @@ def segment_turns(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
+    participants: Participants | None = None,
 ) -> tuple[list[list[int]], list[str], int]:
     """Group the turns of one session into episodes (indices into ``turns``), one LLM call
-    per batch of at most ``config.batch_size`` turns; with ``config.merge_phatic``, greeting-
-    and closing-only runs then join their neighbour (:func:`~qemem.build.phatic.merge_phatic`,
-    across a batch boundary too, so the episode may then exceed ``max_episode``).
+    per batch of at most ``config.batch_size`` turns (the prompt names ``participants``);
+    with ``config.merge_phatic``, greeting- and closing-only runs then join their neighbour
+    (:func:`~qemem.build.phatic.merge_phatic`, across a batch boundary too, so the episode may
+    then exceed ``max_episode``).
 
     Returns the groups, the reasons of the batches that fell back to windows and how many runs
     merged.
@@ -84,7 +87,7 @@ def segment_turns(
     for batch in batches:
         chunk = [turns[i] for i in batch]
         try:
-            local = _segment_batch(llm, chunk, speakers, config, ledger)
+            local = _segment_batch(llm, chunk, speakers, config, ledger, participants)
         except LLMError as exc:
             if not degradable(exc):
                 raise
@@ -104,11 +107,13 @@ def _segment_batch(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None,
+    participants: Participants | None,
 ) -> list[list[int]]:
     req = request(
         "segment",
         speakers,
         config.segment_max_tokens,
+        participants=participants,
         session_date=session_date(turns[0].timestamp),
         min_size=config.min_episode,
         max_size=config.max_episode,

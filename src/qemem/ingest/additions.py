@@ -59,7 +59,8 @@ def find_additions(
     """Decide which sessions and turns of ``conv`` are new.
 
     A session whose key is stored keeps its index and date; its stored turns must match the
-    input's first turns (speaker and text), and any further turns are appended. Sessions must
+    input's first turns (speaker and text; a stored turn keeps its role), and any further
+    turns are appended. Sessions must
     be in chronological order, new ones after every stored one. A new session gets the
     index it suggests when free, else the next free one. Turns without an id get
     ``D<session index>:<position>``.
@@ -113,7 +114,14 @@ def find_additions(
             known_ids.add(tid)
             additions.turns.append(
                 Turn(
-                    tid, conv.id, index, position, message.speaker, message.text, message.timestamp
+                    tid,
+                    conv.id,
+                    index,
+                    position,
+                    message.speaker,
+                    message.text,
+                    message.timestamp,
+                    message.role,
                 )
             )
     return additions

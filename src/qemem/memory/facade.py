@@ -66,6 +66,7 @@ from qemem.models import (
     check_text,
     search_text,
 )
+from qemem.participants import Participants
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
@@ -401,7 +402,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         """The information requirement of ``question`` (LLM planner, or rules without one)."""
         check_query(question)
         conv = self.conversation(conversation)
-        return plan_question(self.llm, question, conv.speakers, conv.span)
+        who = Participants.of(conv.speakers, self.turns(conversation))
+        return plan_question(self.llm, question, who, conv.span)
 
     def retrieve(
         self,

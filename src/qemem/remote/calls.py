@@ -168,6 +168,7 @@ def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict
                 "text": turn.text,
                 "id": turn.id or f"D{session.index}:{position + 1}",
             }
+            | ({"role": turn.role} if turn.role else {})
             for session in conv.sessions
             for position, turn in enumerate(session.turns)
         ]

@@ -187,7 +187,8 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
     @server.tool(
         description="Store messages of a conversation in long-term memory so they can be "
         "recalled later. Call it with each new exchange worth keeping. Each message needs "
-        "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text; "
+        "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text, "
+        "and role (user or assistant) in a conversation with an assistant; "
         "give each an id so that retrying never stores it twice, or pass an idempotency_key "
         "(a fresh UUID per batch) and the same key when retrying the batch. Returns the "
         "stored ids."
@@ -252,13 +253,15 @@ def _add_answer_tool(server: MCPServer, memory: Memory, run: _Guard) -> None:
         description="Answer a question about a stored conversation, with the evidence: claims "
         "with verbatim quotes checked against the original turns, resolved dates and the cited "
         "turn ids. Prefer it over recall for questions about when, how often or what happened. "
+        "mode 'respond' replies to a request as the assistant would (following the user's "
+        "standing instructions and preferences, at the length it needs, with citations); "
         "mode 'retrieval' needs no LLM and returns the evidence only; the other modes need "
         "the server's LLM."
     )
     def ask(
         conversation: str,
         question: str,
-        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+        mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, mode)
         return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
@@ -312,7 +315,7 @@ def _add_across_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
     def ask_across(
         conversations: list[str],
         question: str,
-        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+        mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, mode)
         return _answer(run(lambda: memory.ask_many(conversations, question, mode=chosen)))

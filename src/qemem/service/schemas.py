@@ -8,7 +8,7 @@ from qemem.answer.ask import Mode
 from qemem.answer.memory_audit import MAX_SAMPLE
 from qemem.memory import AUDIT_SAMPLE, SearchResult
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
-from qemem.models import Pool, Ref, Session, Space
+from qemem.models import Pool, Ref, Role, Session, Space
 
 MAX_K = 1000
 """The most search results one request may ask for (HTTP and MCP alike)."""
@@ -36,6 +36,11 @@ class MessageIn(BaseModel):
     text: str
     id: str | None = Field(default=None, description="stable message id (recommended)")
     image_caption: str | None = None
+    role: Role | None = Field(
+        default=None,
+        description="who the message is from in a conversation with an assistant: user, "
+        "assistant or other (leave it out for a conversation between people)",
+    )
 
 
 class MessagesIn(BaseModel):

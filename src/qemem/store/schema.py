@@ -15,6 +15,7 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    agent_memory,
     corrections,
     create,
     fact_episodes,
@@ -54,6 +55,9 @@ UPGRADES: dict[int, str] = {
     # corrected); filled from the manual supersessions and the facts without an episode
     11: corrections(SQLITE)
     + fill_corrections("json_group_array(turn)", "strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now')"),
+    # 13: memory for an assistant: the role of a message, the kind of a fact (instruction,
+    # preference) and the messages a fact was read from directly
+    13: agent_memory(SQLITE),
 }
 SCHEMA_VERSION = max(UPGRADES)
 

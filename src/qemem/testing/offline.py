@@ -2,10 +2,10 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
-``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
-structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
-does not know or a request without those inputs, the generic answer of
+``answer``, ``answer_round0``, ``respond``, ``answer.nemori``, ``judge``, ``audit.*``,
+``check.*``; a ``.repair`` or ``.retry`` request is answered like the request it follows),
+which reads the structured ``request.inputs`` the stage attached, never the prompt text; else,
+for a stage it does not know or a request without those inputs, the generic answer of
 :mod:`qemem.testing.generic`.
 """
 
@@ -31,6 +31,7 @@ ANSWERERS: dict[str, Answerer] = {
     "answer": query.answer,
     "answer.nemori": query.short_answer,
     "answer_round0": query.answer,
+    "respond": query.respond,
     "judge": query.judge,
     "build.segment": build.segment,
     "build.episode": build.episode,
