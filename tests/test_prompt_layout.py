@@ -188,3 +188,27 @@ def test_a_question_whose_prefix_cannot_reach_the_minimum_gets_the_paper_layout(
     ask(store, SCOPE, EMBEDDER, LLMClient(standing_for_haiku), QUESTION)
     assert all(r.cache_prefix is None for r in standing_for_haiku.calls)
     assert standing_for_haiku.calls[-1].system == render("answer", **_fields(store))
+
+
+@pytest.mark.parametrize("answer", ["answer", "respond"])
+def test_every_stage_names_its_task_whichever_instructions_pad_the_role(
+    store: SQLiteStore, answer: Any
+) -> None:
+    """Issue 33: a construct request whose role held only the answer's instructions read
+    "TASK B: THE ANSWER ... after the memories you are named one task" before the card
+    instructions; now each request names its own task, and the role names only what it holds."""
+    fields = SourceIndex(store, SCOPE).participants.prompt_fields()
+    titles = {"construct": "evidence cards", "answer": "the answer", "respond": "the reply"}
+    for padding in ((), (answer,), ("construct",), ("construct", answer)):
+        prefix = SharedPrefix(padded_role(padding, fields, answer), "memories", padding, fields)
+        assert "TASK A" not in prefix.system and "TASK B" not in prefix.system
+        for stage in padding:
+            assert f"TASK: {titles[stage].upper()}\n\n{render(stage, **fields)}" in prefix.system
+        for stage in ("construct", answer):
+            request = prefix.request(stage, "Q?", max_tokens=9, inputs={})
+            own = request.messages[0].parts[1].text
+            assert own.startswith(f"Your task: {titles[stage]}"), (padding, stage)
+            assert (render(stage, **fields).rstrip() in own) == (stage not in padding)
+    role = padded_role((), fields, answer)
+    purpose = "reply, as the assistant, to the user's new request" if answer == "respond" else ""
+    assert purpose in role

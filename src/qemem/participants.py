@@ -102,7 +102,7 @@ class Participants:
     def entities(self) -> str:
         """What a conversation of this kind names, for retrieval queries."""
         if self.with_assistant:
-            return "tools, libraries, projects, files, numbers, dates, people, places"
+            return "tools, libraries, projects, files, numbers, dates, names, places"
         return "people, places, objects, activities"
 
     def prompt_fields(self) -> dict[str, str]:

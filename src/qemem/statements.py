@@ -108,8 +108,8 @@ def standing_statements(text: str) -> list[Standing]:
 
 
 _DENIAL = re.compile(
-    r"\b(?:never|not\s+ever|n['’]t\s+ever|(?:have|has|had)\s+not\s+\w+\s+(?:\w+\s+){0,6}?"
-    r"(?:before|yet\s+ever)|(?:haven|hasn|hadn)['’]t\s+(?:\w+\s+){0,6}?before)\b",
+    r"\b(?:never|not\s+ever|(?:have|has|had)\s+not\s+(?:\w+\s+){1,7}?before|"
+    r"(?:haven|hasn|hadn)['’]t\s+(?:\w+\s+){0,6}?before)\b|n['’]t\s+ever\b",
     re.IGNORECASE,
 )
 _NOT_A_DENIAL = re.compile(r"\bnever\s+mind\b", re.IGNORECASE)

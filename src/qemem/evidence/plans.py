@@ -2,8 +2,10 @@
 
 A deterministic rule: a sentence of the text holds a plan or future-tense marker
 ("will"/"'ll"/"shall", "going to"/"gonna", "plan"/"planning", "want to"/"wanna", "hope to",
-"about to", "next <word>") and is not a recommendation to the listener ("you should visit New
-York City, you'll love it, it will be fun" plans nothing: its future words are advice).
+"about to", "next <word>"). When the text recommends something to the listener ("you should
+visit New York City", "you'll love it", "I'd recommend it"), its future words are advice, not a
+plan: then only a sentence that is no recommendation and speaks of the speaker's own plans
+("we'll go next month") counts.
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ _RECOMMENDATION = re.compile(
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?;\n]")
+_FIRST_PERSON = re.compile(
+    r"\b(?:i|we|i['\u2019](?:m|ll|d|ve)|we['\u2019](?:re|ll|d|ve)|my|our)\b", re.I
+)
 
 
 def is_planned(text: str) -> bool:
-    """Whether ``text`` states a plan or speaks in the future tense (a deterministic rule: see
-    ``_PLANNED``) in a sentence that is not a recommendation to the listener
-    (``_RECOMMENDATION``); such a statement is timed as said on its date, not as a past
-    event."""
-    return any(
-        _PLANNED.search(part) and not _RECOMMENDATION.search(part)
-        for part in _SENTENCE_END.split(text)
-    )
+    """Whether ``text`` states a plan or speaks in the future tense (see the module doc)."""
+    advice = _RECOMMENDATION.search(text) is not None
+    for sentence in _SENTENCE_END.split(text):
+        if not _PLANNED.search(sentence):
+            continue
+        if not advice or (_FIRST_PERSON.search(sentence) and not _RECOMMENDATION.search(sentence)):
+            return True
+    return False
