@@ -12,8 +12,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from typer.testing import CliRunner
 
 from qemem import RemoteMemory
+from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError
 from qemem.ingest import read_conversations
@@ -243,3 +245,30 @@ def test_mcp_remember_keeps_roles_and_ask_responds() -> None:
         assert [t.role for t in memory.turns("c1")] == [r["role"] for r in CHAT]
         assert out["ask"]["mode"] == "respond"
         assert out["ask"]["answer"].startswith("Following your standing instructions")
+
+
+def test_the_cli_asks_in_respond_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = str(tmp_path / "m.db")
+    runner = CliRunner()
+    ingested = runner.invoke(app, ["ingest", str(chat_file(tmp_path)), "--store", store, "--quiet"])
+    assert ingested.exit_code == 0, ingested.output
+    monkeypatch.setenv("QEMEM_LLM", "fake")
+    asked = runner.invoke(
+        app,
+        [
+            "ask",
+            "Show me the login code",
+            "--store",
+            store,
+            "-c",
+            "c1",
+            "--mode",
+            "respond",
+            "--json",
+        ],
+    )
+    assert asked.exit_code == 0, asked.output
+    answer = json.loads(asked.output.splitlines()[-1])
+    assert answer["mode"] == "respond"
+    assert answer["text"].startswith("Following your standing instructions and preferences")
+    assert [r["id"] for r in answer["evidence"]["shown"]["standing"]] == ["S1", "S2"]

@@ -39,6 +39,9 @@ OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
 results across conversations set keeps every single-conversation form byte for byte."""
 OMIT_EMPTY = pydantic.Field(exclude_if=lambda value: not value)
 """Field metadata: the JSON form leaves the field out while it is empty."""
+OMIT_PLAIN = pydantic.Field(exclude_if=lambda value: value == "fact")
+"""Field metadata of a fact's kind: the JSON form leaves out the kind of a plain fact, so the
+form of every fact of a conversation between people stays as it was."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
 
 
@@ -232,7 +235,7 @@ class SemanticFact:
     content: str
     session: int
     episode_ids: tuple[str, ...]
-    kind: FactKind = "fact"
+    kind: Annotated[FactKind, OMIT_PLAIN] = "fact"
     turn_ids: Annotated[tuple[str, ...], OMIT_EMPTY] = ()
 
     @property

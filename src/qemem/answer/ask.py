@@ -247,7 +247,9 @@ def ask_over(
         return _finish(answer, index, ledger, degradations, started, config)
     task: AnswerStage = "respond" if mode == "respond" else "answer"
     prefix = _prefix(llm, index, pool, config, task)
-    section = standing_section(index, question, config.standing_tokens)
+    section = standing_section(
+        index, question, config.standing_tokens, [item.id for item in pool.facts]
+    )
     above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
         assembly = assemble_pool(index, pool, above=above)

@@ -144,15 +144,16 @@ def _standing_items(index: SourceIndex, section: StandingSection) -> list[Contex
 
 def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
     """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
-    section = standing_section(index, question, int(budget_tokens * STANDING_SHARE))
+    ranked = [item.id for item in pool.facts]
+    section = standing_section(index, question, int(budget_tokens * STANDING_SHARE), ranked)
     standing = {f.id for f in section.facts}
-    ranked = [item for item in _priority(pool) if item.id not in standing]
+    candidates = [item for item in _priority(pool) if item.id not in standing]
     budget = budget_tokens - section.tokens
-    shown = {item.ref: _shown(index, item.record) for item in ranked}
+    shown = {item.ref: _shown(index, item.record) for item in candidates}
     chosen: list[PoolItem] = []
     opened: set[object] = set()
     spent = 0
-    for item in ranked:
+    for item in candidates:
         cost = _cost(index, item, shown[item.ref], opened)
         if spent + cost <= budget:
             chosen.append(item)
@@ -172,6 +173,6 @@ def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: 
         items=items,
         tokens=estimate_tokens(text or EMPTY),
         budget_tokens=budget_tokens,
-        left_out=len(ranked) - len(chosen) + section.left_out,
+        left_out=len(candidates) - len(chosen) + section.left_out,
         standing=[item.ref for item in firsts],
     )

@@ -3,9 +3,10 @@ the ``context`` block and of the answer prompt.
 
 The section holds the conversation's current facts of kind ``instruction`` or ``preference``
 (no supersession replaces them), one line each with its id, kind and the date of the session it
-was learned in. When they do not all fit the section's token limit, those sharing the most
-search words with the question go in first (ties: the newer first); the section lists the
-chosen ones in conversation order. Tokens are estimated as characters / 4.
+was learned in. When they do not all fit the section's token limit, those the question's
+retrieval ranked among its facts go in first (the pool's order: dense and BM25 fused), then
+those sharing the most search words with the question (ties: the newer first); the section
+lists the chosen ones in conversation order. Tokens are estimated as characters / 4.
 """
 
 from __future__ import annotations
@@ -49,23 +50,34 @@ def standing_line(index: SourceIndex, fact: SemanticFact) -> str:
     return f"[{fact.id}] {fact.kind} ({said}): {as_data(fact.content)}"
 
 
-def _relevance(question: str, facts: Sequence[SemanticFact]) -> list[SemanticFact]:
-    """``facts`` by the search words they share with ``question`` (most first; ties: the
-    newer first)."""
+def _relevance(
+    question: str, facts: Sequence[SemanticFact], ranked: Sequence[str]
+) -> list[SemanticFact]:
+    """``facts`` in the order of ``ranked`` (fact ids, best first), then by the search words
+    they share with ``question`` (most first; ties: the newer first)."""
     words = set(tokenize(question))
     order = {f.id: n for n, f in enumerate(facts)}
-    return sorted(facts, key=lambda f: (-len(words & set(tokenize(f.content))), -order[f.id]))
+    place = {fid: n for n, fid in enumerate(ranked)}
+
+    def key(fact: SemanticFact) -> tuple[int, int, int]:
+        shared = len(words & set(tokenize(fact.content)))
+        return place.get(fact.id, len(place)), -shared, -order[fact.id]
+
+    return sorted(facts, key=key)
 
 
-def standing_section(index: SourceIndex, question: str, limit: int) -> StandingSection:
-    """The section for ``question`` within ``limit`` tokens (see the module doc)."""
+def standing_section(
+    index: SourceIndex, question: str, limit: int, ranked: Sequence[str] = ()
+) -> StandingSection:
+    """The section for ``question`` within ``limit`` tokens, ``ranked`` the fact ids the
+    question's retrieval ranked, best first (see the module doc)."""
     candidates = current_standing(index)
     if not candidates or limit <= 0:
         return StandingSection(left_out=len(candidates))
     user = index.participants.user
     spent = estimate_tokens(render("standing", user=user, items=""))
     chosen: list[SemanticFact] = []
-    for fact in _relevance(question, candidates):
+    for fact in _relevance(question, candidates, ranked):
         cost = estimate_tokens(standing_line(index, fact) + "\n")
         if spent + cost <= limit:
             chosen.append(fact)
