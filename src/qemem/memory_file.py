@@ -376,9 +376,15 @@ def check_provenance(
         if order != sorted(order):
             raise InputError("turn ids must be in conversation order", record=where)
         episode_session[episode.id] = episode.session
+    _check_facts(memory, set(position), episode_session)
+
+
+def _check_facts(memory: MemoryFile, turns: set[str], episode_session: dict[str, int]) -> None:
+    """A fact's turns are stored; it cites episodes (of the file or the store, none after its
+    session) unless it has turns or is a correction by hand."""
     corrected = {c.fact for c in memory.corrections}
     for fact in memory.facts:
-        unknown = [t for t in fact.turn_ids if t not in position]
+        unknown = [t for t in fact.turn_ids if t not in turns]
         if unknown:
             raise InputError(
                 f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "

@@ -250,39 +250,58 @@ def ask_over(
     section = standing_section(
         index, question, config.standing_tokens, [item.id for item in pool.facts]
     )
-    above = pool if prefix is not None else None
-    if mode in ("direct", "matched"):
-        assembly = assemble_pool(index, pool, above=above)
-    else:
-        answer.evidence = evidence = build_evidence(
-            llm,
-            index,
-            plan,
-            pool,
-            _retriever(corpus, plan, config.retrieval),
-            refine_rounds=config.refine_rounds if mode in ("full", "respond") else 0,
-            max_tokens=config.construct_max_tokens,
-            threshold=config.quote_threshold,
-            ledger=ledger,
-            prefix=prefix,
-        )
-        degradations.extend(evidence.degradations)
-        if mode == "full" and config.answer_round0 and _triggered(evidence):
-            asked = _asking(index, section, evidence.rounds[0].cards, task)
-            answer.round0 = _round0_answer(
-                llm, index, question, pool, evidence, config, ledger, prefix, asked
-            )
-        assembly = assemble(
-            index,
-            evidence.cards,
-            evidence.pool,
-            neighbours=config.neighbours,
-            episode_turns=config.episode_turns,
-            above=above,
-        )
+    assembly = _assembled(answer, corpus, llm, mode, config, ledger, prefix, section)
+    degradations.extend(answer.evidence.degradations)
     asking = _asking(index, section, answer.evidence.cards, task)
     _answer_from(answer, llm, assembly, config, ledger, degradations, prefix, asking)
     return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _assembled(
+    answer: Answer,
+    corpus: Corpus,
+    llm: LLMClient,
+    mode: Mode,
+    config: AskConfig,
+    ledger: Ledger,
+    prefix: SharedPrefix | None,
+    section: StandingSection,
+) -> Assembly:
+    """What the answer prompt shows: the pool alone (``direct``, ``matched``), or the cards of
+    the constructor rounds (refined in ``full`` and ``respond``; recorded on ``answer``) with
+    their sources and the pool as background; with ``config.answer_round0`` the round-0
+    answer too."""
+    index, pool = corpus.index, answer.evidence.pool
+    above = pool if prefix is not None else None
+    if mode in ("direct", "matched"):
+        return assemble_pool(index, pool, above=above)
+    plan = answer.evidence.plan
+    answer.evidence = evidence = build_evidence(
+        llm,
+        index,
+        plan,
+        pool,
+        _retriever(corpus, plan, config.retrieval),
+        refine_rounds=config.refine_rounds if mode in ("full", "respond") else 0,
+        max_tokens=config.construct_max_tokens,
+        threshold=config.quote_threshold,
+        ledger=ledger,
+        prefix=prefix,
+    )
+    if mode == "full" and config.answer_round0 and _triggered(evidence):
+        asked = _asking(index, section, evidence.rounds[0].cards, "answer")
+        question = answer.question
+        answer.round0 = _round0_answer(
+            llm, index, question, pool, evidence, config, ledger, prefix, asked
+        )
+    return assemble(
+        index,
+        evidence.cards,
+        evidence.pool,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+        above=above,
+    )
 
 
 def _asking(

@@ -112,19 +112,14 @@ def find_additions(
                     field="id",
                 )
             known_ids.add(tid)
-            additions.turns.append(
-                Turn(
-                    tid,
-                    conv.id,
-                    index,
-                    position,
-                    message.speaker,
-                    message.text,
-                    message.timestamp,
-                    message.role,
-                )
-            )
+            additions.turns.append(_turn(message, tid, conv.id, index, position))
     return additions
+
+
+def _turn(message: TurnInput, tid: str, conversation: str, session: int, position: int) -> Turn:
+    """The turn a new message is stored as."""
+    text, when = message.text, message.timestamp
+    return Turn(tid, conversation, session, position, message.speaker, text, when, message.role)
 
 
 def _check_order(
