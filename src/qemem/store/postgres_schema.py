@@ -9,8 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create, supersessions
+from qemem.store.ddl import (
+    API_KEYS,
+    IDEMPOTENCY,
+    JOBS,
+    JOBS_NOT_BEFORE,
+    create,
+    idempotency_conversation,
+    supersessions,
+)
 from qemem.store.dialect import POSTGRES
+from qemem.store.slashed import SLASHED_IDS, warn_slashed
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
 UPGRADES: dict[int, str] = {
@@ -33,14 +42,22 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
+    # 8: reserved for the fencing step of issue 30 (another branch); nothing to do here
+    8: "SELECT 1",
+    # 9: each recorded Idempotency-Key response names its conversation and goes with it
+    9: idempotency_conversation(POSTGRES),
 }
+SLASH_RULE = 9
+"""The first version of the rule that ids hold no ``/``: migrating a store from before it
+lists the ids that break it (:mod:`qemem.store.slashed`)."""
 SCHEMA_VERSION = max(UPGRADES)
 
 
-def migrate(conn: Any) -> int:
+def migrate(conn: Any, where: str = "") -> int:
     """Apply every migration newer than the database's version on ``conn`` (a psycopg
     connection in autocommit mode); return the final version. A database written by a newer
-    qemem is refused."""
+    qemem is refused. Crossing :data:`SLASH_RULE` logs the stored ids that break it
+    (``where`` names the store)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -59,6 +76,8 @@ def migrate(conn: Any) -> int:
         for number in range(version + 1, SCHEMA_VERSION + 1):
             conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
+        slashed = conn.execute(SLASHED_IDS).fetchall() if 0 < version < SLASH_RULE else []
+    warn_slashed(slashed, where)
     return SCHEMA_VERSION
 
 

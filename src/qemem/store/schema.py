@@ -17,9 +17,11 @@ from qemem.store.ddl import (
     JOBS_NOT_BEFORE,
     create,
     fact_episodes,
+    idempotency_conversation,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
+from qemem.store.slashed import SLASHED_IDS, warn_slashed
 
 UPGRADES: dict[int, str] = {
     # 1 (the three spaces, provenance links, vectors and per-scope state) is part of create()
@@ -48,7 +50,14 @@ UPGRADES: dict[int, str] = {
     7: JOBS_NOT_BEFORE,
     # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     8: supersessions(SQLITE),
+    # 9: reserved for the fencing step of issue 30 (another branch); nothing to do here
+    9: "SELECT 1",
+    # 10: each recorded Idempotency-Key response names its conversation and goes with it
+    10: idempotency_conversation(SQLITE),
 }
+SLASH_RULE = 10
+"""The first version of the rule that ids hold no ``/``: migrating a store from before it
+lists the ids that break it (:mod:`qemem.store.slashed`)."""
 SCHEMA_VERSION = max(UPGRADES)
 
 
@@ -56,9 +65,10 @@ def _version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection) -> int:
+def migrate(conn: sqlite3.Connection, where: str = "") -> int:
     """Bring the database to :data:`SCHEMA_VERSION`, one step per write transaction (so
-    processes opening one file at once apply each step once); return the version.
+    processes opening one file at once apply each step once); return the version. Crossing
+    :data:`SLASH_RULE` logs the stored ids that break it (``where`` names the store).
 
     A database written by a newer qemem (a higher version than this code knows), or one that
     holds tables of its own, is refused.
@@ -77,6 +87,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"this store has schema version {version}, newer than this qemem supports "
             f"({SCHEMA_VERSION}): upgrade qemem"
         )
+    before = version
     while version < SCHEMA_VERSION:
         target = SCHEMA_VERSION if version == 0 else version + 1
         conn.execute("BEGIN IMMEDIATE")
@@ -91,4 +102,6 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute("ROLLBACK")
             raise
         version = _version(conn)
+    if 0 < before < SLASH_RULE:
+        warn_slashed(conn.execute(SLASHED_IDS).fetchall(), where)
     return SCHEMA_VERSION

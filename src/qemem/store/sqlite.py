@@ -56,7 +56,7 @@ class SQLiteStore(SQLStore):
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(self._conn)
+            migrate(self._conn, self.path)
             if self.path != ":memory:":
                 self._reader = self._connect()
                 self._reader.execute("PRAGMA query_only = ON")
