@@ -32,7 +32,7 @@ from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
-from qemem.llm import LLMClient, open_llm
+from qemem.llm import LLMClient, open_cache, open_llm
 from qemem.locks import writer_lock
 from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.api import (
@@ -164,14 +164,31 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
                     self._llm_resolved = True
         return self._llm
 
-    def _require_llm(self, what: str) -> LLMClient:
+    def _require_llm(self, what: str, about: Sequence[str] = ()) -> LLMClient:
+        """The LLM for ``what`` (LLMError without one), its calls about the conversations
+        ``about`` of this namespace (their cache entries go when they are forgotten)."""
         if self.llm is None:
             raise LLMError(
                 f"{what} needs an LLM: set QEMEM_LLM (e.g. anthropic:claude-haiku-4-5, "
                 "openai:gpt-4.1-mini, fake for an offline trial), or pass --llm SPEC to the "
                 "qemem command (llm= to Memory.open); see docs/llm.md"
             )
-        return self.llm
+        return self.llm.about(self.namespace, about)
+
+    def _forget_cached(self, conversation: str) -> None:
+        """Remove the LLM cache's exchanges about the conversation: from the cache of this
+        memory's LLM, or (before the LLM is opened) the cache it would open; an exchange is
+        tied to the conversations it was made or reused for (``LLMClient.about``)."""
+        if self._llm_resolved:
+            if self._llm is not None and self._llm.cache is not None:
+                self._llm.cache.forget(self.namespace, conversation)
+            return
+        cache = open_cache()
+        if cache is not None:
+            try:
+                cache.forget(self.namespace, conversation)
+            finally:
+                cache.close()
 
     def _check_embedder(self) -> None:
         known = self.store.embedder()
@@ -261,8 +278,11 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         return self.store.get_conversation(self.scope(conversation))
 
     def delete(self, conversation: str) -> bool:
-        """Delete a conversation and everything derived from it."""
-        return self.store.delete_conversation(self.scope(conversation))
+        """Delete a conversation and everything derived from it, with the LLM cache's
+        exchanges about it."""
+        deleted = self.store.delete_conversation(self.scope(conversation))
+        self._forget_cached(conversation)
+        return deleted
 
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)
@@ -349,7 +369,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
                     self.store,
                     self.scope(cid),
                     self.embedder,
-                    llm,
+                    llm.about(self.namespace, [cid]),
                     concurrency=llm.concurrency,
                     progress=step,
                     config=config,
@@ -416,7 +436,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         """The information requirement of ``question`` (LLM planner, or rules without one)."""
         check_query(question)
         conv = self.conversation(conversation)
-        return plan_question(self.llm, question, conv.speakers, conv.span)
+        llm = self.llm and self.llm.about(self.namespace, [conversation])
+        return plan_question(llm, question, conv.speakers, conv.span)
 
     def retrieve(
         self,
@@ -482,7 +503,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         """
         check_query(question)
         self._check_embedder()
-        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")
+        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}", [conversation])
         return ask(
             self.store,
             self.scope(conversation),
@@ -499,5 +520,5 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         LLM; see :mod:`qemem.answer.check`."""
         check_query(text, "text to check", MAX_CHECK_CHARS)
         self._check_embedder()
-        llm = self._require_llm("checking a statement")
+        llm = self._require_llm("checking a statement", [conversation])
         return check_statement(self.store, self.scope(conversation), self.embedder, llm, text)

@@ -70,6 +70,7 @@ class _Host(Protocol):
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str: ...
     def _writing(self, scope: Scope) -> int: ...
+    def _forgotten(self) -> None: ...
     def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T: ...
     def _check_vectors(self, count: int, vectors: np.ndarray, embedder: str) -> None: ...
     def _put_vectors(
@@ -111,6 +112,7 @@ class SQLEdits:
         current again)."""
         with self.transaction():
             drop_facts(self, self._writing(scope), ids)
+            self._forgotten()
 
     def forget_turn(
         self: _Host,
@@ -123,6 +125,7 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
+            self._forgotten()
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {

@@ -93,6 +93,12 @@ class SQLStore(SQLEdits, ABC):
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """Run one statement per row (inside a transaction)."""
 
+    def _forgotten(self) -> None:
+        """Told inside a transaction that deleted or overwrote user text: a backend whose files
+        keep old copies of rows until some step (SQLite's write-ahead log) takes that step
+        once the transaction commits. PostgreSQL keeps dead rows until VACUUM (see
+        docs/reliability.md): nothing to do here."""
+
     # ------------------------------------------------------------------ scopes and versions
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str:
         return self.dialect.insert(table, columns, conflict)
@@ -203,6 +209,7 @@ class SQLStore(SQLEdits, ABC):
 
     def delete_conversation(self, scope: Scope) -> bool:
         with self.transaction():
+            self._forgotten()
             return (
                 self._exec(
                     "DELETE FROM conversations WHERE namespace = ? AND id = ?",
