@@ -121,8 +121,8 @@ class LLMCache:
             for attempt in range(50):
                 try:
                     conn.execute("PRAGMA journal_mode = WAL")
-                    for table in _SCHEMA:
-                        conn.execute(table)
+                    for table in _SCHEMA if self.mode == "readwrite" else _SCHEMA[:1]:
+                        conn.execute(table)  # a replayed recording gains no table
                     break
                 except sqlite3.OperationalError:
                     if attempt == 49:
