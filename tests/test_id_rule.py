@@ -197,10 +197,13 @@ def test_odd_ids_round_trip_through_http() -> None:
         assert s.client.get("/v1/conversations", headers=auth).json() == []
 
 
-def test_odd_ids_round_trip_through_mcp() -> None:
+def test_odd_ids_round_trip_through_mcp_which_refuses_a_slash() -> None:
     async def session(memory: Memory) -> list[Any]:
         out = []
         async with Client(create_mcp_server(memory)) as client:
+            slashed = {"conversation": "c", "messages": [_message("hi", "msg/1")]}
+            refused = await client.call_tool("remember", slashed)
+            assert refused.is_error and ID_RULE in refused.content[0].text
             for n, odd in enumerate(ODD_IDS, start=1):
                 message = _message(f"note {n} about tomatoes", odd, n)
                 for tool, args in (

@@ -48,11 +48,10 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
 from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
-from qemem.memory.files import export_memory_file, import_memory_file
+from qemem.memory.files import MemoryFiles
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
-from qemem.memory_file import FileLike, MemoryFile, MemoryImportReport, load, save
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -76,7 +75,7 @@ EMBED_CHARS = 4000
 """Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
-class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
+class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -391,38 +390,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         self._check_embedder()
         return import_nemori(self.store, self.scope(conversation), self.embedder, directory)
 
-    # ------------------------------------------------------------------ memory files
-    def import_memory(self, memory: MemoryFile | FileLike) -> MemoryImportReport:
-        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
-        to its conversation, embedded with this store's embedder. ``memory``: the file's
-        path (str or PathLike), a file object open for reading, or a parsed ``MemoryFile``.
-
-        The conversation's turns must be stored already; every record is checked (turn ids,
-        sessions, provenance) before anything is written, and all is written in one
-        transaction. Records already stored identically are skipped, so importing twice
-        changes nothing; a different record under a stored id is refused (StoreError).
-        """
-        if not isinstance(memory, MemoryFile):
-            memory = load(memory)
-        self._check_embedder()
-        return import_memory_file(
-            self.store,
-            self.scope(memory.conversation),
-            memory,
-            self.embed_documents,
-            self.embedder.id,
-        )
-
-    def export_memory(self, conversation: str, to: FileLike | None = None) -> MemoryFile:
-        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
-        (store order; the note of the file it was imported from, if any), also written to
-        ``to`` when given: a path (str or PathLike; replaced if it exists) or a file object
-        open for writing (text or binary)."""
-        memory = export_memory_file(self.store, self.scope(conversation), conversation)
-        if to is not None:
-            save(memory, to)
-        return memory
-
+    # ------------------------------------------------------------------ provenance
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
         """The episodes a semantic fact was extracted from (provenance S -> E)."""
         return fact_episodes(self.store, self.scope(conversation), fact)
