@@ -7,7 +7,9 @@ runs a delete-heavy workload: ``--deletes`` single messages deleted from every o
 conversation, then the remaining conversations deleted whole. It is timed three ways per round, in
 rotating order so machine load falls on all alike:
 
-- ``before``: ``PRAGMA secure_delete = OFF`` and no checkpoint (qemem before issue 30);
+- ``before``: ``PRAGMA secure_delete = OFF`` and no checkpoint (qemem before issue 30, which
+  left ``secure_delete`` to the SQLite library's build: off in SQLite's default build, on in
+  some distributions' builds);
 - ``secure``: ``secure_delete`` on, no checkpoint (to show what each step costs and removes);
 - ``after``: the store as qemem opens it (``secure_delete`` on, the write-ahead log checkpointed
   and truncated after each commit that forgot something).

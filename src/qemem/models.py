@@ -89,8 +89,8 @@ def check_id(
     check_text(value, what, file=file, record=record, field=field)
     if "/" in value:
         raise InputError(
-            f"the {what} {value!r} contains '/': {ID_RULE} (every entry point refuses them: "
-            "the HTTP API could not address the record); use another character, e.g. '-'",
+            f"the {what} {value!r} contains '/': {ID_RULE}, as the HTTP API could not address "
+            "it; use another character, e.g. '-'",
             file=file,
             record=record,
             field=field,

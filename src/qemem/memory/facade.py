@@ -123,9 +123,10 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         ``QEMEM_LLM`` (default: no LLM). An embedder other than the store's is refused.
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
-        check_text(namespace, "namespace")  # before a store is opened
-        model = open_embedder(embedder) if isinstance(embedder, str) else embedder  # and this
-        return cls(open_store(path, read_only=read_only), model, llm=llm, namespace=namespace)
+        check_text(namespace, "namespace")  # before a store is opened, and so is a spec
+        if isinstance(embedder, str):
+            embedder = open_embedder(embedder) if embedder.strip() else None
+        return cls(open_store(path, read_only=read_only), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()
