@@ -213,7 +213,7 @@ def test_the_schema_before_idempotency_keys_gains_their_table(legacy_url: str) -
         assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
         assert store.recorded_response("default", "k", retention) is None
         with store.transaction():
-            store.record_response("default", "k", "f" * 64, '{"ids": []}', retention)
+            store.record_response(SCOPE, "k", "f" * 64, '{"ids": []}', retention)
     with closing(open_store(legacy_url)) as store:
         assert store.recorded_response("default", "k", retention) == ("f" * 64, '{"ids": []}')
         assert store.recorded_response("team", "k", retention) is None

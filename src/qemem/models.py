@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -61,6 +62,35 @@ def check_text(
         raise InputError(
             f"the {what} holds the control character U+{ord(found.group()):04X} at character "
             f"{found.start() + 1}: remove it (tab, newline and carriage return are allowed)",
+            file=file,
+            record=record,
+            field=field,
+        )
+    return value
+
+
+ID_RULE = "ids may not contain '/'"
+"""Why an id with ``/`` is refused: the HTTP API routes on the decoded path, where
+``a/messages/b`` is ambiguous, and ids across conversations are written ``conversation/id``."""
+
+
+def check_id(
+    value: str,
+    what: str,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> str:
+    """``value`` when it can be a new id of a conversation or a record (message, episode,
+    fact): text both stores keep exactly (:func:`check_text`) without ``/``, else InputError
+    naming the rule. Ids stored before the rule stay addressable by the library and the CLI,
+    so that they can be deleted."""
+    check_text(value, what, file=file, record=record, field=field)
+    if "/" in value:
+        raise InputError(
+            f"the {what} {value!r} contains '/': {ID_RULE}, as the HTTP API could not address "
+            "it; use another character, e.g. '-'",
             file=file,
             record=record,
             field=field,
@@ -194,6 +224,13 @@ class SemanticFact:
 
 REDACTED = "[message redacted]"
 """The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
+
+
+def unredacted(turns: Iterable[Turn]) -> list[Turn]:
+    """``turns`` without the redacted ones: what evidence may show (a redacted turn still
+    counts among a conversation's turns, but it is never shown as evidence)."""
+    return [t for t in turns if t.text != REDACTED]
+
 
 SupersessionKind = Literal["build", "manual"]
 

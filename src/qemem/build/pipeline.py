@@ -42,7 +42,7 @@ from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Correction, Episode, Supersession, Turn, search_text
+from qemem.models import Correction, Episode, Supersession, Turn, search_text, unredacted
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -136,17 +136,20 @@ def _to_build(
 ) -> tuple[list[Episode], dict[int, list[Turn]]]:
     """Remove the episodes to build again (degraded ones, with ``rebuild`` other LLMs' ones,
     and the last one of each session with appended turns); return the episodes left and the
-    turns to build, per session."""
+    turns to build, per session (never a redacted one: it has nothing to build from)."""
     stale = stale_episodes(store, scope, builder, other_models=rebuild)
     forget(store, scope, stale, builder)
     turns = store.turns(scope)
     episodes = store.episodes(scope)
     rebuilt = {t for e in stale for t in e.turn_ids}
-    extended = _extended(store, scope, episodes, turns, _pending(episodes, turns), rebuilt, builder)
+    material = unredacted(turns)
+    extended = _extended(
+        store, scope, episodes, turns, _pending(episodes, material), rebuilt, builder
+    )
     if extended:
         forget(store, scope, extended, builder)
         episodes = store.episodes(scope)
-    return episodes, _pending(episodes, turns)
+    return episodes, _pending(episodes, material)
 
 
 def build_memory(
@@ -204,7 +207,7 @@ def build_memory(
     run.corrections = store.corrections(scope)
     corrected = store.facts(scope, [c.fact for c in run.corrections])
     run.corrected = {f.id: f.content for f in corrected}
-    for turn in store.turns(scope):
+    for turn in unredacted(store.turns(scope)):
         run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
     workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")

@@ -33,9 +33,9 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Memory, SearchResult, reembed_store
+from qemem.memory import Memory, SearchResult, check_ingest, reembed_store
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
-from qemem.store import redact
+from qemem.store import redact, store_exists
 
 app = typer.Typer(
     name="qemem",
@@ -72,6 +72,8 @@ def ingest(
     parsed = read_conversations(file, cast(Format, str(fmt)))  # a bad file creates no store
     if not any(session.turns for conv in parsed for session in conv.sessions):
         raise InputError("the file holds no messages: nothing to ingest", file=str(file))
+    if not store_exists(store):
+        check_ingest(parsed, str(file))  # nor does a file that a new store would refuse
     with (
         Memory.open(store, embedder=embedder, namespace=namespace) as memory,
         progress_bar("embedding", quiet) as p,

@@ -14,6 +14,7 @@ from qemem.models import (
     SessionInput,
     Turn,
     TurnInput,
+    check_id,
     check_same_kind,
     check_text,
 )
@@ -100,7 +101,7 @@ def find_additions(
             check_text(message.speaker, "speaker", file=file, record=where, field="speaker")
             check_text(message.text, "message", file=file, record=where, field="text")
             if message.id is not None:
-                check_text(message.id, "message id", file=file, record=where, field="id")
+                check_id(message.id, "message id", file=file, record=where, field="id")
             check_same_kind(message.timestamp, first, file=file, record=where, field="timestamp")
             tid = message.id or f"D{index}:{position + 1}"
             if tid in known_ids:
@@ -178,9 +179,10 @@ def _check_unchanged(old: Turn, message: TurnInput, file: str, where: str) -> No
 
 
 def _check_names(conv: ConversationInput, file: str) -> None:
-    """Refuse a conversation id, speaker or session key no store can keep exactly."""
+    """Refuse a conversation id, speaker or session key no store can keep exactly, and a
+    conversation id with ``/`` (:func:`~qemem.models.check_id`)."""
     record = f"conversation {conv.id.encode('utf-8', 'backslashreplace').decode()}"
-    check_text(conv.id, "conversation id", file=file, record=record, field="conversation_id")
+    check_id(conv.id, "conversation id", file=file, record=record, field="conversation_id")
     for speaker in conv.speakers:
         check_text(speaker, "speaker", file=file, record=record, field="speaker")
     for session in conv.sessions:

@@ -78,6 +78,14 @@ def ingest_conversations(
     return report
 
 
+def check_ingest(conversations: Sequence[ConversationInput], file: str = "<input>") -> None:
+    """Every check an ingest makes of ``conversations`` on their own (as into a store that
+    holds none of them), raising the InputError it would: run before a store is created, a
+    refused input creates none."""
+    for conv in conversations:
+        find_additions(conv, None, [], file)
+
+
 def _recheck(
     store: MemoryStore, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
 ) -> tuple[Additions, np.ndarray, int]:

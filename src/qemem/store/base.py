@@ -189,11 +189,13 @@ class MemoryStore(Protocol):
         ...
 
     def index_rows(self, scope: Scope, space: Space) -> IndexRows:
-        """Ids, BM25 tokens and vectors of one space of the scope, in record order."""
+        """Ids, BM25 tokens and vectors of the records of one space of the scope that search
+        finds (facts no supersession replaced, turns not redacted), in record order."""
         ...
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
-        """Ids and their unit vectors (rows) for one space of the scope."""
+        """Ids and their unit vectors (rows) of the records of one space of the scope that
+        search finds (as ``index_rows``)."""
         ...
 
     # re-embedding in place (see qemem.store.staged)
@@ -236,10 +238,11 @@ class MemoryStore(Protocol):
         ...
 
     def record_response(
-        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+        self, scope: Scope, key: str, fingerprint: str, response: str, retention: timedelta
     ) -> None:
-        """Record a request's response under ``key`` (in the caller's transaction), purging
-        records older than ``retention``."""
+        """Record the response of a request that appended to ``scope`` under ``key`` (in the
+        caller's transaction; in the scope's namespace, deleted with its conversation),
+        purging records older than ``retention``."""
         ...
 
 

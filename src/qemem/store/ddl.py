@@ -127,6 +127,19 @@ CREATE INDEX idempotency_by_created ON idempotency (created);
 """Responses of appends sent with an ``Idempotency-Key``, per namespace: the request's
 fingerprint, the response JSON and when it was recorded (UTC ISO 8601, fixed width)."""
 
+_IDEMPOTENCY_CONVERSATION = """
+ALTER TABLE idempotency ADD COLUMN conv {ref} REFERENCES conversations(pk) ON DELETE CASCADE;
+CREATE INDEX idempotency_by_conv ON idempotency (conv);
+"""
+
+
+def idempotency_conversation(dialect: Dialect) -> str:
+    """The ``conv`` column of the ``idempotency`` table (added after the table, in every
+    store): the conversation a recorded response appended to, so that the record goes with
+    the conversation (records of older stores have none; they expire with their retention)."""
+    return _IDEMPOTENCY_CONVERSATION.format(ref=dialect.ref_type)
+
+
 JOBS = """
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,
@@ -253,4 +266,5 @@ def create(dialect: Dialect) -> str:
         + JOBS_NOT_BEFORE
         + supersessions(dialect)
         + corrections(dialect)
+        + idempotency_conversation(dialect)
     )

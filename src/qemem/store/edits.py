@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from qemem.models import Correction, Supersession, Turn
+from qemem.models import REDACTED, Correction, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.rows import turn_row
@@ -38,6 +38,19 @@ NOT_SUPERSEDED = (
 )
 """The condition (after a WHERE, ``{table}`` the alias of a facts or vectors row) that keeps
 current facts only: a superseded fact is in no search index."""
+NOT_REDACTED = " AND r.text <> '{}'".format(REDACTED.replace("'", "''"))
+"""The condition (after a WHERE, ``r`` the alias of a turns row) that keeps turns that were
+not redacted: a redacted turn is in no search index."""
+
+
+def searchable(space: str) -> str:
+    """The condition (after a WHERE, ``r`` the alias of the space's records) that keeps what
+    search indexes hold: current facts and turns not redacted (every episode)."""
+    if space == "fact":
+        return NOT_SUPERSEDED.format(table="r")
+    return NOT_REDACTED if space == "turn" else ""
+
+
 ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
     f"fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND id NOT IN ({CORRECTED})"
@@ -60,6 +73,7 @@ class _Host(Protocol):
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str: ...
     def _writing(self, scope: Scope) -> int: ...
+    def _forgotten(self) -> None: ...
     def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T: ...
     def _check_vectors(self, count: int, vectors: np.ndarray, embedder: str) -> None: ...
     def _put_vectors(
@@ -128,6 +142,7 @@ class SQLEdits:
         current again)."""
         with self.transaction():
             drop_facts(self, self._writing(scope), ids)
+            self._forgotten()
 
     def forget_turn(
         self: _Host,
@@ -140,6 +155,7 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
+            self._forgotten()
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {

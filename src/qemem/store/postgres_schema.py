@@ -17,9 +17,11 @@ from qemem.store.ddl import (
     corrections,
     create,
     fill_corrections,
+    idempotency_conversation,
     supersessions,
 )
 from qemem.store.dialect import POSTGRES
+from qemem.store.slashed import SLASHED_IDS, warn_slashed
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
 UPGRADES: dict[int, str] = {
@@ -42,6 +44,10 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
+    # 8: reserved for the fencing step of issue 30 (another branch); nothing to do here
+    8: "SELECT 1",
+    # 9: each recorded Idempotency-Key response names its conversation and goes with it
+    9: idempotency_conversation(POSTGRES),
     # 10: the provenance of facts corrected by hand (a correction outlives the fact it
     # corrected); filled from the manual supersessions and the facts without an episode
     10: corrections(POSTGRES)
@@ -50,13 +56,17 @@ UPGRADES: dict[int, str] = {
         "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS+00:00')",
     ),
 }
+SLASH_RULE = 9
+"""The first version of the rule that ids hold no ``/``: migrating a store from before it
+lists the ids that break it (:mod:`qemem.store.slashed`)."""
 SCHEMA_VERSION = max(UPGRADES)
 
 
-def migrate(conn: Any) -> int:
+def migrate(conn: Any, where: str = "") -> int:
     """Apply every migration newer than the database's version on ``conn`` (a psycopg
     connection in autocommit mode); return the final version. A database written by a newer
-    qemem is refused."""
+    qemem is refused. Crossing :data:`SLASH_RULE` logs the stored ids that break it
+    (``where`` names the store)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -75,6 +85,8 @@ def migrate(conn: Any) -> int:
         for number in sorted(n for n in UPGRADES if n > version):
             conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
+        slashed = conn.execute(SLASHED_IDS).fetchall() if 0 < version < SLASH_RULE else []
+    warn_slashed(slashed, where)
     return SCHEMA_VERSION
 
 

@@ -19,9 +19,11 @@ from qemem.store.ddl import (
     create,
     fact_episodes,
     fill_corrections,
+    idempotency_conversation,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
+from qemem.store.slashed import SLASHED_IDS, warn_slashed
 
 UPGRADES: dict[int, str] = {
     # 1 (the three spaces, provenance links, vectors and per-scope state) is part of create()
@@ -50,11 +52,18 @@ UPGRADES: dict[int, str] = {
     7: JOBS_NOT_BEFORE,
     # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     8: supersessions(SQLITE),
+    # 9: reserved for the fencing step of issue 30 (another branch); nothing to do here
+    9: "SELECT 1",
+    # 10: each recorded Idempotency-Key response names its conversation and goes with it
+    10: idempotency_conversation(SQLITE),
     # 11: the provenance of facts corrected by hand (a correction outlives the fact it
     # corrected); filled from the manual supersessions and the facts without an episode
     11: corrections(SQLITE)
     + fill_corrections("json_group_array(turn)", "strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now')"),
 }
+SLASH_RULE = 10
+"""The first version of the rule that ids hold no ``/``: migrating a store from before it
+lists the ids that break it (:mod:`qemem.store.slashed`)."""
 SCHEMA_VERSION = max(UPGRADES)
 
 
@@ -62,9 +71,10 @@ def _version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection) -> int:
+def migrate(conn: sqlite3.Connection, where: str = "") -> int:
     """Bring the database to :data:`SCHEMA_VERSION`, one step per write transaction (so
-    processes opening one file at once apply each step once); return the version.
+    processes opening one file at once apply each step once); return the version. Crossing
+    :data:`SLASH_RULE` logs the stored ids that break it (``where`` names the store).
 
     A database written by a newer qemem (a higher version than this code knows), or one that
     holds tables of its own, is refused.
@@ -83,6 +93,7 @@ def migrate(conn: sqlite3.Connection) -> int:
             f"this store has schema version {version}, newer than this qemem supports "
             f"({SCHEMA_VERSION}): upgrade qemem"
         )
+    before = version
     while version < SCHEMA_VERSION:
         target = SCHEMA_VERSION if version == 0 else min(v for v in UPGRADES if v > version)
         conn.execute("BEGIN IMMEDIATE")
@@ -97,4 +108,6 @@ def migrate(conn: sqlite3.Connection) -> int:
             conn.execute("ROLLBACK")
             raise
         version = _version(conn)
+    if 0 < before < SLASH_RULE:
+        warn_slashed(conn.execute(SLASHED_IDS).fetchall(), where)
     return SCHEMA_VERSION

@@ -30,7 +30,7 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
-from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
+from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
 from qemem.store.jobs import JobTable
 from qemem.store.rows import (
     EPISODE_COLUMNS,
@@ -52,7 +52,7 @@ from qemem.store.rows import (
 )
 
 T = TypeVar("T")
-_IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
+_IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
 class SQLStore(SQLEdits, ABC):
@@ -92,6 +92,12 @@ class SQLStore(SQLEdits, ABC):
     @abstractmethod
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """Run one statement per row (inside a transaction)."""
+
+    def _forgotten(self) -> None:
+        """Told inside a transaction that deleted or overwrote user text: a backend whose files
+        keep old copies of rows until some step (SQLite's write-ahead log) takes that step
+        once the transaction commits. PostgreSQL keeps dead rows until VACUUM (see
+        docs/reliability.md): nothing to do here."""
 
     # ------------------------------------------------------------------ scopes and versions
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str:
@@ -203,6 +209,7 @@ class SQLStore(SQLEdits, ABC):
 
     def delete_conversation(self, scope: Scope) -> bool:
         with self.transaction():
+            self._forgotten()
             return (
                 self._exec(
                     "DELETE FROM conversations WHERE namespace = ? AND id = ?",
@@ -393,11 +400,10 @@ class SQLStore(SQLEdits, ABC):
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
         position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
-        current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
         rows = self._query(
             f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
             "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
-            + current,
+            + searchable(space),
             (space, pk),
             binary=True,
         )
@@ -465,16 +471,17 @@ class SQLStore(SQLEdits, ABC):
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def record_response(
-        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+        self, scope: Scope, key: str, fingerprint: str, response: str, retention: timedelta
     ) -> None:
-        """Record the response of a request sent with ``key`` (join the transaction that made
-        it, so both are committed together); records older than ``retention`` are purged."""
+        """Record the response of a request sent with ``key`` that appended to ``scope``
+        (join the transaction that made it, so both are committed together; the record is
+        deleted with the conversation); records older than ``retention`` are purged."""
         with self.transaction():
             now = datetime.now(UTC)
             self._exec("DELETE FROM idempotency WHERE created < ?", (_stamp(now - retention),))
             self._exec(
                 self._insert("idempotency", _IDEMPOTENCY_COLUMNS),
-                (namespace, key, fingerprint, response, _stamp(now)),
+                (scope.namespace, key, fingerprint, response, _stamp(now), self._pk(scope)),
             )
 
 
