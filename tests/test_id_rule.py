@@ -109,7 +109,8 @@ def test_http_refuses_slashes_in_ids_with_a_422_naming_the_rule() -> None:
 # ------------------------------------------------------------------ ids stored before
 def _slashed_store(url: str) -> None:
     """A store holding a message and a conversation with '/' in their ids (written below the
-    library, as qemem wrote them before the rule), at the schema before the rule."""
+    library, as qemem wrote them before the rule), at the schema before the rule: the tables of
+    the later steps (idempotency's conversation, corrections) undone."""
     with closing(open_store(url)) as store, store.transaction():
         for cid, tid in (("c", "msg/1"), ("team/c", "m1")):
             scope = Scope(cid)
@@ -122,7 +123,7 @@ def _slashed_store(url: str) -> None:
     if backend == "sqlite":
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript(
-                f"DROP TABLE idempotency; {IDEMPOTENCY} "
+                f"DROP TABLE idempotency; {IDEMPOTENCY} DROP TABLE corrections; "
                 f"PRAGMA user_version = {schema.SLASH_RULE - 1};"
             )
         return
@@ -130,6 +131,7 @@ def _slashed_store(url: str) -> None:
 
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("ALTER TABLE idempotency DROP COLUMN conv")
+        conn.execute("DROP TABLE corrections")
         conn.execute("UPDATE schema_version SET version = %s", (postgres_schema.SLASH_RULE - 1,))
 
 
