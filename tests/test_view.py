@@ -86,6 +86,7 @@ def test_evidence_record_is_compact_json(answer: Answer) -> None:
     json.dumps(record)
     assert record["question"] == QUESTION and record["answer"] == "the Saturday before 14 March"
     assert record["cards"][0]["matched_source"] == "D1:3" and record["cards"][0]["verified"]
+    assert [c["shown_time"] for c in record["cards"]] == [c.shown_time for c in answer.cards]
     assert record["rounds"][0]["queries"][0] == QUESTION
     assert record["rounds"][0]["feedback"]["sufficient"] is True
     assert (

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ import pydantic
 from qemem.answer.ask import Trace
 from qemem.answer.check import passage_lines
 from qemem.answer.sampling import Drawn, stratified_sample, weighted_share
+from qemem.audit_names import MEMORY_LABELS, MemoryLabel
 from qemem.errors import InputError, StructuredOutputError
 from qemem.evidence.context import show_date
 from qemem.evidence.times import resolve_times
@@ -52,8 +53,6 @@ from qemem.prompts import as_data, render
 from qemem.store.base import MemoryStore, Scope
 
 STAGE = "audit.memory"
-MemoryLabel = Literal["supported", "partially supported", "unsupported", "contradicted"]
-LABELS: tuple[MemoryLabel, ...] = get_args(MemoryLabel)
 AuditSpace = Literal["fact", "episode"]
 PERIODS = ("early", "middle", "late")
 DUPLICATE_COSINE = 0.96
@@ -270,8 +269,8 @@ def label_shares(items: Sequence[AuditedItem], space: AuditSpace, seed: int) -> 
         values = [float(i.label in hit) for i in rows]
         return to_share(weighted_share(values, weights, strata, seed=seed))
 
-    out: dict[str, Share] = {label: share([label]) for label in LABELS}
-    out["supported_or_partial"] = share(LABELS[:2])
+    out: dict[str, Share] = {label: share([label]) for label in MEMORY_LABELS}
+    out["supported_or_partial"] = share(MEMORY_LABELS[:2])
     return out
 
 
@@ -436,7 +435,6 @@ def audit_memory(
 
 
 __all__ = [
-    "LABELS",
     "AuditedItem",
     "Census",
     "DuplicatePair",

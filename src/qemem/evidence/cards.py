@@ -20,7 +20,12 @@ import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
-from qemem.evidence.card_time import CitedText, TimeBasis, card_time
+from qemem.evidence.card_time import (
+    CitedText,
+    TimeBasis,
+    card_time,
+    shown_time,
+)
 from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_pool, pool_records
 from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
@@ -111,13 +116,9 @@ class ViewCard:
     planned: bool = False
 
     @property
-    def rule_time(self) -> TimeResolution | None:
-        """The rule time when it rests on an expression (quote or cited turn); None when it is
-        only the session date (the day it was said) or nothing resolved."""
-        rule = self.resolved_time
-        if rule is None or self.time_basis == "session" or not rule.expression:
-            return None
-        return rule
+    def shown_time(self) -> str:
+        """The time a reader is shown for the card (``card_time.shown_time``)."""
+        return shown_time(self.time, self.resolved_time, self.time_basis)
 
     @property
     def model_written(self) -> bool:

@@ -27,9 +27,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import TypeAdapter
 
 from qemem import __version__
-from qemem.answer import Answer
 from qemem.answer.ask import Mode
-from qemem.answer.wire import check_to_json
+from qemem.answer.wire import answer_brief, check_to_json, record_brief
 from qemem.errors import QememError
 from qemem.memory import Memory, MemoryAPI
 from qemem.memory.api import MAX_CONTEXT_BUDGET
@@ -37,11 +36,7 @@ from qemem.memory.jobs import check_auto_build
 from qemem.memory.worker import DEFAULT_LEASE_S, JobWorker
 from qemem.models import (
     Conversation,
-    Episode,
-    PoolItem,
     Ref,
-    SemanticFact,
-    Turn,
     format_datetime,
 )
 from qemem.operations import Operation, Tool, operation, tools
@@ -59,53 +54,6 @@ INSTRUCTIONS = (
 )
 START_WITH_LLM = "start qemem mcp with QEMEM_LLM set (or --llm)"
 """How to give the server an LLM, as its tools say it."""
-
-
-def _record(record: Turn | Episode | SemanticFact) -> dict[str, Any]:
-    if isinstance(record, Turn):
-        return {
-            "id": record.id,
-            "date": format_datetime(record.timestamp),
-            "speaker": record.speaker,
-            "text": record.text,
-        }
-    if isinstance(record, Episode):
-        return {
-            "id": record.id,
-            "date": format_datetime(record.timestamp),
-            "title": record.title,
-            "text": record.content,
-            "turns": list(record.turn_ids),
-        }
-    return {"id": record.id, "text": record.content, "episodes": list(record.episode_ids)}
-
-
-def _answer(answer: Answer) -> dict[str, Any]:
-    """An answer as a tool returns it; across conversations each card lists the
-    conversation and id of every source it cites, and each evidence turn its conversation."""
-    across = answer.across is not None
-    out = {
-        "answer": answer.text,
-        "mode": answer.mode,
-        "cards": [
-            {
-                "claim": card.claim,
-                "quote": card.quote,
-                "verified_quote": card.verified,
-                "time": card.rule_time.phrase if card.rule_time else card.time,
-                "planned": card.planned,
-                "grounded_in": card.grounded_in,
-                "sources": card.sources,
-            }
-            | ({"cited": [_ref(ref) for ref in card.refs]} if across else {})
-            for card in answer.cards
-        ],
-        "citations": answer.citations,
-        "evidence": [_pooled(item) for item in answer.pool.turns]
-        if answer.mode == "retrieval"
-        else [],
-    }
-    return out
 
 
 def _check_budget(budget_tokens: int) -> None:
@@ -130,12 +78,6 @@ def _check_k(k: int) -> None:
 
 def _ref(ref: Ref) -> dict[str, Any]:
     return {"conversation": ref.conversation, "space": ref.space, "id": ref.id}
-
-
-def _pooled(item: PoolItem) -> dict[str, Any]:
-    """A pool item's record, naming its conversation in a pool across conversations."""
-    named = {"conversation": item.conversation} if item.conversation is not None else {}
-    return named | _record(item.record)
 
 
 def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
@@ -271,17 +213,19 @@ def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[s
         if pool:
             found = run(lambda: memory.retrieve(conversation, query))
             return {
-                "episodes": [_record(i.record) for i in found.episodes[:k]],
-                "facts": [_record(i.record) for i in found.facts[:k]],
-                "turns": [_record(i.record) for i in found.turns],
+                "episodes": [record_brief(i.record) for i in found.episodes[:k]],
+                "facts": [record_brief(i.record) for i in found.facts[:k]],
+                "turns": [record_brief(i.record) for i in found.turns],
             }
         results = run(lambda: memory.search(conversation, query, k=k))
-        return {"turns": [_record(r.record) for r in results]}
+        return {"turns": [record_brief(r.record) for r in results]}
 
     def recall_across(conversations: list[str], query: str, k: int = 8) -> dict[str, Any]:
         _check_k(k)
         results = run(lambda: memory.search_many(conversations, query, k=k))
-        return {"turns": [{"conversation": r.conversation, **_record(r.record)} for r in results]}
+        return {
+            "turns": [{"conversation": r.conversation, **record_brief(r.record)} for r in results]
+        }
 
     def context(conversation: str, question: str, budget_tokens: int = 2000) -> dict[str, Any]:
         _check_budget(budget_tokens)
@@ -301,7 +245,7 @@ def _answer_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
         mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, "ask", mode)
-        return _answer(run(lambda: memory.ask(conversation, question, mode=chosen)))
+        return answer_brief(run(lambda: memory.ask(conversation, question, mode=chosen)))
 
     def check(conversation: str, text: str) -> dict[str, Any]:
         _need_llm(memory, operation("check"), {})
@@ -333,7 +277,7 @@ def _across_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
         mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, "ask_many", mode)
-        return _answer(run(lambda: memory.ask_many(conversations, question, mode=chosen)))
+        return answer_brief(run(lambda: memory.ask_many(conversations, question, mode=chosen)))
 
     return {"context_across": context_across, "ask_across": ask_across}
 
@@ -356,7 +300,7 @@ def _edit_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str,
 
     def facts(conversation: str, as_of: str | None = None) -> dict[str, Any]:
         found = run(lambda: memory.facts(conversation, as_of=as_of))
-        return {"facts": [_record(f) for f in found]}
+        return {"facts": [record_brief(f) for f in found]}
 
     def forget_message(conversation: str, message: str, redact: bool = False) -> dict[str, Any]:
         forget = memory.redact_message if redact else memory.delete_message

@@ -21,14 +21,6 @@ from qemem.retrieve.bm25 import BM25Index, tokenize
 ANSWERS_FILE = "audit-answers.json"
 SPLIT_STAGE, JUDGE_STAGE = "audit.split", "audit.answer"
 NEIGHBOURS, PASSAGES = 2, 3
-METRICS = (
-    "fully_grounded",
-    "core_grounded",
-    "claim_support",
-    "claims_per_answer",
-    "abstention",
-    "correct_and_grounded",
-)
 
 
 class Conversation:
