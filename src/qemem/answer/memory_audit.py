@@ -47,12 +47,13 @@ from qemem.lexicon import (
     THIRD_PERSON_PRONOUNS,
     WEEKDAYS,
 )
-from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm import Ledger, LLMClient, LLMRequest
+from qemem.llm.prompted import prompted_request
+from qemem.llm.stages import AUDIT_MEMORY
 from qemem.models import Episode, SemanticFact, Turn
-from qemem.prompts import as_data, render
+from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
-STAGE = "audit.memory"
 AuditSpace = Literal["fact", "episode"]
 PERIODS = ("early", "middle", "late")
 DUPLICATE_COSINE = 0.96
@@ -239,17 +240,14 @@ def duplicate_pairs(
 
 def memory_request(statement: str, passages: Sequence[Mapping[str, str]]) -> LLMRequest:
     """The judge request for one record: its text and the turns it cites, nothing else."""
-    user = render(
-        "audit_memory_input", statement=as_data(statement), passages=passage_lines(passages)
-    )
-    return LLMRequest(
-        system=render("audit_memory"),
-        messages=[Message("user", user)],
-        stage=STAGE,
-        max_tokens=512,
-        schema=MemoryVerdict.model_json_schema(),
-        schema_name="memory_verdict",
-        inputs={"statement": statement, "passages": [dict(p) for p in passages]},
+    return prompted_request(
+        "audit_memory",
+        AUDIT_MEMORY,
+        MemoryVerdict,
+        "memory_verdict",
+        {"statement": statement, "passages": [dict(p) for p in passages]},
+        statement=as_data(statement),
+        passages=passage_lines(passages),
     )
 
 

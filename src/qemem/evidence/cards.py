@@ -31,6 +31,7 @@ from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
+from qemem.llm.stages import CONSTRUCT
 from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
 from qemem.prompts import render
 
@@ -172,12 +173,12 @@ def construct_cards(
     }
     own = _construct_input(index, pool, plan, existing, refining, cached=prefix is not None)
     if prefix is not None:
-        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=inputs)
+        request = prefix.request(CONSTRUCT, own, max_tokens=max_tokens, inputs=inputs)
     else:
         request = LLMRequest(
             render("construct"),
             [Message("user", own)],
-            "construct",
+            CONSTRUCT,
             max_tokens=max_tokens,
             inputs=inputs,
         )

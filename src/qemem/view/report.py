@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from qemem.audit_names import ANSWER_METRICS, CLAIM_LABELS, MEMORY_LABELS
+from qemem.llm.stages import ANSWER_ROUND0, JUDGE
 from qemem.view.record import evidence_record
 from qemem.view.render import render
 
@@ -31,8 +32,8 @@ DIAGNOSES = {
 
 
 #: stages that measure the method rather than belong to it: the judge and the round-0 answer
-#: of the refinement analysis (``qemem.answer.ROUND0_STAGE``)
-ANALYSIS_STAGES = ("judge", "answer_round0")
+#: of the refinement analysis
+ANALYSIS_STAGES = (JUDGE, ANSWER_ROUND0)
 
 
 def correctness(record: Record) -> str:
