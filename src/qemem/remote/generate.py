@@ -2,10 +2,11 @@
 
 Each operation of :mod:`qemem.operations` becomes a method of ``RemoteMethods``
 (:mod:`qemem.remote.sync_methods`) and a coroutine of ``AsyncRemoteMethods``
-(:mod:`qemem.remote.aio_methods`), with the signature and docstring of its ``MemoryAPI``
-method copied from the source of :mod:`qemem.memory.api`, that hands its arguments to
-:func:`qemem.remote.calls.steps`. The output is laid out as ``ruff format`` lays it out; a
-test checks that the committed modules are what this writes.
+(:mod:`qemem.remote.aio_methods`), with the signature of its ``MemoryAPI`` method copied from
+the source of :mod:`qemem.memory.api` (its docstring points there, so editing a docstring
+needs no new output), that hands its arguments to :func:`qemem.remote.calls.steps`. The
+output is laid out as ``ruff format`` lays it out; a test checks that the committed modules
+are what this writes.
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ HERE = Path(__file__).parent
 
 @dataclass(frozen=True)
 class Method:
-    """One ``MemoryAPI`` method as its source writes it."""
+    """One ``MemoryAPI`` method's signature as its source writes it."""
 
     name: str
     params: tuple[str, ...]
     returns: str
-    docstring: str
     names: frozenset[str]
     """The names its annotations and defaults use."""
 
@@ -64,9 +64,8 @@ def _method(source: str, node: ast.FunctionDef) -> Method:
         params += [
             _param(source, a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
         ]
-    first = node.body[0]
-    if node.returns is None or not isinstance(first, ast.Expr):
-        raise ValueError(f"MemoryAPI.{node.name} needs a return type and a docstring")
+    if node.returns is None:
+        raise ValueError(f"MemoryAPI.{node.name} needs a return type")
     typed = [a.annotation for a in [*positional, *args.kwonlyargs] if a.annotation is not None]
     used = [*typed, *(d for d in [*args.defaults, *args.kw_defaults] if d is not None)]
     trees = [*used, node.returns]
@@ -75,7 +74,6 @@ def _method(source: str, node: ast.FunctionDef) -> Method:
         node.name,
         tuple(params),
         _segment(source, node.returns),
-        _segment(source, first.value),
         frozenset(names),
     )
 
@@ -118,7 +116,7 @@ def _body(method: Method, is_async: bool) -> list[str]:
     wait = "await " if is_async else ""
     call = f'{wait}self._run(calls.steps("{method.name}", locals()))'
     return [
-        f"        {method.docstring}",
+        f'        """As ``MemoryAPI.{method.name}``."""',
         f"        result: {method.returns} = {call}",
         "        return result",
     ]

@@ -59,7 +59,7 @@ class RemoteMethods(ABC):
         fmt: Format = "auto",
         progress: Progress | None = None,
     ) -> IngestReport:
-        """Add what the memory lacks of a file or of parsed conversations (idempotent)."""
+        """As ``MemoryAPI.ingest``."""
         result: IngestReport = self._run(calls.steps("ingest", locals()))
         return result
 
@@ -70,28 +70,27 @@ class RemoteMethods(ABC):
         *,
         idempotency_key: str | None = None,
     ) -> Appended:
-        """Append generic-format messages to a conversation (retry-safe by id, or by
-        ``idempotency_key`` for messages without ids)."""
+        """As ``MemoryAPI.add_messages``."""
         result: Appended = self._run(calls.steps("add_messages", locals()))
         return result
 
     def conversations(self) -> list[Conversation]:
-        """The conversations of the namespace."""
+        """As ``MemoryAPI.conversations``."""
         result: list[Conversation] = self._run(calls.steps("conversations", locals()))
         return result
 
     def conversation(self, conversation: str) -> Conversation:
-        """One conversation (NotFoundError if absent)."""
+        """As ``MemoryAPI.conversation``."""
         result: Conversation = self._run(calls.steps("conversation", locals()))
         return result
 
     def delete(self, conversation: str) -> bool:
-        """Delete a conversation and all derived from it; False if it was absent."""
+        """As ``MemoryAPI.delete``."""
         result: bool = self._run(calls.steps("delete", locals()))
         return result
 
     def episodes(self, conversation: str, ids: Sequence[str] | None = None) -> list[Episode]:
-        """The conversation's episodes in order (only those of ``ids``)."""
+        """As ``MemoryAPI.episodes``."""
         result: list[Episode] = self._run(calls.steps("episodes", locals()))
         return result
 
@@ -103,36 +102,34 @@ class RemoteMethods(ABC):
         as_of: date | datetime | str | None = None,
         include_superseded: bool = False,
     ) -> list[SemanticFact]:
-        """The current facts (those known ``as_of`` a date; the superseded ones too with
-        ``include_superseded``); with ``ids`` exactly those."""
+        """As ``MemoryAPI.facts``."""
         result: list[SemanticFact] = self._run(calls.steps("facts", locals()))
         return result
 
     def supersessions(self, conversation: str) -> list[Supersession]:
-        """Which facts replace which, with the turns that show it."""
+        """As ``MemoryAPI.supersessions``."""
         result: list[Supersession] = self._run(calls.steps("supersessions", locals()))
         return result
 
     def delete_message(self, conversation: str, message: str) -> Forgotten:
-        """Delete one message and the episodes and facts derived only from it."""
+        """As ``MemoryAPI.delete_message``."""
         result: Forgotten = self._run(calls.steps("delete_message", locals()))
         return result
 
     def redact_message(self, conversation: str, message: str) -> Forgotten:
-        """Replace one message's text by a marker (id and place kept), removing what was
-        derived from it."""
+        """As ``MemoryAPI.redact_message``."""
         result: Forgotten = self._run(calls.steps("redact_message", locals()))
         return result
 
     def delete_fact(self, conversation: str, fact: str) -> Forgotten:
-        """Delete one fact (a fact it replaced is current again)."""
+        """As ``MemoryAPI.delete_fact``."""
         result: Forgotten = self._run(calls.steps("delete_fact", locals()))
         return result
 
     def correct_fact(
         self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
     ) -> Supersession:
-        """Replace a current fact by ``content`` (a manual supersession citing ``turns``)."""
+        """As ``MemoryAPI.correct_fact``."""
         result: Supersession = self._run(calls.steps("correct_fact", locals()))
         return result
 
@@ -144,7 +141,7 @@ class RemoteMethods(ABC):
         k: int | None = 10,
         space: Space = "turn",
     ) -> list[SearchResult]:
-        """Hybrid search (dense + BM25, RRF k=60) of one space."""
+        """As ``MemoryAPI.search``."""
         result: list[SearchResult] = self._run(calls.steps("search", locals()))
         return result
 
@@ -156,20 +153,19 @@ class RemoteMethods(ABC):
         k: int | None = 10,
         space: Space = "turn",
     ) -> list[SearchResult]:
-        """Hybrid search of one space across several conversations of the namespace, ranked
-        together; each result names its conversation."""
+        """As ``MemoryAPI.search_many``."""
         result: list[SearchResult] = self._run(calls.steps("search_many", locals()))
         return result
 
     def retrieve(self, conversation: str, question: str, *, exclude: Collection[Ref] = ()) -> Pool:
-        """The multi-granular evidence pool of the question's rule plan, less ``exclude``."""
+        """As ``MemoryAPI.retrieve``."""
         result: Pool = self._run(calls.steps("retrieve", locals()))
         return result
 
     def build(
         self, conversation: str | None = None, *, progress: Progress | None = None
     ) -> list[BuildReport]:
-        """Build the episodes and facts the memory lacks (needs an LLM)."""
+        """As ``MemoryAPI.build``."""
         result: list[BuildReport] = self._run(calls.steps("build", locals()))
         return result
 
@@ -181,8 +177,7 @@ class RemoteMethods(ABC):
         budget_tokens: int = CONTEXT_BUDGET,
         mode: ContextMode = "rule",
     ) -> Context:
-        """A ready-to-paste evidence block cut to ``budget_tokens`` (no LLM call unless
-        ``mode`` is "llm": the LLM planner)."""
+        """As ``MemoryAPI.context``."""
         result: Context = self._run(calls.steps("context", locals()))
         return result
 
@@ -194,60 +189,52 @@ class RemoteMethods(ABC):
         budget_tokens: int = CONTEXT_BUDGET,
         mode: ContextMode = "rule",
     ) -> Context:
-        """One evidence block across several conversations of the namespace, ranked
-        together; each item's ``ref`` names its conversation."""
+        """As ``MemoryAPI.context_many``."""
         result: Context = self._run(calls.steps("context_many", locals()))
         return result
 
     def ask_many(
         self, conversations: Sequence[str], question: str, *, mode: Mode = "full"
     ) -> Answer:
-        """An answer across several conversations of the namespace, ranked together; its
-        cards and pool name each record's conversation (``Answer.across``)."""
+        """As ``MemoryAPI.ask_many``."""
         result: Answer = self._run(calls.steps("ask_many", locals()))
         return result
 
     def ask(self, conversation: str, question: str, *, mode: Mode = "full") -> Answer:
-        """Answer a question with its evidence record (``Answer.evidence``)."""
+        """As ``MemoryAPI.ask``."""
         result: Answer = self._run(calls.steps("ask", locals()))
         return result
 
     def check(self, conversation: str, text: str) -> CheckResult:
-        """Label each claim of ``text`` against the conversation's turns, with the turns that
-        support or contradict it and verified quotes (needs an LLM)."""
+        """As ``MemoryAPI.check``."""
         result: CheckResult = self._run(calls.steps("check", locals()))
         return result
 
     def audit_memory(
         self, conversation: str, *, sample: int = AUDIT_SAMPLE, seed: int = 0
     ) -> MemoryAudit:
-        """Judge a stratified sample of the conversation's facts and episode narratives
-        against the turns their provenance cites (population-weighted shares with 95% CIs),
-        and count pronoun and dated facts, near-duplicates and superseded facts (needs an
-        LLM: the memory's, or the server's)."""
+        """As ``MemoryAPI.audit_memory``."""
         result: MemoryAudit = self._run(calls.steps("audit_memory", locals()))
         return result
 
     def enqueue_build(self, conversation: str) -> Job:
-        """Queue a background build of the conversation (or return the queued or running one);
-        a worker of the store (``qemem serve``) runs it."""
+        """As ``MemoryAPI.enqueue_build``."""
         result: Job = self._run(calls.steps("enqueue_build", locals()))
         return result
 
     def job(self, job_id: str) -> Job:
-        """A background job of the namespace (NotFoundError if there is none)."""
+        """As ``MemoryAPI.job``."""
         result: Job = self._run(calls.steps("job", locals()))
         return result
 
     def jobs(
         self, status: str | None = None, *, limit: int = 50, before: str | None = None
     ) -> list[Job]:
-        """The namespace's ``limit`` (1 to 500) newest background jobs (of ``status``, when
-        given), newest first; ``before``: the last job id of the previous page."""
+        """As ``MemoryAPI.jobs``."""
         result: list[Job] = self._run(calls.steps("jobs", locals()))
         return result
 
     def cancel_job(self, job_id: str) -> Job:
-        """Cancel a queued or running job (a finished one is returned as it is)."""
+        """As ``MemoryAPI.cancel_job``."""
         result: Job = self._run(calls.steps("cancel_job", locals()))
         return result
