@@ -20,6 +20,7 @@ from qemem.llm.cache import LLMCache, Subject, cache_key, provider_endpoint
 from qemem.llm.jsonx import extract_json
 from qemem.llm.ledger import Ledger
 from qemem.llm.prices import Price, PriceTable
+from qemem.llm.stages import REPAIR
 from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 
 T = TypeVar("T", bound=pydantic.BaseModel)
@@ -256,7 +257,7 @@ class LLMClient:
             with self._rng_lock:
                 self.faults["invalid output"] += 1
         repair = request.with_(
-            stage=f"{request.stage}.repair",
+            stage=request.stage + REPAIR,
             messages=[
                 *request.messages,
                 Message("assistant", first.text or "(empty output)"),
