@@ -50,10 +50,6 @@ from qemem.embed import HashEmbedder
 from qemem.errors import QememError
 from qemem.keys import open_key_store
 from qemem.memory import Memory, MemoryAPI
-from qemem.memory.across import MemoryAcross
-from qemem.memory.auditing import MemoryAudits
-from qemem.memory.editing import MemoryEdits
-from qemem.memory.jobs import MemoryJobs
 from qemem.memory_file import MemoryFile
 from qemem.operations import OPERATIONS, Operation, tools
 from qemem.store import parse_store_url
@@ -840,7 +836,8 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
 def memory_methods() -> set[str]:
     return {
         name
-        for cls in (Memory, MemoryJobs, MemoryEdits, MemoryAudits, MemoryAcross)  # and mixins'
+        for cls in Memory.__mro__  # Memory and its mixins
+        if cls.__module__.startswith("qemem.memory.") and cls is not MemoryAPI
         for name, value in vars(cls).items()
         if not name.startswith("_") and inspect.isfunction(getattr(value, "__func__", value))
     }
