@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -58,9 +58,12 @@ def legacy_url(store_url: str) -> str:
 
 
 def test_legacy_store_reads_back_identically(legacy_url: str) -> None:
+    migrated = datetime.now(UTC)
     with closing(open_store(legacy_url)) as store:
         sessions = tuple(Session(i, datetime.fromisoformat(dt), key) for i, key, dt in SESSIONS)
-        assert store.get_conversation(SCOPE) == Conversation("legacy-1", ("Ana", "Ben"), sessions)
+        conv = store.get_conversation(SCOPE)
+        assert conv == Conversation("legacy-1", ("Ana", "Ben"), sessions, created_at=conv.created_at)
+        assert conv.created_at is not None and conv.created_at >= migrated.replace(microsecond=0)
         assert [(c.namespace, c.id) for c in store.conversations()] == [
             ("default", "legacy-1"),
             ("team", "legacy-2"),
@@ -256,13 +259,13 @@ def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
     backend, target = parse_store_url(legacy_url)
     if backend == "sqlite":
         with closing(sqlite3.connect(target)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == 8 == schema.SCHEMA_VERSION
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 9 == schema.SCHEMA_VERSION
         return
     import psycopg
 
     with psycopg.connect(target) as conn:
         [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
-    assert number == 7 == postgres_schema.SCHEMA_VERSION
+    assert number == 8 == postgres_schema.SCHEMA_VERSION
 
 
 def test_the_jobs_of_the_schema_before_not_before_may_start_at_once(legacy_url: str) -> None:

@@ -130,8 +130,8 @@ class MemoryEdits:
         *,
         turns: Sequence[str] = (),
     ) -> Supersession:
-        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>``, of
-        the old one's session) and a manual supersession of the old one from the date it was
+        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>`` of the
+        conversation's id counter, never a deleted fact's id; of the old one's session) and a manual supersession of the old one from the date it was
         learned (a correction replaces a wrong fact for all of its history), citing
         ``turns`` (optional turn ids of the conversation). The old fact keeps its
         provenance and stays listed with ``include_superseded``."""
@@ -150,7 +150,7 @@ class MemoryEdits:
                 )
             conv = self.store.get_conversation(scope)
             learned = {s.index: s.date_time for s in conv.sessions}[old.session]
-            number = next_number([f.id for f in self.store.facts(scope)], "S")
+            number = next_number(self.store, scope, "S")
             new = SemanticFact(f"S{number}", conversation, text, old.session, ())
             vector = self.embed_documents([new])
             record = Supersession(

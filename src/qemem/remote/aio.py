@@ -124,7 +124,7 @@ class AsyncRemoteMemory:
         progress: Progress | None = None,
     ) -> IngestReport:
         """As ``RemoteMemory.ingest``: parsed here, sent as messages (ingesting twice adds
-        nothing)."""
+        nothing when the messages have ids)."""
         return await self._run(calls.ingest(source, fmt, progress))
 
     async def delete(self, conversation: str) -> bool:

@@ -130,11 +130,13 @@ def result_of(response: httpx.Response) -> Any:
 
 
 def conversation_of(data: Mapping[str, Any]) -> Conversation:
+    created = data.get("created_at")
     return Conversation(
         data["id"],
         tuple(data["speakers"]),
         tuple(_SESSIONS.validate_python(data["sessions"])),
         data["namespace"],
+        datetime.fromisoformat(created) if created else None,
     )
 
 
@@ -158,7 +160,8 @@ def add_messages(
 
 
 def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict[str, Any]]]:
-    """Each conversation's turns as messages; id-less ones get an embedded ingest's ids."""
+    """Each conversation's turns as messages, with the ids the source gives them (the server
+    gives the others theirs)."""
     return {
         conv.id: [
             {
@@ -166,10 +169,10 @@ def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict
                 "timestamp": turn.timestamp.isoformat(),
                 "speaker": turn.speaker,
                 "text": turn.text,
-                "id": turn.id or f"D{session.index}:{position + 1}",
+                **({"id": turn.id} if turn.id is not None else {}),
             }
             for session in conv.sessions
-            for position, turn in enumerate(session.turns)
+            for turn in session.turns
         ]
         for conv in conversations
     }

@@ -127,9 +127,11 @@ class RemoteMemory(MemoryAPI):
         fmt: Format = "auto",
         progress: Progress | None = None,
     ) -> IngestReport:
-        """As ``Memory.ingest``, parsed here and sent as messages; id-less messages get the ids
-        an embedded ingest gives them (``D<session>:<n>``), so ingesting twice adds nothing.
-        The key decides the namespace (a file's namespaces are ignored)."""
+        """As ``Memory.ingest``, parsed here and sent as messages with the ids the source gives
+        them; the server gives the others theirs (``D<session>:<n>``). Ingesting a source
+        twice adds nothing when its messages have ids (LoCoMo's do); messages without one are
+        appended again, as ``add_messages`` appends them. The key decides the namespace (a
+        file's namespaces are ignored)."""
         return self._run(calls.ingest(source, fmt, progress))
 
     def delete(self, conversation: str) -> bool:

@@ -322,8 +322,9 @@ def _add_conversation_tools(server: MCPServer, memory: Memory, run: _Guard) -> N
     """``list_conversations`` and ``forget`` (delete one conversation)."""
 
     @server.tool(
-        description="List the stored conversations: ids, speakers, number of sessions and the "
-        "first and last session dates. Call it first to find the conversation id to use."
+        description="List the stored conversations: ids, when each was created, speakers, "
+        "number of sessions and the first and last session dates. Call it first to find the "
+        "conversation id to use."
     )
     def list_conversations() -> dict[str, Any]:
         return {"conversations": [_conversation(c) for c in run(memory.conversations)]}
@@ -385,6 +386,7 @@ def _conversation(conversation: Conversation) -> dict[str, Any]:
     span = conversation.span
     return {
         "id": conversation.id,
+        "created_at": created.isoformat() if (created := conversation.created_at) else None,
         "speakers": list(conversation.speakers),
         "sessions": len(conversation.sessions),
         "first": format_datetime(span[0]) if span else None,

@@ -7,6 +7,8 @@ citing it goes (its narrative was written from the turn), a fact loses those epi
 provenance and goes when none is left, and a build supersession loses the turn from the turns
 it cites (and goes when none is left: no supersession without a cited turn). Each edit is one
 transaction that gives the conversation a new version, so cached search indexes reload.
+Forgetting a turn and deleting facts count as removals by hand (:mod:`qemem.store.lives`): a
+build that started before one writes nothing more.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from qemem.models import Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
+from qemem.store.lives import COUNT_REMOVAL
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
 
@@ -97,7 +100,9 @@ class SQLEdits:
         """Delete facts with their links, vectors and supersessions (a fact they replaced is
         current again)."""
         with self.transaction():
-            drop_facts(self, self._writing(scope), ids)
+            pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
+            drop_facts(self, pk, ids)
 
     def forget_turn(
         self: _Host,
@@ -110,6 +115,7 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {

@@ -1,0 +1,179 @@
+"""Fencing: a build is pinned to the life of the conversation it started in. Deleted meanwhile
+(and created again under its id), or a message of it forgotten meanwhile, the build writes
+nothing more; deleting a conversation cancels its jobs. Both backends; every interleaving is
+held by the gate of ``BlockingLLM`` (no sleeps)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+from qemem.embed import HashEmbedder
+from qemem.errors import ConversationChangedError, ConversationGoneError
+from qemem.llm import LLMClient
+from qemem.memory import Memory
+from qemem.memory.worker import JobWorker
+from qemem.store import Scope, open_store
+from qemem.testing import BlockingLLM
+
+
+def messages(tag: str, sessions: int = 2, per_session: int = 4) -> list[dict[str, Any]]:
+    """Id-less messages whose texts all carry ``tag`` (to find them in whatever is stored)."""
+    return [
+        {
+            "session_id": f"s{s}",
+            "timestamp": f"2024-0{s}-01T10:0{n}:00",
+            "speaker": ("Ana", "Ben")[n % 2],
+            "text": f"{tag} message {n} of session {s}: the {tag} cat sleeps on the {tag} mat.",
+        }
+        for s in range(1, sessions + 1)
+        for n in range(per_session)
+    ]
+
+
+def stored_text(memory: Memory, conversation: str) -> str:
+    """Every text the conversation's records hold (turns, episodes, facts)."""
+    parts = [t.text for t in memory.turns(conversation)]
+    parts += [f"{e.title} {e.content}" for e in memory.episodes(conversation)]
+    parts += [f.content for f in memory.facts(conversation, include_superseded=True)]
+    return "\n".join(parts)
+
+
+@contextmanager
+def gated_memory(store_url: str, stage: str) -> Iterator[tuple[Memory, BlockingLLM]]:
+    llm = BlockingLLM(stages={stage})
+    memory = Memory(open_store(store_url), HashEmbedder(), llm=LLMClient(llm))
+    try:
+        yield memory, llm
+    finally:
+        llm.open()
+        memory.close()
+
+
+def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
+    """``call`` running in a started thread, and the list its exception lands in."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize("stage", ["build.segment", "build.episode"])
+def test_a_build_outliving_its_conversation_writes_nothing_into_the_new_one(
+    store_url: str, stage: str
+) -> None:
+    """Finding 1 of issue 30: delete a conversation while its build runs, create it again
+    under the same id with new texts (the same automatic message ids): the build fails with
+    ConversationGoneError and the new conversation holds nothing of the old text."""
+    with gated_memory(store_url, stage) as (memory, llm):
+        memory.add_messages("c1", messages("old"))
+        build, errors = in_thread(lambda: memory.build("c1"))
+        llm.wait_for_calls(1)
+        assert memory.delete("c1")
+        again = memory.add_messages("c1", messages("new"))
+        assert again.ids[:2] == ["D1:1", "D1:2"]  # a new life counts its ids anew
+        llm.open()
+        build.join()
+        [error] = errors
+        assert isinstance(error, ConversationGoneError)
+        assert "deleted while it was being built" in str(error)
+        assert memory.episodes("c1") == [] and memory.facts("c1") == []
+        assert "old" not in stored_text(memory, "c1")
+        [report] = memory.build("c1")  # the new life builds as any conversation does
+        assert report.episodes > 0 and "old" not in stored_text(memory, "c1")
+
+
+@pytest.mark.parametrize("forget", ["delete_message", "redact_message"])
+def test_a_build_writes_nothing_derived_from_a_message_forgotten_meanwhile(
+    store_url: str, forget: str
+) -> None:
+    """A message forgotten while a build runs over it (its build lock abandoned, as when the
+    build's lease expired): the build stops with ConversationChangedError before writing an
+    episode or fact of it; the next build builds what is left."""
+    with gated_memory(store_url, "build.episode") as (memory, llm):
+        memory.add_messages("c1", messages("kept", sessions=1))
+        memory.add_messages("c1", [{**messages("secret", sessions=1)[0], "session_id": "s1"}])
+        build, errors = in_thread(lambda: memory.build("c1"))
+        llm.wait_for_calls(1)
+        memory.store.set_state(Scope("c1"), "lock.build", "{}")  # the lock taken over
+        getattr(memory, forget)("c1", "D1:5")
+        llm.open()
+        build.join()
+        [error] = errors
+        assert isinstance(error, ConversationChangedError)
+        assert memory.episodes("c1") == [] and memory.facts("c1") == []
+        [report] = memory.build("c1")
+        assert report.episodes > 0
+        assert "secret" not in stored_text(memory, "c1")
+
+
+def test_deleting_a_conversation_cancels_its_queued_and_running_jobs(store_url: str) -> None:
+    with gated_memory(store_url, "build.segment") as (memory, llm):
+        memory.add_messages("busy", messages("old"))
+        memory.add_messages("waiting", messages("other"))
+        worker = JobWorker(memory, lambda namespace: memory, threads=1)
+        running = memory.enqueue_build("busy")
+        worker.start()
+        try:
+            llm.wait_for_calls(1)  # the worker's one thread runs the build of "busy"
+            queued = memory.enqueue_build("waiting")
+            assert memory.job(running.id).status == "running"
+            assert memory.delete("waiting") and memory.delete("busy")
+            memory.add_messages("busy", messages("new"))
+            llm.open()
+        finally:
+            worker.close()
+        for job, why in ((running, "while it was being built"), (queued, "before it was built")):
+            ended = memory.job(job.id)
+            assert ended.status == "cancelled" and why in (ended.error or ""), ended
+        assert memory.episodes("busy") == [] and "old" not in stored_text(memory, "busy")
+        fresh = memory.enqueue_build("busy")  # the new life's build is a new job
+        assert fresh.id != running.id and fresh.status == "queued"
+
+
+def test_a_pinned_scope_never_reaches_a_re_created_conversation(store_url: str) -> None:
+    """The store key of a deleted conversation is never given again (SQLite: AUTOINCREMENT;
+    without it the one conversation of a store would get its key back), so a pin holds."""
+    with Memory(open_store(store_url), HashEmbedder()) as memory:
+        memory.add_messages("only", messages("first", sessions=1))
+        pinned = memory.store.pin(Scope("only"))
+        assert memory.store.turns(pinned)
+        memory.delete("only")
+        memory.add_messages("only", messages("second", sessions=1))
+        with pytest.raises(ConversationGoneError):
+            memory.store.turns(pinned)
+        with pytest.raises(ConversationGoneError):
+            memory.store.set_state(pinned, "k", "v")
+        assert memory.store.get_state(Scope("only"), "k") is None
+
+
+def test_blocking_llm_lets_calls_through_one_by_one() -> None:
+    llm = BlockingLLM(stages={"build.segment"}, wait_s=5)
+    with Memory(open_store(None), HashEmbedder(), llm=LLMClient(llm, concurrency=2)) as memory:
+        memory.add_messages("c1", messages("tag", sessions=2))
+        build, errors = in_thread(lambda: memory.build("c1"))
+        llm.wait_for_calls(2)  # both sessions are segmented at once
+        assert llm.waiting == 2 and {r.stage for r in llm.waited} == {"build.segment"}
+        llm.release(1)
+        llm.wait_for_calls(1)  # one still waits: the gate lets exactly one through
+        assert llm.waiting == 1
+        llm.release(1)
+        build.join()
+        assert errors == [] and llm.waiting == 0 and memory.episodes("c1")
+    unreleased = BlockingLLM(wait_s=0.01)
+    with pytest.raises(RuntimeError, match="never released"):
+        unreleased.complete(llm.waited[0])
+    with pytest.raises(RuntimeError, match="expected at the gate"):
+        unreleased.wait_for_calls(1)
+
