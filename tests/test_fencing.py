@@ -5,13 +5,11 @@ held by the gate of ``BlockingLLM`` (no sleeps)."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
 
 import pytest
 
+from fence_helpers import gated_memory, in_thread, messages, stored_text
 from qemem.embed import HashEmbedder
 from qemem.errors import ConversationChangedError, ConversationGoneError
 from qemem.llm import LLMClient
@@ -19,54 +17,6 @@ from qemem.memory import Memory
 from qemem.memory.worker import JobWorker
 from qemem.store import Scope, open_store
 from qemem.testing import BlockingLLM
-
-
-def messages(tag: str, sessions: int = 2, per_session: int = 4) -> list[dict[str, Any]]:
-    """Id-less messages whose texts all carry ``tag`` (to find them in whatever is stored)."""
-    return [
-        {
-            "session_id": f"s{s}",
-            "timestamp": f"2024-0{s}-01T10:0{n}:00",
-            "speaker": ("Ana", "Ben")[n % 2],
-            "text": f"{tag} message {n} of session {s}: the {tag} cat sleeps on the {tag} mat.",
-        }
-        for s in range(1, sessions + 1)
-        for n in range(per_session)
-    ]
-
-
-def stored_text(memory: Memory, conversation: str) -> str:
-    """Every text the conversation's records hold (turns, episodes, facts)."""
-    parts = [t.text for t in memory.turns(conversation)]
-    parts += [f"{e.title} {e.content}" for e in memory.episodes(conversation)]
-    parts += [f.content for f in memory.facts(conversation, include_superseded=True)]
-    return "\n".join(parts)
-
-
-@contextmanager
-def gated_memory(store_url: str, stage: str) -> Iterator[tuple[Memory, BlockingLLM]]:
-    llm = BlockingLLM(stages={stage})
-    memory = Memory(open_store(store_url), HashEmbedder(), llm=LLMClient(llm))
-    try:
-        yield memory, llm
-    finally:
-        llm.open()
-        memory.close()
-
-
-def in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
-    """``call`` running in a started thread, and the list its exception lands in."""
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            call()
-        except BaseException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, errors
 
 
 @pytest.mark.parametrize("stage", ["build.segment", "build.episode"])
@@ -94,28 +44,43 @@ def test_a_build_outliving_its_conversation_writes_nothing_into_the_new_one(
         assert report.episodes > 0 and "old" not in stored_text(memory, "c1")
 
 
-@pytest.mark.parametrize("forget", ["delete_message", "redact_message"])
-def test_a_build_writes_nothing_derived_from_a_message_forgotten_meanwhile(
+FORGET: dict[str, Callable[[Memory], object]] = {
+    "delete_message": lambda memory: memory.delete_message("c1", "D2:1"),
+    "redact_message": lambda memory: memory.redact_message("c1", "D2:1"),
+    "delete_fact": lambda memory: memory.delete_fact("c1", "S1"),
+}
+
+
+@pytest.mark.parametrize("forget", sorted(FORGET))
+def test_a_build_writes_nothing_after_a_record_is_forgotten_meanwhile(
     store_url: str, forget: str
 ) -> None:
-    """A message forgotten while a build runs over it (its build lock abandoned, as when the
-    build's lease expired): the build stops with ConversationChangedError before writing an
-    episode or fact of it; the next build builds what is left."""
+    """A message or fact forgotten while a build runs (its build lock abandoned, as when the
+    build's lease ran out): the build stops with ConversationChangedError before writing an
+    episode or fact (which might derive from the forgotten text, or bring a deleted fact
+    back); the next build builds what is left."""
     with gated_memory(store_url, "build.episode") as (memory, llm):
+        llm.open()
         memory.add_messages("c1", messages("kept", sessions=1))
-        memory.add_messages("c1", [{**messages("secret", sessions=1)[0], "session_id": "s1"}])
+        memory.build("c1")
+        llm.shut()
+        secret = messages("secret", sessions=2)[4:]  # session 2: D2:1 .. D2:4
+        memory.add_messages("c1", secret)
         build, errors = in_thread(lambda: memory.build("c1"))
         llm.wait_for_calls(1)
         memory.store.set_state(Scope("c1"), "lock.build", "{}")  # the lock taken over
-        getattr(memory, forget)("c1", "D1:5")
+        FORGET[forget](memory)
         llm.open()
         build.join()
         [error] = errors
         assert isinstance(error, ConversationChangedError)
-        assert memory.episodes("c1") == [] and memory.facts("c1") == []
+        assert [e for e in memory.episodes("c1") if e.session == 2] == []
         [report] = memory.build("c1")
         assert report.episodes > 0
-        assert "secret" not in stored_text(memory, "c1")
+        if forget == "delete_fact":
+            assert "S1" not in {f.id for f in memory.facts("c1", include_superseded=True)}
+        else:
+            assert secret[0]["text"] not in stored_text(memory, "c1")
 
 
 def test_deleting_a_conversation_cancels_its_queued_and_running_jobs(store_url: str) -> None:
@@ -176,4 +141,3 @@ def test_blocking_llm_lets_calls_through_one_by_one() -> None:
         unreleased.complete(llm.waited[0])
     with pytest.raises(RuntimeError, match="expected at the gate"):
         unreleased.wait_for_calls(1)
-

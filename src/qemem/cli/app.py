@@ -111,7 +111,9 @@ def conversations(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    table = Table(
+        "id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span"
+    )
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(

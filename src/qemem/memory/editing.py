@@ -131,10 +131,11 @@ class MemoryEdits:
         turns: Sequence[str] = (),
     ) -> Supersession:
         """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>`` of the
-        conversation's id counter, never a deleted fact's id; of the old one's session) and a manual supersession of the old one from the date it was
-        learned (a correction replaces a wrong fact for all of its history), citing
-        ``turns`` (optional turn ids of the conversation). The old fact keeps its
-        provenance and stays listed with ``include_superseded``."""
+        conversation's id counter, never a deleted fact's id; of the old one's session) and a
+        manual supersession of the old one from the date it was learned (a correction replaces
+        a wrong fact for all of its history), citing ``turns`` (optional turn ids of the
+        conversation). The old fact keeps its provenance and stays listed with
+        ``include_superseded``."""
         scope = _scope(self, conversation)
         text = " ".join(check_text(content, "fact").split())
         if not text or len(text) > MAX_FACT_CHARS:

@@ -204,9 +204,7 @@ def conversations(dialect: Dialect, name: str = "conversations") -> str:
     life of the conversation began (UTC, ISO 8601), ``removals`` counts the records removed
     from it by hand (messages deleted or redacted, facts deleted): a build that saw another
     count at its start writes nothing more."""
-    return _CONVERSATIONS.format(
-        name=name, key=dialect.key_type, version=dialect.version_column
-    )
+    return _CONVERSATIONS.format(name=name, key=dialect.key_type, version=dialect.version_column)
 
 
 def id_counters(dialect: Dialect) -> str:

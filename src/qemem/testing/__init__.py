@@ -12,8 +12,8 @@ from qemem.testing.offline import ANSWERERS, OfflineLLM, base_stage, offline_ans
 
 __all__ = [
     "ANSWERERS",
-    "BlockingLLM",
     "ID_PATTERN",
+    "BlockingLLM",
     "OfflineLLM",
     "base_stage",
     "generic_instance",

@@ -5,8 +5,9 @@ gated stage waits at the gate until the test lets it through. Meanwhile the test
 the operation stands (:meth:`BlockingLLM.wait_for_calls` returns once that many calls wait)
 and can act on the store (delete the conversation, forget a message, append, ...), then let
 the calls through one by one (:meth:`BlockingLLM.release`) or all at once
-(:meth:`BlockingLLM.open`). No sleeps: every wait ends on an event, or on a timeout that fails
-loudly (a test that forgot to release never hangs the suite).
+(:meth:`BlockingLLM.open`, until :meth:`BlockingLLM.shut`). No sleeps: every wait ends on an
+event, or on a timeout that fails loudly (a test that forgot to release never hangs the
+suite).
 
 Typical use::
 
@@ -109,7 +110,14 @@ class BlockingLLM:
             self._gate.notify_all()
 
     def open(self) -> None:
-        """Let every call through, now and from now on."""
+        """Let every call through, now and from now on (until :meth:`shut`)."""
         with self._gate:
             self._open = True
             self._gate.notify_all()
+
+    def shut(self) -> None:
+        """Close the gate again: calls arriving from now on wait (the ones that arrived while
+        it was open went through)."""
+        with self._gate:
+            self._open = False
+            self._granted = max(self._granted, self._arrived)
