@@ -14,10 +14,12 @@ writes into a re-created conversation, nor anything derived from text removed me
 
 *Id counters.* For each id prefix (``E`` episodes, ``S`` facts, ``D<session>:`` messages
 without an id of their own) the highest number an id ``<prefix><n>`` has had in this life.
-Every write of a record raises its prefix's counter to its id's number and nothing lowers one,
-so new ids (``<prefix><counter + 1>``, given by the build, the corrections, the NEMORI import
-and ingest) never name a record of the past, deleted or not. A store migrated from a schema
-without counters starts each one at the highest number among the records it held then.
+Every write of a record whose id has that form (given by qemem, or a source's own such as
+LoCoMo's ``D3:12``) raises its prefix's counter to the id's number, and nothing lowers one, so
+the ids qemem gives (``<prefix><counter + 1>``: builds, corrections, the NEMORI import, ingest
+and appends of messages without an id) never name a record of the past, deleted or not. A
+store migrated from a schema without counters starts each one at the highest number among
+the records it held then (records deleted before the migration are not known).
 """
 
 from __future__ import annotations
@@ -25,16 +27,19 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from qemem.errors import ConversationChangedError, ConversationGoneError
+from qemem.errors import ConversationChangedError, ConversationGoneError, NotFoundError
 from qemem.models import highest_numbers
 from qemem.store.base import Pin, Scope
-from qemem.store.dialect import Conflict
+from qemem.store.dialect import Conflict, Dialect
 
 
 class _Host(Protocol):
     """What of ``SQLStore`` these methods use."""
+
+    path: str
+    dialect: ClassVar[Dialect]
 
     def _query(
         self, sql: str, params: Sequence[object] = (), *, binary: bool = False
@@ -42,6 +47,8 @@ class _Host(Protocol):
     def _exec(self, sql: str, params: Sequence[object] = ()) -> int: ...
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str: ...
+    def _in_transaction(self) -> bool: ...
+    def lock_scope(self, scope: Scope) -> None: ...
     def _row(self, scope: Scope) -> tuple[int, int]: ...
     def _life(self, scope: Scope) -> tuple[int, int, int]: ...
 
@@ -84,6 +91,25 @@ class SQLLives:
         a pinned scope is checked and returned as it is. NotFoundError when absent."""
         pk, _, removals = self._life(scope)
         return scope if scope.pin is not None else dataclasses.replace(scope, pin=Pin(pk, removals))
+
+    def _life(self: _Host, scope: Scope) -> tuple[int, int, int]:
+        """(pk, version, removals) of the scope's conversation; NotFoundError when absent.
+        A pinned scope is checked against its pin (:func:`check_pin`),
+        inside a write transaction under the scope's write lock."""
+        if scope.pin is not None and self._in_transaction():
+            self.lock_scope(scope)
+        rows = self._query(
+            "SELECT pk, version, removals FROM conversations WHERE namespace = ? AND id = ?",
+            (scope.namespace, scope.conversation),
+        )
+        check_pin(scope, rows[0] if rows else None)
+        if not rows:
+            raise NotFoundError(
+                f"no conversation {scope!s} in store {self.path}: ingest it first "
+                f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
+                "(qemem conversations)"
+            )
+        return int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
 
     def counters(self: _Host, scope: Scope) -> dict[str, int]:
         """The conversation's id counters, by prefix (a prefix never counted is absent)."""

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
-from qemem.errors import EmbedderMismatchError, InputError, NotFoundError
+from qemem.errors import EmbedderMismatchError, InputError
 from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 from qemem.store import staged
 from qemem.store.base import (
@@ -32,7 +32,7 @@ from qemem.store.base import (
 from qemem.store.dialect import Conflict, Dialect
 from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
 from qemem.store.jobs import JobTable
-from qemem.store.lives import SQLLives, check_pin, created_stamp
+from qemem.store.lives import SQLLives, created_stamp
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -103,28 +103,9 @@ class SQLStore(SQLEdits, SQLLives, ABC):
         return "fail" if self.dialect.serialised_writes else "ignore"
 
     def _row(self, scope: Scope) -> tuple[int, int]:
-        """(pk, version) of the scope's conversation (see ``_life``)."""
+        """(pk, version) of the scope's conversation (see :meth:`SQLLives._life`)."""
         pk, version, _ = self._life(scope)
         return pk, version
-
-    def _life(self, scope: Scope) -> tuple[int, int, int]:
-        """(pk, version, removals) of the scope's conversation; NotFoundError when absent.
-        A pinned scope is checked against its pin (:func:`~qemem.store.lives.check_pin`),
-        inside a write transaction under the scope's write lock."""
-        if scope.pin is not None and self._in_transaction():
-            self.lock_scope(scope)
-        rows = self._query(
-            "SELECT pk, version, removals FROM conversations WHERE namespace = ? AND id = ?",
-            (scope.namespace, scope.conversation),
-        )
-        check_pin(scope, rows[0] if rows else None)
-        if not rows:
-            raise NotFoundError(
-                f"no conversation {scope!s} in store {self.path}: ingest it first "
-                f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
-                "(qemem conversations)"
-            )
-        return int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
 
     def _pk(self, scope: Scope) -> int:
         return self._row(scope)[0]
