@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -72,13 +72,13 @@ def find_additions(
     """
     _check_names(conv, file)
     additions = Additions(conv)
-    last = _taken_numbers(conv, counters)
     stored = {s.key: s for s in existing.sessions} if existing else {}
     used = {s.index for s in stored.values()}
     by_session: dict[int, list[Turn]] = {}
     for turn in existing_turns:
         by_session.setdefault(turn.session, []).append(turn)
     known_ids = {t.id for t in existing_turns}
+    last = _taken_numbers(conv, counters, known_ids)
     latest = max((s.date_time for s in stored.values()), default=None)
     first = existing.sessions[0].date_time if existing and existing.sessions else None
     previous: SessionInput | None = None
@@ -125,11 +125,13 @@ def find_additions(
     return additions
 
 
-def _taken_numbers(conv: ConversationInput, counters: Mapping[str, int]) -> dict[str, int]:
-    """The highest number taken per id prefix: the conversation's counters, raised to the
-    numbers of the ids the input gives its messages."""
+def _taken_numbers(
+    conv: ConversationInput, counters: Mapping[str, int], stored: Collection[str]
+) -> dict[str, int]:
+    """The highest number taken per id prefix: the conversation's counters (which count the
+    ``stored`` ids), raised to the numbers of the other ids the input gives its messages."""
     last = dict(counters)
-    given = (t.id for s in conv.sessions for t in s.turns if t.id is not None)
+    given = (t.id for s in conv.sessions for t in s.turns if t.id and t.id not in stored)
     for prefix, number in highest_numbers(given).items():
         last[prefix] = max(last.get(prefix, 0), number)
     return last

@@ -119,14 +119,9 @@ class SQLLives:
 
     def _raise_counters(self: _Host, pk: int, ids: Iterable[str]) -> None:
         """Raise the counters to the numbers of ``ids`` (inside the writing transaction)."""
-        highest = highest_numbers(ids)
-        if not highest:
-            return
         self._write(
-            self._insert("id_counters", ("conv", "prefix", "value"), "ignore"),
-            [(pk, prefix, 0) for prefix in highest],
-        )
-        self._write(
-            "UPDATE id_counters SET value = ? WHERE conv = ? AND prefix = ? AND value < ?",
-            [(number, pk, prefix, number) for prefix, number in highest.items()],
+            "INSERT INTO id_counters (conv, prefix, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (conv, prefix) DO UPDATE SET value = excluded.value "
+            "WHERE id_counters.value < excluded.value",
+            [(pk, prefix, number) for prefix, number in highest_numbers(ids).items()],
         )
