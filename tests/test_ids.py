@@ -155,3 +155,22 @@ def test_a_migrated_store_counts_on_from_its_highest_ids(store_url: str) -> None
         memory.store.put_conversation(Scope(conversation, namespace), speakers)
         with pytest.raises(ConversationGoneError):  # the new one got a new key
             memory.store.get_conversation(gone)
+
+
+def test_a_remote_ingest_leaves_message_ids_to_the_server(tmp_path: Path) -> None:
+    """The remote client sends the ids a source gives and no others: the server numbers the
+    rest from its counters, as an embedded ingest does."""
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps([{**m, "conversation_id": "c1"} for m in messages("tea")]))
+    with served(llm=None) as s:
+        remote = RemoteMemory("http://testserver", s.alice, client=s.client)
+        remote.add_messages("c1", messages("first", sessions=1, per_session=1))
+        remote.delete_message("c1", "D1:1")  # D1:1 is never given again
+        remote.ingest(source)
+        stored = [r.record.id for r in remote.search("c1", "tea", k=None)]
+    with Memory(open_store(None), HashEmbedder()) as local:
+        local.add_messages("c1", messages("first", sessions=1, per_session=1))
+        local.delete_message("c1", "D1:1")
+        local.ingest(source)
+        assert sorted(stored) == sorted(t.id for t in local.turns("c1"))
+    assert "D1:1" not in stored and "D1:2" in stored

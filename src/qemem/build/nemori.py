@@ -287,6 +287,6 @@ def _facts(
             report.skipped_facts.append(f"{where}: no source episode was imported ({text[:60]!r})")
             continue
         session = min(episodes[e].session for e in linked)
-        conversation = report.conversation
-        facts.append(SemanticFact(f"S{first + len(facts)}", conversation, text, session, linked))
+        fact = SemanticFact(f"S{first + len(facts)}", report.conversation, text, session, linked)
+        facts.append(fact)
     return facts
