@@ -1,12 +1,13 @@
-"""Fencing: a build is pinned to the life of the conversation it started in. Deleted meanwhile
-(and created again under its id), or a message of it forgotten meanwhile, the build writes
-nothing more; deleting a conversation cancels its jobs. Both backends; every interleaving is
-held by the gate of ``BlockingLLM`` (no sleeps)."""
+"""Fencing: a build (and a re-embedding) is pinned to the life of the conversation it started
+in. Deleted meanwhile (and created again under its id), or a message of it forgotten meanwhile,
+it writes nothing more; deleting a conversation cancels its jobs. Both backends; every
+interleaving is held by the gate of ``BlockingLLM`` (no sleeps) or by a hook."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import pytest
 
 from fence_helpers import gated_memory, in_thread, messages, stored_text
@@ -14,7 +15,9 @@ from qemem.embed import HashEmbedder
 from qemem.errors import ConversationChangedError, ConversationGoneError
 from qemem.llm import LLMClient
 from qemem.memory import Memory
+from qemem.memory.reembed import reembed
 from qemem.memory.worker import JobWorker
+from qemem.models import REDACTED, search_text
 from qemem.store import Scope, open_store
 from qemem.testing import BlockingLLM
 
@@ -81,6 +84,31 @@ def test_a_build_writes_nothing_after_a_record_is_forgotten_meanwhile(
             assert "S1" not in {f.id for f in memory.facts("c1", include_superseded=True)}
         else:
             assert secret[0]["text"] not in stored_text(memory, "c1")
+
+
+class _RedactingEmbedder(HashEmbedder):
+    """A HashEmbedder that redacts a message of ``c1`` at its first call: while a re-embedding
+    has read the message's text and not yet staged its vector."""
+
+    def __init__(self, memory: Memory, message: str) -> None:
+        super().__init__(dim=64)
+        self.memory, self.message, self.calls = memory, message, 0
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 1:
+            self.memory.redact_message("c1", self.message)
+        return super().embed(texts, query=query)
+
+
+def test_a_re_embedding_never_stages_a_vector_of_text_redacted_meanwhile(store_url: str) -> None:
+    with Memory(open_store(store_url), HashEmbedder()) as memory:
+        memory.add_messages("c1", messages("secret", sessions=1))
+        reembed(memory.store, _RedactingEmbedder(memory, "D1:1"), batch=100)
+        [turn] = memory.turns("c1", ["D1:1"])
+        ids, matrix = memory.store.vectors(Scope("c1"), "turn")
+        expected = HashEmbedder(dim=64).embed([search_text(turn)])[0]
+        assert turn.text == REDACTED and np.allclose(matrix[ids.index("D1:1")], expected)
 
 
 def test_deleting_a_conversation_cancels_its_queued_and_running_jobs(store_url: str) -> None:
