@@ -93,11 +93,13 @@ def ingest(
 def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
-    """List the conversations in the store."""
+    """List the conversations in the store, with when each was created (a conversation
+    deleted and ingested again is a new one)."""
     with Memory.open(store, namespace=namespace, read_only=True) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
+                "created_at": c.created_at.isoformat() if c.created_at else None,
                 "speakers": list(c.speakers),
                 "sessions": len(c.sessions),
                 "turns": len(memory.turns(c.id)),
@@ -111,11 +113,14 @@ def conversations(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    table = Table(
+        "id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span"
+    )
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(
             plain(r["id"]),
+            (r["created_at"] or "")[:19].replace("T", " "),
             plain(", ".join(r["speakers"])),
             str(r["sessions"]),
             str(r["turns"]),
