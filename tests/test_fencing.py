@@ -107,7 +107,7 @@ def test_a_re_embedding_never_stages_a_vector_of_text_redacted_meanwhile(store_u
         [original] = memory.turns("c1", ["D1:1"])
         reembed(memory.store, _RedactingEmbedder(memory, "D1:1"), batch=100)
         [turn] = memory.turns("c1", ["D1:1"])
-        ids, matrix = memory.store.vectors(Scope("c1"), "turn")
+        ids, _ = memory.store.vectors(Scope("c1"), "turn")
         assert turn.text == REDACTED and "D1:1" not in ids  # a redacted turn is in no index
         # the vector stored for it is the marker's, never its former text's
         [(blob,)] = memory.store._query(  # type: ignore[attr-defined]
