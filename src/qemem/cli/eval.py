@@ -176,7 +176,13 @@ def coverage(
     if isinstance(report, PoolCoverageReport):
         show_categories(report)
     show_milestones(report)
-    console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
+    if isinstance(report, PoolCoverageReport):
+        console.print(f"complete evidence anywhere in the pool: {report.whole_pool:.3f}")
+    apart = f" ({report.without_evidence} without evidence, not counted)"
+    console.print(
+        f"questions: {report.questions}{apart if report.without_evidence else ''}   "
+        f"AUC: {report.auc:.4f}"
+    )
     console.print_json(data=result["run"])
 
 
