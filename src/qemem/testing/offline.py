@@ -2,7 +2,8 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
+``answer``, ``answer_round0``, ``answer.nemori``, ``answer.rag``, ``answer.context``,
+``judge``, ``judge.rubric``, ``judge.order``, ``audit.*``, ``check.*``; a
 ``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
 structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
 does not know or a request without those inputs, the generic answer of
@@ -18,7 +19,7 @@ from typing import Any
 
 from qemem.llm.jsonx import extract_json
 from qemem.llm.types import LLMRequest, LLMResponse, estimate_tokens
-from qemem.testing import audit, build, query
+from qemem.testing import audit, beam, build, query
 from qemem.testing.generic import generic_instance, generic_text
 
 OfflineResult = str | dict[str, Any] | list[Any] | LLMResponse
@@ -31,7 +32,11 @@ ANSWERERS: dict[str, Answerer] = {
     "answer": query.answer,
     "answer.nemori": query.short_answer,
     "answer_round0": query.answer,
+    "answer.rag": query.answer,
+    "answer.context": query.answer,
     "judge": query.judge,
+    "judge.rubric": beam.rubric_item,
+    "judge.order": beam.order_matches,
     "build.segment": build.segment,
     "build.episode": build.episode,
     "build.predict": build.predict,
