@@ -226,7 +226,8 @@ BuildOpt = Annotated[
 ]
 
 
-def _calibrate_rule(value: str) -> CalibrateRule:
+def calibrate_rule_of(value: str) -> CalibrateRule:
+    """The --calibrate-rule value, checked."""
     if value not in ("complete", "method"):
         raise typer.BadParameter("use complete or method", param_hint="--calibrate-rule")
     return cast(CalibrateRule, value)
@@ -318,7 +319,7 @@ def locomo(
         judge_runs=judge_runs,
         judge_max_tokens=judge_max_tokens,
         build=build,
-        calibrate_rule=_calibrate_rule(calibrate_rule),
+        calibrate_rule=calibrate_rule_of(calibrate_rule),
         categories=parse_categories(categories),
         conversations=tuple(c.strip() for c in conversations.split(",") if c.strip()),
         limit=limit,

@@ -32,10 +32,12 @@ ANSWER_MAX_TOKENS = 2048
 
 @dataclass(frozen=True)
 class BaselineAnswer:
-    """A baseline's answer: its text and the turns its prompt showed, in the order shown."""
+    """A baseline's answer: its text, the turns its prompt showed (in the order shown) and
+    the same turns in the order the baseline ranked them."""
 
     text: str
     shown: list[str]
+    ranked: list[str]
 
 
 def message_lines(turns: Sequence[Turn]) -> str:
@@ -77,7 +79,7 @@ def rag_answer(
     turns = sorted(ranked, key=lambda t: (t.session, t.position))
     shown = f"the {len(turns)} messages a search for the new message ranked highest"
     response = llm.complete(answer_request(question, turns, "answer.rag", shown), ledger=ledger)
-    return BaselineAnswer(response.text, [t.id for t in turns])
+    return BaselineAnswer(response.text, [t.id for t in turns], [t.id for t in ranked])
 
 
 def context_tokens(memory: Memory, conversation: str, question: str = "") -> int:
@@ -107,4 +109,5 @@ def full_context_answer(
             f"window of {window_tokens:,}: leave it out (--chats) or raise --window-tokens"
         )
     response = llm.complete(request, ledger=ledger)
-    return BaselineAnswer(response.text, [t.id for t in turns])
+    ids = [t.id for t in turns]
+    return BaselineAnswer(response.text, ids, ids)
