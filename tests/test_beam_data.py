@@ -17,13 +17,13 @@ from qemem.cli import app
 from qemem.datasets.beam import (
     convert_beam,
     dates_forward,
-    manifest_path,
     parse_anchor,
     parse_chat_numbers,
     write_beam,
 )
 from qemem.datasets.beam_probes import ABILITIES
 from qemem.datasets.beam_text import clean_message, strip_markers, tame_runaway
+from qemem.datasets.convert import manifest_path
 from qemem.errors import InputError
 from qemem.ingest.locomo import load_locomo, locomo_questions
 from qemem.ingest.reader import read_conversations

@@ -18,6 +18,8 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup
 from qemem.datasets import LOCOMO_SHA256, LOCOMO_URL, download_locomo, locomo_subset
 from qemem.datasets.beam import SIZES, convert_beam, parse_chat_numbers, write_beam
+from qemem.datasets.convert import write_conversion
+from qemem.datasets.longmemeval import convert_longmemeval
 
 data_app = typer.Typer(
     help="Download or convert evaluation data.", no_args_is_help=True, cls=FlagGroup
@@ -110,4 +112,39 @@ def beam(
     )
     if skipped:
         console.print(f"left out (a chat file is absent): {', '.join(skipped)}")
+    console.print(f"manifest: {manifest}")
+
+
+@data_app.command()
+def longmemeval(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A LongMemEval file (longmemeval_s.json, longmemeval_m.json or "
+            "longmemeval_oracle.json, as published).",
+            callback=input_path,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="LoCoMo-shaped JSON file to write.", callback=output_file),
+    ],
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N questions.", min=1)
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Convert LongMemEval to LoCoMo-shaped JSON (OUT) for `qemem eval longmemeval`: one
+    conversation per question (its history), evidence = the has_answer turns; a manifest
+    beside it."""
+    conversion = convert_longmemeval(source, limit)
+    manifest = write_conversion(conversion.samples, conversion.manifest, out)
+    info = conversion.manifest
+    if as_json:
+        print_json({"out": str(out), "manifest": str(manifest), **info})
+        return
+    console.print(
+        f"{out}: {info['questions']} questions ({info['abstention']} abstention, "
+        f"{info['without_evidence']} without evidence); by type {info['by_type']}"
+    )
     console.print(f"manifest: {manifest}")

@@ -1,5 +1,6 @@
-"""``qemem eval beam``: BEAM's probes answered, judged by rubric and scored as BEAM scores
-(thin wrappers over qemem.eval.beam)."""
+"""``qemem eval beam`` and ``qemem eval longmemeval``: the two long-memory benchmarks answered,
+judged and scored as each publishes (thin wrappers over qemem.eval.beam and
+qemem.eval.longmemeval)."""
 
 from __future__ import annotations
 
@@ -44,19 +45,26 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help="qemem's full, no-refine, direct, matched or retrieval (no LLM: coverage only); "
+        "or a baseline: rag (top turns by hybrid search, one answer call) or full-context (the "
+        "whole conversation, where it fits --window-tokens).",
+    ),
+]
+RagTurnsOpt = Annotated[int, typer.Option("--rag-turns", help="Turns the rag baseline shows.")]
+WindowOpt = Annotated[
+    int, typer.Option("--window-tokens", help="The model window full-context must fit (tokens).")
+]
+
+
 def beam(
     data: DataOpt,
     out: OutOpt,
     store: RunStoreOpt = None,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            help="qemem's full, no-refine, direct, matched or retrieval (no LLM: coverage "
-            "only); or a baseline: rag (top turns by hybrid search, one answer call) or "
-            "full-context (the whole chat, where it fits --window-tokens).",
-        ),
-    ] = "full",
+    mode: ModeOpt = "full",
     llm: AnswererOpt = None,
     judge: JudgeOpt = None,
     judge_max_tokens: JudgeTokensOpt = DEFAULT_JUDGE_MAX_TOKENS,
@@ -75,13 +83,8 @@ def beam(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
-    rag_turns: Annotated[
-        int, typer.Option("--rag-turns", help="Turns the rag baseline shows.")
-    ] = DEFAULT_RAG_TURNS,
-    window_tokens: Annotated[
-        int,
-        typer.Option("--window-tokens", help="The model window full-context must fit (tokens)."),
-    ] = DEFAULT_WINDOW_TOKENS,
+    rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
+    window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge (BEAM's rubric method) and score the probes of a `qemem data beam` file;
@@ -163,6 +166,77 @@ def show_beam_run(result: RunResult, out: Path) -> None:
         err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
 
 
+def longmemeval(
+    data: DataOpt,
+    out: OutOpt,
+    store: RunStoreOpt = None,
+    mode: ModeOpt = "full",
+    llm: AnswererOpt = None,
+    judge: JudgeOpt = None,
+    judge_max_tokens: JudgeTokensOpt = DEFAULT_JUDGE_MAX_TOKENS,
+    build: BuildOpt = True,
+    calibrate_rule: CalibrateOpt = "complete",
+    types: Annotated[
+        str, typer.Option("--types", help="Comma-separated question types (all).")
+    ] = "",
+    limit: LimitOpt = None,
+    concurrency: ConcurrencyOpt = 4,
+    embedder: EmbedderOpt = None,
+    cache: CacheOpt = None,
+    cache_mode: CacheModeOpt = None,
+    rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
+    window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer and judge (per-type rules) the questions of a `qemem data longmemeval` file,
+    each over its own history; write results.jsonl, summary.json and report.md."""
+    from qemem.eval.longmemeval import LongMemEvalRunConfig, run_longmemeval
+
+    config = LongMemEvalRunConfig(
+        data=data,
+        out=out,
+        store=store,
+        mode=mode,
+        llm=llm,
+        judge=judge,
+        judge_max_tokens=judge_max_tokens,
+        build=build,
+        types=_split(types),
+        limit=limit,
+        concurrency=concurrency,
+        embedder=embedder,
+        cache=cache,
+        cache_mode=cache_mode,
+        rag_turns=rag_turns,
+        window_tokens=window_tokens,
+        calibrate_rule=calibrate_rule_of(calibrate_rule),
+    )
+    with phase_bars(as_json) as progress:
+        result = run_longmemeval(config, progress)
+    if as_json:
+        print_json({"out": str(out), "failures": result.failures, **result.summary})
+        return
+    summary = result.summary
+    table = Table("questions", "n", "accuracy %", "95% CI", title=f"LongMemEval, mode {mode}")
+    rows = [("all", summary["accuracy"]), *summary["by_type"].items()]
+    for name, block in [*rows, ("abstention", summary["abstention"])]:
+        ci = block.get("ci95")
+        table.add_row(
+            name,
+            str(block["n"]),
+            _pct(block["accuracy"]),
+            "" if not ci else f"{_pct(ci[0])}-{_pct(ci[1])}",
+        )
+    console.print(table)
+    console.print(
+        f"task-averaged accuracy {_pct(summary['task_averaged_accuracy'])}%; answered "
+        f"{result.answered}, resumed {result.skipped}; report: {out / 'report.md'}"
+    )
+    for failure in result.failures:
+        err_console.print(f"[yellow]failed (rerun to retry):[/] {failure}")
+
+
 def register(eval_app: typer.Typer) -> None:
-    """Add ``eval beam`` to the ``eval`` commands."""
+    """Add ``eval beam`` and ``eval longmemeval`` to the ``eval`` commands."""
     eval_app.command("beam")(beam)
+    eval_app.command("longmemeval")(longmemeval)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,8 @@ from typing import Any
 
 from qemem.datasets.beam_probes import ABILITY_CATEGORY, convert_probes
 from qemem.datasets.beam_text import MAX_BLANK_RUN, MAX_REPEATED_LINES, clean_message
-from qemem.errors import InputError, OutputError
+from qemem.datasets.convert import write_conversion
+from qemem.errors import InputError
 
 SIZES: tuple[str, ...] = ("100K", "500K", "1M", "10M")
 SPEAKERS: dict[str, str] = {"user": "User", "assistant": "Assistant"}
@@ -386,28 +386,6 @@ def convert_beam(
     return BeamConversion(samples, manifest)
 
 
-def manifest_path(out: Path) -> Path:
-    """Where the manifest of the converted file ``out`` goes: beside it."""
-    return out.with_name(out.stem + ".manifest.json")
-
-
 def write_beam(conversion: BeamConversion, out: Path) -> Path:
-    """Write the samples to ``out`` (JSON, UTF-8) and the manifest, with the output's sha256,
-    beside it; returns the manifest's path."""
-    data = json.dumps(conversion.samples, ensure_ascii=False).encode("utf-8")
-    manifest = {
-        **conversion.manifest,
-        "output": str(out),
-        "output_sha256": hashlib.sha256(data).hexdigest(),
-    }
-    path = manifest_path(out)
-    text = json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        for target, body in ((out, data), (path, text.encode("utf-8"))):
-            partial = target.with_name(target.name + ".part")
-            partial.write_bytes(body)
-            os.replace(partial, target)
-    except OSError as exc:
-        raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return path
+    """Write the samples to ``out`` and the manifest beside it; returns the manifest's path."""
+    return write_conversion(conversion.samples, conversion.manifest, out)

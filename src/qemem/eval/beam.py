@@ -15,28 +15,22 @@ and two baselines on the same store (:mod:`qemem.eval.beam_baselines`): ``rag`` 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from qemem.answer import AskConfig
 from qemem.answer.ask import MODES
-from qemem.answer.wire import answer_to_json
 from qemem.build.config import CalibrateRule
 from qemem.errors import InputError
+from qemem.eval.answering import EVAL_MODES, answer_in_mode, check_window, turn_costs
 from qemem.eval.beam_baselines import (
-    BASELINES,
     DEFAULT_RAG_TURNS,
     DEFAULT_WINDOW_TOKENS,
-    context_tokens,
-    full_context_answer,
-    rag_answer,
 )
 from qemem.eval.beam_judge import judge_prompts
-from qemem.eval.beam_records import Answered, BeamProbe, beam_probes, beam_record, judge_probe
+from qemem.eval.beam_records import BeamProbe, beam_probes, beam_record, judge_probe
 from qemem.eval.beam_report import write_beam_report
-from qemem.eval.coverage import exposure_groups
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
 from qemem.eval.results import load_records, record_key
@@ -45,6 +39,7 @@ from qemem.eval.runs import (
     RunProgress,
     RunResult,
     answer_all,
+    call_counts,
     check_fingerprint,
     client_name,
     open_clients,
@@ -56,11 +51,11 @@ from qemem.ingest.locomo import load_locomo
 from qemem.llm import Ledger, LLMClient
 from qemem.memory import Memory
 from qemem.prompts import prompt_hashes
-from qemem.retrieve.pool import RetrievalConfig, turn_tokens
+from qemem.retrieve.pool import RetrievalConfig
 from qemem.store import redact
 
 #: every mode a BEAM run takes: qemem's own and the baselines
-BEAM_MODES: tuple[str, ...] = (*MODES, *BASELINES)
+BEAM_MODES = EVAL_MODES
 FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge")
 SCORING = (
     "BEAM's published method: each rubric item judged 0, 0.5 or 1 (prompt beam_judge); a "
@@ -167,7 +162,7 @@ def run_beam(
             memory, samples, needed, config, build=build, progress=progress, clock=clock
         )
         if config.mode == "full-context":
-            _check_window(memory, needed, config.window_tokens)
+            check_window(memory, needed, config.window_tokens)
         pending = [p for p in probes if (p.conversation, p.index, config.mode) not in done]
         answer_one = _answerer(memory, llm, judge, config, context)
         failures = answer_all(
@@ -183,10 +178,7 @@ def run_beam(
         keys = {(p.conversation, p.index, config.mode) for p in probes}
         records = [r for r in load_records(results) if record_key(r) in keys]
         summary = write_beam_report(config.out, records, manifest)
-        clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
-        totals = [c.ledger.total() for c in clients]
-        cached = sum(t.cached_calls for t in totals)
-        provider = sum(t.calls for t in totals) - cached
+        provider, cached = call_counts([llm, judge])
         answered = len(pending) - len(failures)
         spent = timings(clock, records, answered, len(probes) - len(pending), failures)
         write_json(
@@ -237,51 +229,6 @@ def _manifest(
     )
 
 
-def _check_window(memory: Memory, conversations: Sequence[str], window: int) -> None:
-    """Refuse a full-context run over a chat its prompt cannot hold."""
-    over = {c: n for c in conversations if (n := context_tokens(memory, c)) > window}
-    if over:
-        listed = ", ".join(f"{c} ({n:,} tokens)" for c, n in over.items())
-        raise InputError(
-            f"full-context needs the whole chat in the prompt, and {listed} exceed the window "
-            f"of {window:,} tokens: leave them out (--conversations) or raise --window-tokens"
-        )
-
-
-def _answer(
-    memory: Memory, llm: LLMClient | None, config: BeamRunConfig, probe: BeamProbe
-) -> Answered:
-    """The probe answered in the run's mode."""
-    if config.mode in MODES:
-        ask = AskConfig(retrieval=config.retrieval)
-        answer = memory.ask(probe.conversation, probe.question, mode=config.mode, config=ask)
-        evidence = answer.evidence
-        return Answered(
-            answer.text,
-            list(evidence.shown.turns),
-            exposure_groups(evidence.rounds[0].pool),
-            list(answer.trace.calls),
-            answer_to_json(answer, compact=True),
-        )
-    assert llm is not None
-    ledger = Ledger()
-    if config.mode == "rag":
-        found = rag_answer(
-            memory, llm, probe.conversation, probe.question, k=config.rag_turns, ledger=ledger
-        )
-    else:
-        found = full_context_answer(
-            memory,
-            llm,
-            probe.conversation,
-            probe.question,
-            window_tokens=config.window_tokens,
-            ledger=ledger,
-        )
-    calls = [r.to_dict() for r in ledger.responses]
-    return Answered(found.text, found.shown, [[t] for t in found.ranked], calls)
-
-
 def _answerer(
     memory: Memory,
     llm: LLMClient | None,
@@ -290,14 +237,11 @@ def _answerer(
     context: Context,
 ) -> Callable[[BeamProbe], dict[str, Any]]:
     """The work of one probe: answer, judge (when there is a judge), make its record."""
-    tokens: dict[str, Mapping[str, int]] = {
-        cid: {tid: turn_tokens(t) for tid, t in turns.items()}
-        for cid, (turns, _) in context.items()
-    }
+    tokens = turn_costs(context)
 
     def answer_one(probe: BeamProbe) -> dict[str, Any]:
         t0 = time.perf_counter()
-        answered = _answer(memory, llm, config, probe)
+        answered = answer_in_mode(memory, llm, config, probe.conversation, probe.question)
         t1 = time.perf_counter()
         ledger = Ledger()
         verdict = None

@@ -12,19 +12,16 @@ order held it), and the cost of each stage. ``score``, ``f1``, ``f1_locomo`` and
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from qemem.errors import InputError
+from qemem.eval.answering import Answered, shared_record
 from qemem.eval.beam_judge import answer_lines, judge_rubric, match_order
 from qemem.eval.beam_scoring import ORDERING_ABILITY, aligned_items, ordering_score, rubric_score
-from qemem.eval.coverage import budget_positions
-from qemem.eval.records import evidence_visible, stage_costs
 from qemem.llm import Ledger, LLMClient
 
 RECORD_FORMAT = "beam/1"
-#: the token budgets at which evidence coverage is reported (turn tokens, characters / 4)
-TOKEN_BUDGETS: tuple[int, ...] = (2_000, 4_000, 8_000, 16_000, 32_000)
 
 
 @dataclass(frozen=True)
@@ -85,19 +82,6 @@ def beam_probes(samples: Sequence[dict[str, Any]], file: str = "<input>") -> lis
     return probes
 
 
-@dataclass
-class Answered:
-    """What answering a probe produced: the answer text, the turns its prompt showed, the
-    turns its initial pool exposed in exposure order (groups taken whole), the calls it made
-    and, for qemem's own modes, the answer's compact JSON."""
-
-    text: str
-    shown: list[str]
-    exposed: list[list[str]]
-    calls: list[dict[str, Any]] = field(default_factory=list)
-    answer_json: dict[str, Any] | None = None
-
-
 def judge_probe(
     judge: LLMClient, probe: BeamProbe, prediction: str, *, max_tokens: int, ledger: Ledger
 ) -> dict[str, Any]:
@@ -145,8 +129,7 @@ def beam_record(
 ) -> dict[str, Any]:
     """The results.jsonl record of one probe."""
     evidence = list(probe.evidence)
-    initial = [t for group in answered.exposed for t in group]
-    position = budget_positions(answered.exposed, evidence, aliases, tokens)[0]
+    shared = shared_record(answered, evidence, judge_calls, aliases, tokens, latency)
     return {
         "conversation": probe.conversation,
         "index": probe.index,
@@ -156,7 +139,6 @@ def beam_record(
         "ability": probe.ability,
         "rubric": list(probe.rubric),
         "evidence": evidence,
-        "prediction": answered.text,
         "rubric_scores": list(verdict["rubric_scores"]) if verdict else [],
         "rubric_reasons": list(verdict["rubric_reasons"]) if verdict else [],
         "rubric_score": verdict["rubric_score"] if verdict else None,
@@ -165,15 +147,6 @@ def beam_record(
         "score": verdict["score"] if verdict else None,
         "f1": None,
         "f1_locomo": None,
-        "llm": stage_costs([*answered.calls, *judge_calls]),
-        "latency_s": {k: round(v, 3) for k, v in latency.items()},
-        "visible_turn_ids": answered.shown,
-        "initial_pool_turn_ids": initial,
-        "visibility": {
-            "initial": evidence_visible(initial, evidence, aliases),
-            "final": evidence_visible(answered.shown, evidence, aliases),
-            "initial_tokens": position if evidence else None,
-        },
+        **shared,
         "format": RECORD_FORMAT,
-        "answer": answered.answer_json,
     }

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from qemem.datasets.beam_probes import ABILITIES
-from qemem.eval.beam_records import TOKEN_BUDGETS
+from qemem.eval.answering import COVERAGE_BUDGETS, cost_per_question, coverage_block
 from qemem.eval.beam_scoring import ProbeScore, beam_average, chat_bootstrap
 
 Record = Mapping[str, Any]
-#: stages that measure the method rather than belong to it
-ANALYSIS_STAGES = ("judge",)
 
 
 def _r(value: float | None, digits: int = 4) -> float | None:
@@ -83,62 +81,17 @@ def ordering(records: Sequence[Record]) -> dict[str, Any] | None:
     return out
 
 
-def _coverage_block(records: Sequence[Record]) -> dict[str, Any]:
-    scored = [r for r in records if r["evidence"]]
-    block: dict[str, Any] = {
-        "probes": len(scored),
-        "without_evidence": len(records) - len(scored),
-    }
-    if not scored:
-        return block
-    positions = [r["visibility"]["initial_tokens"] for r in scored]
-    block["tokens"] = {
-        str(b): _r(sum(p is not None and p <= b for p in positions) / len(scored))
-        for b in TOKEN_BUDGETS
-    }
-    for stage in ("initial", "final"):
-        block[f"visible_{stage}"] = _r(
-            sum(bool(r["visibility"][stage]) for r in scored) / len(scored)
-        )
-    return block
-
-
 def coverage(records: Sequence[Record]) -> dict[str, Any]:
     """LLM-free evidence coverage, overall and per ability: over the probes with evidence,
     the share whose every evidence turn the initial pool's exposure order holds within each
     token budget, in the whole initial pool, and in the answer prompt."""
     abilities = _order(sorted({str(r["ability"]) for r in records}))
     return {
-        "overall": _coverage_block(records),
+        "overall": coverage_block(records),
         "by_ability": {
-            a: _coverage_block([r for r in records if r["ability"] == a]) for a in abilities
+            a: coverage_block([r for r in records if r["ability"] == a]) for a in abilities
         },
     }
-
-
-def cost(records: Sequence[Record]) -> dict[str, Any]:
-    """Calls, tokens and cost per probe: the method's stages apart from the judge's."""
-    n = len(records)
-    if not n:
-        return {}
-
-    def total(key: str, judge: bool) -> float | None:
-        values = [
-            stage.get(key)
-            for r in records
-            for name, stage in r["llm"].items()
-            if (name in ANALYSIS_STAGES) == judge
-        ]
-        if any(v is None for v in values):
-            return None
-        return sum(float(v) for v in values)
-
-    out: dict[str, Any] = {}
-    for prefix, judge in (("method", False), ("judge", True)):
-        for key in ("calls", "input_tokens", "output_tokens", "cost_usd"):
-            value = total(key, judge)
-            out[f"{prefix}_{key}_per_probe"] = _r(value / n, 6) if value is not None else None
-    return out
 
 
 def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,7 +107,7 @@ def summarise(records: Sequence[Record], manifest: Mapping[str, Any]) -> dict[st
         "score": scores(records),
         "event_ordering": ordering(records),
         "coverage": coverage(records),
-        "cost": cost(records),
+        "cost": cost_per_question(records),
     }
 
 
@@ -194,7 +147,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
             f"| {score['chats']} |",
             "",
         ]
-    budgets = [str(b) for b in TOKEN_BUDGETS]
+    budgets = [str(b) for b in COVERAGE_BUDGETS]
     lines += [
         "## Evidence coverage (LLM-free; probes without evidence counted apart)",
         "",

@@ -123,6 +123,13 @@ def client_name(client: LLMClient | None) -> str | None:
     return f"{client.provider.name}:{client.provider.model}" if client is not None else None
 
 
+def call_counts(clients: Sequence[LLMClient | None]) -> tuple[int, int]:
+    """(provider calls, cached calls) of a run's clients, each client counted once."""
+    totals = [c.ledger.total() for c in dict.fromkeys(clients) if c is not None]
+    cached = sum(t.cached_calls for t in totals)
+    return sum(t.calls for t in totals) - cached, cached
+
+
 def write_json(path: Path, data: Any) -> None:
     """``data`` as sorted, indented JSON."""
     path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
