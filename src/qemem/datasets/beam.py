@@ -278,6 +278,18 @@ def convert_chat(folder: Path, size: str) -> tuple[dict[str, Any], dict[str, Any
     return sample, entry
 
 
+def is_beam_file(path: Path) -> bool:
+    """Whether ``path`` is a file ``qemem data beam`` wrote: LoCoMo-shaped JSON whose first
+    QA item carries a BEAM ability."""
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    first = data[0] if isinstance(data, list) and data else data
+    qa = first.get("qa") if isinstance(first, dict) else None
+    return bool(qa) and isinstance(qa, list) and isinstance(qa[0], dict) and "ability" in qa[0]
+
+
 def parse_chat_numbers(value: str) -> list[int]:
     """Chat numbers from ``1-5,8`` (ranges and single numbers, comma-separated)."""
     numbers: list[int] = []
