@@ -277,3 +277,15 @@ def test_cli_writes_the_file_and_its_manifest(tmp_path: Path) -> None:
     assert (
         "10M/2/plan-1/chat.json" in str(refused.exception) and not out.with_suffix(".part").exists()
     )
+
+
+def test_the_download_scripts_layout_is_read(tmp_path: Path) -> None:
+    """BEAM's download script writes test_chats/<size>/<conversation id>/ (no chats/ folder);
+    numbered chats come first in number order, others by name."""
+    for name in ("10", "2", "seed-a"):
+        shutil.copytree(FIXTURE / "100K" / "2", tmp_path / "test_chats" / "100K" / name)
+    samples = convert_beam(tmp_path / "test_chats", ["100K"]).samples
+    assert [s["sample_id"] for s in samples] == ["beam-100K-2", "beam-100K-10", "beam-100K-seed-a"]
+    assert [
+        s["sample_id"] for s in convert_beam(tmp_path / "test_chats", ["100K"], [10]).samples
+    ] == ["beam-100K-10"]

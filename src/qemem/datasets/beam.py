@@ -307,9 +307,15 @@ def parse_chat_numbers(value: str) -> list[int]:
     return numbers
 
 
+def _chat_order(name: str) -> tuple[int, int, str]:
+    """Chat folders by number, then any others by name."""
+    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+
 def chat_folders(source: Path, size: str, chats: Sequence[int]) -> list[Path]:
-    """The chat folders of ``size`` under ``source`` (the repository root or its ``chats``
-    folder), by number; only ``chats`` when given (each must exist)."""
+    """The chat folders of ``size`` under ``source`` (the repository root, its ``chats``
+    folder, or the folder BEAM's download script writes), in chat order; only the chats
+    numbered ``chats`` when given (each must exist)."""
     if size not in SIZES:
         raise InputError(f"unknown size {size!r}: use {', '.join(SIZES)}", field="sizes")
     root = source / "chats" if (source / "chats").is_dir() else source
@@ -318,12 +324,14 @@ def chat_folders(source: Path, size: str, chats: Sequence[int]) -> list[Path]:
         raise InputError(
             f"no {size} folder: give the BEAM repository (or its chats folder)", file=str(base)
         )
-    found = {int(p.name): p for p in base.iterdir() if p.is_dir() and p.name.isdigit()}
-    missing = [n for n in chats if n not in found]
+    found = {p.name: p for p in base.iterdir() if p.is_dir()}
+    missing = [n for n in chats if str(n) not in found]
     if missing:
-        known = f"{min(found)}-{max(found)}" if found else "none"
+        numbers = sorted(int(n) for n in found if n.isdigit())
+        known = f"{numbers[0]}-{numbers[-1]}" if numbers else "none"
         raise InputError(f"no chat {', '.join(map(str, missing))} (it has {known})", file=str(base))
-    return [found[n] for n in (chats or sorted(found))]
+    names = [str(n) for n in chats] if chats else sorted(found, key=_chat_order)
+    return [found[n] for n in names]
 
 
 @dataclass
