@@ -115,3 +115,15 @@ def test_cli_runs_beam_with_the_fake_llm(data: Path, tmp_path: Path) -> None:
     assert summary["probes"] == 4 and summary["failures"] == []
     table = runner.invoke(app, args)
     assert table.exit_code == 0 and "BEAM, mode direct" in table.output
+
+
+def test_eval_report_rebuilds_a_beam_run_byte_for_byte(data: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _run(data, out, "direct", conversations=("beam-100K-2",))
+    before = {n: (out / n).read_bytes() for n in ("summary.json", "report.md")}
+    (out / "report.md").unlink()
+    result = runner.invoke(app, ["eval", "report", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {n: (out / n).read_bytes() for n in before} == before
+    refused = runner.invoke(app, ["eval", "report", str(out), "--errata", str(data)])
+    assert isinstance(refused.exception, InputError) and "LoCoMo runs" in str(refused.exception)

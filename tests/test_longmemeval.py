@@ -121,3 +121,18 @@ def test_cli_converts_and_runs(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert summary["questions"] == 1 and summary["mode"] == "rag"
+
+
+def test_eval_report_rebuilds_a_longmemeval_run(tmp_path: Path) -> None:
+    data = tmp_path / "lme.json"
+    conversion = convert_longmemeval(FIXTURE, limit=2)
+    write_conversion(conversion.samples, conversion.manifest, data)
+    out = tmp_path / "run"
+    config = LongMemEvalRunConfig(data=data, out=out, mode="retrieval", embedder="hash")
+    run_longmemeval(config)
+    before = (out / "summary.json").read_bytes()
+    (out / "summary.json").unlink()
+    result = CliRunner().invoke(app, ["eval", "report", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    assert (out / "summary.json").read_bytes() == before
+    assert json.loads(result.output)["accuracy"] == {"n": 0, "accuracy": None}

@@ -16,6 +16,7 @@ from typing import Any
 from qemem.datasets.beam_probes import ABILITIES
 from qemem.eval.answering import COVERAGE_BUDGETS, cost_per_question, coverage_block
 from qemem.eval.beam_scoring import ProbeScore, beam_average, chat_bootstrap
+from qemem.eval.results import run_records
 
 Record = Mapping[str, Any]
 
@@ -168,6 +169,12 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines += ["", "## Cost per probe", ""]
     lines += [f"- {k}: {v}" for k, v in sorted(summary["cost"].items())]
     return "\n".join(lines) + "\n"
+
+
+def rebuild_beam_report(out: Path) -> dict[str, Any]:
+    """Rewrite a BEAM run folder's summary.json and report.md from its records (no LLM call)."""
+    manifest, records = run_records(out)
+    return write_beam_report(out, records, manifest)
 
 
 def write_beam_report(

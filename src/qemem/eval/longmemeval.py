@@ -40,7 +40,7 @@ from qemem.eval.answering import (
 from qemem.eval.beam_baselines import DEFAULT_RAG_TURNS, DEFAULT_WINDOW_TOKENS
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Verdict
 from qemem.eval.manifest import run_info
-from qemem.eval.results import load_records, record_key
+from qemem.eval.results import load_records, record_key, run_records
 from qemem.eval.runs import (
     Context,
     RunProgress,
@@ -255,6 +255,22 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_lme_report(
+    out: Path, records: Sequence[Mapping[str, Any]], manifest: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Write summary.json and report.md into the run folder ``out``; return the summary."""
+    summary = summarise(records, manifest)
+    write_json(out / "summary.json", summary)
+    (out / "report.md").write_text(render_markdown(summary), "utf-8")
+    return summary
+
+
+def rebuild_lme_report(out: Path) -> dict[str, Any]:
+    """Rewrite a LongMemEval run folder's summary.json and report.md from its records."""
+    manifest, records = run_records(out)
+    return write_lme_report(out, records, manifest)
+
+
 def run_longmemeval(
     config: LongMemEvalRunConfig,
     progress: RunProgress | None = None,
@@ -318,9 +334,7 @@ def run_longmemeval(
         clock["answered"] = time.perf_counter()
         keys = {(q.conversation, q.index, config.mode) for q in questions}
         records = [r for r in load_records(results) if record_key(r) in keys]
-        summary = summarise(records, manifest)
-        write_json(config.out / "summary.json", summary)
-        (config.out / "report.md").write_text(render_markdown(summary), "utf-8")
+        summary = write_lme_report(config.out, records, manifest)
         answered = len(pending) - len(failures)
         skipped = len(questions) - len(pending)
         spent = timings(clock, records, answered, skipped, failures)

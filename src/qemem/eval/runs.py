@@ -15,7 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from qemem.build import BuildConfig
 from qemem.build.config import CalibrateRule
-from qemem.errors import ConfigError, LLMAuthError, LLMError
+from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys
 from qemem.eval.sources import write_run_sources
 from qemem.ingest.locomo import parse_locomo
@@ -280,3 +280,12 @@ def prepare_memory(
         turns = memory.turns(cid)
         context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
     return context
+
+
+def run_benchmark(out: Path) -> str:
+    """The benchmark a run folder holds (its manifest's ``benchmark``; LoCoMo when it names
+    none); InputError when the folder holds no manifest.json."""
+    path = out / "manifest.json"
+    if not path.exists():
+        raise InputError(f"{out} holds no manifest.json: give the folder of a qemem eval run")
+    return str(json.loads(path.read_text("utf-8")).get("benchmark", "LoCoMo"))
