@@ -216,8 +216,15 @@ def longmemeval(
     if as_json:
         print_json({"out": str(out), "failures": result.failures, **result.summary})
         return
+    show_lme_run(result, out)
+
+
+def show_lme_run(result: RunResult, out: Path) -> None:
+    """Accuracy of a LongMemEval run: all, per type and abstention, and its failures."""
     summary = result.summary
-    table = Table("questions", "n", "accuracy %", "95% CI", title=f"LongMemEval, mode {mode}")
+    table = Table(
+        "questions", "n", "accuracy %", "95% CI", title=f"LongMemEval, mode {summary['mode']}"
+    )
     rows = [("all", summary["accuracy"]), *summary["by_type"].items()]
     for name, block in [*rows, ("abstention", summary["abstention"])]:
         ci = block.get("ci95")

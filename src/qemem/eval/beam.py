@@ -39,12 +39,11 @@ from qemem.eval.runs import (
     RunProgress,
     RunResult,
     answer_all,
-    call_counts,
     check_fingerprint,
     client_name,
+    finish_run,
     open_clients,
     prepare_memory,
-    timings,
     write_json,
 )
 from qemem.ingest.locomo import load_locomo
@@ -174,27 +173,14 @@ def run_beam(
             len(probes),
             progress,
         )
-        clock["answered"] = time.perf_counter()
-        keys = {(p.conversation, p.index, config.mode) for p in probes}
-        records = [r for r in load_records(results) if record_key(r) in keys]
-        summary = write_beam_report(config.out, records, manifest)
-        provider, cached = call_counts([llm, judge])
-        answered = len(pending) - len(failures)
-        spent = timings(clock, records, answered, len(probes) - len(pending), failures)
-        write_json(
-            config.out / "timings.json",
-            {**spent, "provider_calls": provider, "cached_calls": cached},
-        )
-        return RunResult(
+        return finish_run(
             config.out,
-            len(probes),
-            answered,
-            len(probes) - len(pending),
+            {(p.conversation, p.index, config.mode) for p in probes},
+            clock,
+            (len(probes), len(pending)),
             failures,
-            provider,
-            cached,
-            summary,
-            time.perf_counter() - clock["started"],
+            [llm, judge],
+            lambda records: write_beam_report(config.out, records, manifest),
         )
     finally:
         memory.close()

@@ -33,11 +33,11 @@ from qemem.eval.runs import (
     answer_all,
     check_fingerprint,
     client_name,
+    finish_run,
     open_clients,
     prepare_memory,
     write_json,
 )
-from qemem.eval.runs import timings as timings_of
 from qemem.evidence.layout import Layout
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions
 from qemem.llm import Ledger, LLMClient
@@ -186,32 +186,19 @@ def run_locomo(
         failures = answer_all(
             pending, answer_one, results, config.concurrency, skipped, len(questions), progress
         )
-        clock["answered"] = time.perf_counter()
-        keys = {(q.conversation, q.index, config.mode) for q in questions}
-        records = [r for r in load_records(results) if record_key(r) in keys]
-        judged = _judge_errata(config, records, errata, judge)
-        summary = write_report(config.out, records, manifest, plots=config.plots, errata=judged)
-        clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
-        totals = [c.ledger.total() for c in clients]
-        cached = sum(t.cached_calls for t in totals)
-        provider = sum(t.calls for t in totals) - cached
-        answered = len(pending) - len(failures)
-        timings = timings_of(clock, records, answered, skipped, failures)
-        write_json(
-            config.out / "timings.json",
-            {**timings, "provider_calls": provider, "cached_calls": cached},
-        )
-        seconds = time.perf_counter() - clock["started"]
-        return RunResult(
+
+        def report(records: list[dict[str, Any]]) -> dict[str, Any]:
+            judged = _judge_errata(config, records, errata, judge)
+            return write_report(config.out, records, manifest, plots=config.plots, errata=judged)
+
+        return finish_run(
             config.out,
-            len(questions),
-            answered,
-            skipped,
+            {(q.conversation, q.index, config.mode) for q in questions},
+            clock,
+            (len(questions), len(pending)),
             failures,
-            provider,
-            cached,
-            summary,
-            seconds,
+            [llm, judge],
+            report,
         )
     finally:
         memory.close()

@@ -46,12 +46,11 @@ from qemem.eval.runs import (
     RunProgress,
     RunResult,
     answer_all,
-    call_counts,
     check_fingerprint,
     client_name,
+    finish_run,
     open_clients,
     prepare_memory,
-    timings,
     write_json,
 )
 from qemem.eval.stats import wilson_interval
@@ -271,6 +270,32 @@ def rebuild_lme_report(out: Path) -> dict[str, Any]:
     return write_lme_report(out, records, manifest)
 
 
+def _manifest(
+    config: LongMemEvalRunConfig,
+    memory: Memory,
+    llm: LLMClient | None,
+    judge: LLMClient | None,
+    questions: Sequence[LmeQuestion],
+) -> dict[str, Any]:
+    """What the run is: data, config, models, the judge's prompts, how questions are asked."""
+    return run_info(
+        config.data,
+        benchmark="LongMemEval",
+        config=config.to_dict(),
+        mode=config.mode,
+        embedder=memory.embedder.id,
+        answerer=client_name(llm),
+        judge=client_name(judge),
+        judge_prompts={
+            n: load_prompt(n)
+            for n in ("lme_judge", "lme_judge_input", DEFAULT_RULE, *RULES.values())
+        },
+        question_text="<question> (Current date: <question_date>.)",
+        selection=[f"{q.conversation}#{q.index}" for q in questions],
+        prompts=prompt_hashes(),
+    )
+
+
 def run_longmemeval(
     config: LongMemEvalRunConfig,
     progress: RunProgress | None = None,
@@ -297,22 +322,7 @@ def run_longmemeval(
         config.store or config.out / "memory.db", embedder=config.embedder, llm=llm
     )
     try:
-        manifest = run_info(
-            config.data,
-            benchmark="LongMemEval",
-            config=config.to_dict(),
-            mode=config.mode,
-            embedder=memory.embedder.id,
-            answerer=client_name(llm),
-            judge=client_name(judge),
-            judge_prompts={
-                n: load_prompt(n)
-                for n in ("lme_judge", "lme_judge_input", DEFAULT_RULE, *RULES.values())
-            },
-            question_text="<question> (Current date: <question_date>.)",
-            selection=[f"{q.conversation}#{q.index}" for q in questions],
-            prompts=prompt_hashes(),
-        )
+        manifest = _manifest(config, memory, llm, judge, questions)
         check_fingerprint(config.out / "manifest.json", manifest, FINGERPRINT)
         write_json(config.out / "manifest.json", manifest)
         build = llm is not None and config.build and config.mode in MODES
@@ -331,26 +341,14 @@ def run_longmemeval(
             len(questions),
             progress,
         )
-        clock["answered"] = time.perf_counter()
-        keys = {(q.conversation, q.index, config.mode) for q in questions}
-        records = [r for r in load_records(results) if record_key(r) in keys]
-        summary = write_lme_report(config.out, records, manifest)
-        answered = len(pending) - len(failures)
-        skipped = len(questions) - len(pending)
-        spent = timings(clock, records, answered, skipped, failures)
-        write_json(config.out / "timings.json", spent)
-        provider, cached = call_counts([llm, judge])
-        seconds = time.perf_counter() - clock["started"]
-        return RunResult(
+        return finish_run(
             config.out,
-            len(questions),
-            answered,
-            skipped,
+            {(q.conversation, q.index, config.mode) for q in questions},
+            clock,
+            (len(questions), len(pending)),
             failures,
-            provider,
-            cached,
-            summary,
-            seconds,
+            [llm, judge],
+            lambda records: write_lme_report(config.out, records, manifest),
         )
     finally:
         memory.close()

@@ -17,6 +17,7 @@ from qemem.build import BuildConfig
 from qemem.build.config import CalibrateRule
 from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
 from qemem.eval.coverage import alias_keys
+from qemem.eval.results import load_records, record_key
 from qemem.eval.sources import write_run_sources
 from qemem.ingest.locomo import parse_locomo
 from qemem.llm import LLMClient, open_llm
@@ -280,6 +281,32 @@ def prepare_memory(
         turns = memory.turns(cid)
         context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
     return context
+
+
+def finish_run(
+    out: Path,
+    keys: set[tuple[str, int, str]],
+    clock: dict[str, float],
+    counts: tuple[int, int],
+    failures: Sequence[str],
+    clients: Sequence[LLMClient | None],
+    report: Callable[[list[dict[str, Any]]], dict[str, Any]],
+) -> RunResult:
+    """End a run whose answering is done: report its records (those of ``keys`` in
+    ``OUT/results.jsonl``) with ``report``, write ``timings.json``, and say what it did.
+    ``counts`` is (questions selected, questions pending when answering began)."""
+    clock["answered"] = time.perf_counter()
+    records = [r for r in load_records(out / "results.jsonl") if record_key(r) in keys]
+    summary = report(records)
+    provider, cached = call_counts(clients)
+    total, pending = counts
+    answered, skipped = pending - len(failures), total - pending
+    spent = timings(clock, records, answered, skipped, failures)
+    write_json(out / "timings.json", {**spent, "provider_calls": provider, "cached_calls": cached})
+    seconds = time.perf_counter() - clock["started"]
+    return RunResult(
+        out, total, answered, skipped, list(failures), provider, cached, summary, seconds
+    )
 
 
 def run_benchmark(out: Path) -> str:
