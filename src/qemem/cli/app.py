@@ -374,7 +374,7 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import jobs, memory_io, query, records, reproduce, serve
+    from qemem.cli import eval_bench, jobs, memory_io, query, records, reproduce, serve
     from qemem.cli.data import data_app
     from qemem.cli.eval import eval_app
 
@@ -384,6 +384,7 @@ def _register_subcommands() -> None:
     serve.register(app)
     jobs.register(app)
     reproduce.register(app)
+    eval_bench.register(eval_app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")
     plain_flag_help(app)
