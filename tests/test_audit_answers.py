@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from audit_support import copy_run, leaked, make_run, mark_golds, records
+from qemem.audit_names import ANSWER_METRICS
 from qemem.cli import app
 from qemem.errors import InputError
 from qemem.eval.audit import audit_answers
-from qemem.eval.audit.answers import METRICS
 from qemem.llm import LLMCache, LLMClient, LLMRequest
 from qemem.testing import OfflineLLM
 
@@ -39,7 +39,7 @@ def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_
     record = audit_answers([a, b], LLMClient(offline), sample=5, seed=0)
     assert json.loads((b / "audit-answers.json").read_text()) == record
     first, second = record["runs"]
-    assert set(first["summary"]) == set(METRICS)
+    assert set(first["summary"]) == set(ANSWER_METRICS)
     assert second["summary"]["abstention"]["share"] == 1.0
     assert second["summary"]["claims_per_answer"]["share"] == 0.0
     assert [q["key"] for q in first["questions"]] == [q["key"] for q in second["questions"]]

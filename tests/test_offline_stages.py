@@ -18,12 +18,13 @@ from qemem.answer import ask
 from qemem.build import build_memory
 from qemem.embed import HashEmbedder
 from qemem.evidence import ViewCard
-from qemem.llm import LLMClient, LLMRequest, Message, open_llm
+from qemem.llm import LLMClient, LLMRequest, Message, open_llm, stages
 from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Turn
 from qemem.participants import Participants
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM, base_stage, offline_answer
+from qemem.testing.offline import ANSWERERS
 
 SCOPE = Scope("demo-1")
 QUESTION = "When did Priya go to her first pottery class?"
@@ -106,6 +107,30 @@ def test_build_stages_answer_from_the_turns() -> None:
         "facts": ["Priya mentioned Message 1 about pottery"]
     }
     assert answer_of("build.predict") == {"prediction": []}
+
+
+def test_every_stage_has_an_offline_answerer() -> None:
+    constants = {
+        value
+        for name, value in vars(stages).items()
+        if name.isupper() and isinstance(value, str) and not value.startswith(".")
+    }
+    assert constants == set(stages.STAGES)  # each stage constant is one of STAGES
+    assert set(ANSWERERS) == set(stages.STAGES)
+
+
+def test_the_library_calls_only_the_stages_named(sample_path: Path) -> None:
+    llm = OfflineLLM()
+    with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm=LLMClient(llm)) as memory:
+        memory.ingest(sample_path)
+        memory.build("demo-1")
+        memory.ask("demo-1", QUESTION)
+        memory.ask("demo-1", QUESTION, mode="no-refine")
+        memory.check("demo-1", "Priya went to a pottery class.")
+        memory.audit_memory("demo-1", sample=2)
+    called = {base_stage(request.stage) for request in llm.calls}
+    assert called <= set(stages.STAGES)
+    assert {stages.PLAN, stages.CONSTRUCT, stages.ANSWER, *stages.BUILD} <= called
 
 
 def test_base_stage_drops_follow_up_suffixes() -> None:

@@ -58,9 +58,14 @@ def legacy_url(store_url: str) -> str:
 
 
 def test_legacy_store_reads_back_identically(legacy_url: str) -> None:
+    migrated = datetime.now(UTC)
     with closing(open_store(legacy_url)) as store:
         sessions = tuple(Session(i, datetime.fromisoformat(dt), key) for i, key, dt in SESSIONS)
-        assert store.get_conversation(SCOPE) == Conversation("legacy-1", ("Ana", "Ben"), sessions)
+        conv = store.get_conversation(SCOPE)
+        assert conv == Conversation(
+            "legacy-1", ("Ana", "Ben"), sessions, created_at=conv.created_at
+        )
+        assert conv.created_at is not None and conv.created_at >= migrated.replace(microsecond=0)
         assert [(c.namespace, c.id) for c in store.conversations()] == [
             ("default", "legacy-1"),
             ("team", "legacy-2"),
@@ -213,7 +218,7 @@ def test_the_schema_before_idempotency_keys_gains_their_table(legacy_url: str) -
         assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
         assert store.recorded_response("default", "k", retention) is None
         with store.transaction():
-            store.record_response("default", "k", "f" * 64, '{"ids": []}', retention)
+            store.record_response(SCOPE, "k", "f" * 64, '{"ids": []}', retention)
     with closing(open_store(legacy_url)) as store:
         assert store.recorded_response("default", "k", retention) == ("f" * 64, '{"ids": []}')
         assert store.recorded_response("team", "k", retention) is None

@@ -32,14 +32,15 @@ fact with ``turn_ids`` needs no episode.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
-from qemem.errors import InputError, StoreError
+from qemem.errors import InputError, OutputError, StoreError
 from qemem.models import (
     FACT_KINDS,
     Correction,
@@ -47,6 +48,7 @@ from qemem.models import (
     SemanticFact,
     Supersession,
     Turn,
+    check_id,
     check_path,
     check_same_kind,
 )
@@ -152,7 +154,7 @@ def _fact_of(
         )
     read = _ids(raw, "turn_ids", where, file, empty=True) if "turn_ids" in raw else ()
     return SemanticFact(
-        _field(raw, "id", str, where, file),
+        _record_id(raw, where, file),
         conversation,
         _field(raw, "content", str, where, file),
         _field(raw, "session", int, where, file),
@@ -177,6 +179,11 @@ def _field(record: Mapping[str, Any], name: str, kind: type, where: str, file: s
             field=name,
         )
     return value
+
+
+def _record_id(record: Mapping[str, Any], where: str, file: str) -> str:
+    """The ``id`` of an episode or fact of the file: text without ``/`` (``check_id``)."""
+    return check_id(_field(record, "id", str, where, file), "id", file=file, record=where)
 
 
 def _ids(
@@ -218,7 +225,7 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
             ) from None
         episodes.append(
             Episode(
-                _field(raw, "id", str, where, file),
+                _record_id(raw, where, file),
                 conversation,
                 _field(raw, "session", int, where, file),
                 _field(raw, "title", str, where, file),
@@ -324,9 +331,20 @@ def _derived_corrections(
     return tuple(out.values())
 
 
-def load(path: str | Path) -> MemoryFile:
-    """Read and validate a memory file."""
-    file = check_path(path, "memory file")
+FileLike = str | os.PathLike[str] | IO[str] | IO[bytes]
+"""Where a memory file is read from or written to: a path, or a file object (text or binary)."""
+
+
+def load(source: FileLike) -> MemoryFile:
+    """Read and validate a memory file: the file at a path, or what a file object open for
+    reading (text or binary) holds."""
+    if not isinstance(source, str | os.PathLike):
+        name = str(getattr(source, "name", "<memory>"))
+        try:
+            return parse(json.loads(source.read()), name)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid JSON ({exc})", file=name) from None
+    file = check_path(os.fspath(source), "memory file")
     try:
         data = json.loads(file.read_text("utf-8"))
     except FileNotFoundError:
@@ -336,6 +354,23 @@ def load(path: str | Path) -> MemoryFile:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", file=str(file)) from None
     return parse(data, str(file))
+
+
+def save(memory: MemoryFile, target: FileLike) -> None:
+    """Write ``memory`` (:func:`dumps`, UTF-8) to the file at a path (replaced if it exists)
+    or to a file object open for writing (text, or binary: then UTF-8 bytes); OutputError
+    when the path cannot be written."""
+    text = dumps(memory)
+    if isinstance(target, io.RawIOBase | io.BufferedIOBase):
+        target.write(text.encode("utf-8"))
+    elif not isinstance(target, str | os.PathLike):
+        cast(IO[str], target).write(text)
+    else:
+        path = check_path(os.fspath(target), "memory file")
+        try:
+            path.write_text(text, "utf-8")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def check_provenance(

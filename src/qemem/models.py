@@ -1,15 +1,17 @@
 """The data model of qemem, in one place.
 
 Three memory spaces are kept per conversation: original turns (U), episodic memories (E) and
-semantic facts (S). Ids are stable and human readable: LoCoMo turn ids such as ``D3:12`` are kept
-as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>`` and facts
-``S<n>``, numbered per conversation.
+semantic facts (S). Ids are stable and human readable: a message's own id (LoCoMo's such as
+``D3:12``) is kept as it is; a message without one gets ``D<session>:<n>``; episodes are ``E<n>``
+and facts ``S<n>``. The numbers come from per-conversation counters that nothing lowers, so an
+id never names two records in one life of a conversation (:func:`highest_numbers`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +45,22 @@ OMIT_PLAIN = pydantic.Field(exclude_if=lambda value: value == "fact")
 """Field metadata of a fact's kind: the JSON form leaves out the kind of a plain fact, so the
 form of every fact of a conversation between people stays as it was."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
+"""The ids qemem numbers (full match): a prefix (``E`` episodes, ``S`` facts, ``D<session>:``
+messages), then a number without leading zeros of at most 15 digits (qemem never gives a
+larger one, so larger ones need no counting)."""
+
+
+def highest_numbers(ids: Iterable[str]) -> dict[str, int]:
+    """The highest number of each prefix among the ``ids`` of a ``NUMBERED_ID`` form."""
+    highest: dict[str, int] = {}
+    for rid in ids:
+        match = NUMBERED_ID.fullmatch(rid)
+        if match:
+            prefix, number = match[1], int(match[2])
+            highest[prefix] = max(highest.get(prefix, 0), number)
+    return highest
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -107,6 +125,35 @@ def parse_role(
         record=record,
         field=field,
     )
+
+
+ID_RULE = "ids may not contain '/'"
+"""Why an id with ``/`` is refused: the HTTP API routes on the decoded path, where
+``a/messages/b`` is ambiguous, and ids across conversations are written ``conversation/id``."""
+
+
+def check_id(
+    value: str,
+    what: str,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> str:
+    """``value`` when it can be a new id of a conversation or a record (message, episode,
+    fact): text both stores keep exactly (:func:`check_text`) without ``/``, else InputError
+    naming the rule. Ids stored before the rule stay addressable by the library and the CLI,
+    so that they can be deleted."""
+    check_text(value, what, file=file, record=record, field=field)
+    if "/" in value:
+        raise InputError(
+            f"the {what} {value!r} contains '/': {ID_RULE}, as the HTTP API could not address "
+            "it; use another character, e.g. '-'",
+            file=file,
+            record=record,
+            field=field,
+        )
+    return value
 
 
 NAME_BYTES, PATH_BYTES = 255, 4095
@@ -247,6 +294,13 @@ class SemanticFact:
 REDACTED = "[message redacted]"
 """The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
 
+
+def unredacted(turns: Iterable[Turn]) -> list[Turn]:
+    """``turns`` without the redacted ones: what evidence may show (a redacted turn still
+    counts among a conversation's turns, but it is never shown as evidence)."""
+    return [t for t in turns if t.text != REDACTED]
+
+
 SupersessionKind = Literal["build", "manual"]
 
 
@@ -282,12 +336,16 @@ class Correction:
 
 @dataclass(frozen=True)
 class Conversation:
-    """A conversation: its id, namespace (user/tenant), speakers and sessions."""
+    """A conversation: its id, namespace (user/tenant), speakers and sessions. A stored one
+    has ``created_at`` (UTC): when this life of it began. A conversation deleted and created
+    again under its id is a new one, with a new ``created_at`` and ids counted from 1 again,
+    so a reference kept with the time it was read can be told stale."""
 
     id: str
     speakers: tuple[str, ...]
     sessions: tuple[Session, ...] = ()
     namespace: str = "default"
+    created_at: datetime | None = None
 
     @property
     def span(self) -> tuple[datetime, datetime] | None:

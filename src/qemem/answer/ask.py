@@ -51,6 +51,7 @@ from qemem.evidence.standing import STANDING_TOKENS, StandingSection, standing_s
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
+from qemem.llm.stages import ANSWER, ANSWER_ROUND0, RESPOND
 from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -95,10 +96,6 @@ class AskConfig:
     plan: bool = True
     answer_round0: bool = False
     prompt_layout: Layout = "cached"
-
-
-ROUND0_STAGE = "answer_round0"
-"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
 
 
 @dataclass
@@ -404,7 +401,7 @@ def _answer_from(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
-        stage=asking.task,
+        stage=RESPOND if respond else ANSWER,
         prefix=prefix,
         asking=asking,
     )
@@ -465,7 +462,7 @@ def _round0_answer(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
-        stage=ROUND0_STAGE,
+        stage=ANSWER_ROUND0,
         prefix=prefix,
         asking=asking,
     )

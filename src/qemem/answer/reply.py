@@ -13,6 +13,7 @@ from qemem.evidence.cards import ViewCard
 from qemem.evidence.layout import AnswerStage, SharedPrefix
 from qemem.evidence.standing import StandingSection
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm.stages import ANSWER, RETRY
 from qemem.participants import Participants
 from qemem.prompts import render
 
@@ -89,7 +90,7 @@ def answer_question(
     retry_abstention: bool = True,
     ledger: Ledger | None = None,
     inputs: Mapping[str, Any] | None = None,
-    stage: str = "answer",
+    stage: str = ANSWER,
     prefix: SharedPrefix | None = None,
     asking: Asking | None = None,
 ) -> Reply:
@@ -112,7 +113,7 @@ def answer_question(
         return first
     cards = ", ".join(f"card {n}" for n in asking.candidates)
     retry = user + render("answer_retry", cards=cards)
-    second = _call(llm, retry, f"{stage}.retry", max_tokens, ledger, given, prefix, asking)
+    second = _call(llm, retry, stage + RETRY, max_tokens, ledger, given, prefix, asking)
     chosen = first if is_abstention(second.text) else second
     return Reply(
         chosen.text,

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from qemem.llm.ledger import Ledger, Tally
+from qemem.llm.stages import BUILD
 
-STEPS: tuple[str, ...] = ("segment", "episode", "predict", "calibrate")
-"""The four LLM steps of a build; their stage labels are ``build.<step>``."""
+STEPS: tuple[str, ...] = tuple(stage.removeprefix("build.") for stage in BUILD)
+"""The four LLM steps of a build (its stages ``build.<step>``)."""
 CalibrateRule = Literal["complete", "method"]
 PronounRule = Literal["name", "keep"]
 

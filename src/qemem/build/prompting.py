@@ -78,7 +78,7 @@ def context_block(turns: Sequence[Turn]) -> str:
 
 
 def request(
-    step: str,
+    stage: str,
     speakers: Sequence[str],
     max_tokens: int,
     inputs: Mapping[str, Any] | None = None,
@@ -86,15 +86,15 @@ def request(
     participants: Participants | None = None,
     **fields: object,
 ) -> LLMRequest:
-    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``), carrying
-    ``inputs`` (e.g. the ``turns`` shown) as data; the prompts name the conversation's
-    ``participants`` (default: the ``speakers`` as people)."""
+    """A build request of ``stage`` (one of ``stages.BUILD``; its template is the stage's name
+    with ``_`` for ``.``), carrying ``inputs`` (e.g. the ``turns`` shown) as data; the prompts
+    name the conversation's ``participants`` (default: the ``speakers`` as people)."""
     who = participants or Participants.of(speakers)
     named: dict[str, object] = {**who.prompt_fields(), **fields}
     return LLMRequest(
         system=render("build_system", **named),
-        messages=[Message("user", render(f"build_{step}", **named))],
-        stage=f"build.{step}",
+        messages=[Message("user", render(stage.replace(".", "_"), **named))],
+        stage=stage,
         max_tokens=max_tokens,
         inputs=inputs or {},
     )

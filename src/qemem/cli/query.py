@@ -185,13 +185,12 @@ def show_answer(answer: Answer) -> None:
     if answer.cards:
         table = Table("#", "claim", "sources", "quote", "time", "verified")
         for n, card in enumerate(answer.cards, start=1):
-            resolved = card.rule_time.phrase if card.rule_time else ""
             table.add_row(
                 str(n),
                 plain(card.claim),
                 plain(", ".join(card.sources)),
                 plain(card.quote),
-                plain((card.time or resolved) + (" (planned)" if card.planned else "")),
+                plain(card.shown_time + (" (planned)" if card.planned else "")),
                 "yes" if card.verified else "[red]no[/]",
             )
         console.print(table)

@@ -17,7 +17,16 @@ from typing import TypeVar
 
 from qemem.evidence.times import ANNOTATION, annotate_times, resolve_times
 from qemem.lexicon import WEEKDAYS
-from qemem.models import Conversation, Episode, Pool, SemanticFact, Space, Turn, format_datetime
+from qemem.models import (
+    Conversation,
+    Episode,
+    Pool,
+    SemanticFact,
+    Space,
+    Turn,
+    format_datetime,
+    unredacted,
+)
 from qemem.participants import Participants
 from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
@@ -67,9 +76,10 @@ class SourceIndex:
         superseded: set[str],
     ) -> None:
         """Index the records (``turns`` in conversation order; ids unique; ``superseded``
-        the ids of the facts a supersession replaces)."""
+        the ids of the facts a supersession replaces). Redacted turns are left out: they are
+        never evidence, nor shown around it."""
         self.conversation = conversation
-        self.turns = turns
+        self.turns = unredacted(turns)
         self.episodes = episodes
         self.facts = facts
         self.superseded = superseded

@@ -43,6 +43,8 @@ class _Host(Protocol):
 
     def embed_documents(self, records: Sequence[Turn | Episode | SemanticFact]) -> np.ndarray: ...
 
+    def _forget_cached(self, conversation: str) -> None: ...
+
     @property
     def embedder(self) -> Embedder: ...
 
@@ -114,12 +116,15 @@ class MemoryEdits:
         (their other turns are built again by the next build), the facts left without an
         episode (never a correction: its provenance is its own), the turn from the
         supersessions and corrections citing it (a build supersession citing no turn left
-        goes). A fact also learned elsewhere keeps its other episodes."""
+        goes). A fact also learned elsewhere keeps its other episodes. The LLM cache's
+        exchanges about the conversation go too (which of them quoted the message is not
+        recorded)."""
         return _forget(self, conversation, message, redact=False)
 
     def redact_message(self: _Host, conversation: str, message: str) -> Forgotten:
         """As ``delete_message``, but the message keeps its id, speaker, time and place; its
-        text becomes ``[message redacted]`` (re-embedded, so searches no longer find it)."""
+        text becomes ``[message redacted]``: it is in no search index and never shown as
+        evidence (it still counts among the conversation's turns)."""
         return _forget(self, conversation, message, redact=True)
 
     def delete_fact(self: _Host, conversation: str, fact: str) -> Forgotten:
@@ -147,15 +152,15 @@ class MemoryEdits:
         *,
         turns: Sequence[str] = (),
     ) -> Supersession:
-        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>``, of
-        the old one's session) with its own provenance (a :class:`Correction` citing
-        ``turns``, optional turn ids of the conversation, and recording the turns the old
-        fact was learned from), and a manual supersession of the old one from the date it was
-        learned (a correction replaces a wrong fact for all of its history). The old fact
-        keeps its provenance and stays listed with ``include_superseded``; the correction
-        stays when the old fact goes, and a later build that derives a statement near it
-        from those turns sees it superseded by the correction
-        (:mod:`qemem.build.corrections`)."""
+        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>`` of the
+        conversation's id counter, never a deleted fact's id; of the old one's session) with
+        its own provenance (a :class:`Correction` citing ``turns``, optional turn ids of the
+        conversation, and recording the turns the old fact was learned from), and a manual
+        supersession of the old one from the date it was learned (a correction replaces a
+        wrong fact for all of its history). The old fact keeps its provenance and stays listed
+        with ``include_superseded``; the correction stays when the old fact goes, and a later
+        build that derives a statement near it from those turns sees it superseded by the
+        correction (:mod:`qemem.build.corrections`)."""
         scope = _scope(self, conversation)
         text = " ".join(check_text(content, "fact").split())
         if not text or len(text) > MAX_FACT_CHARS:
@@ -171,7 +176,7 @@ class MemoryEdits:
                 )
             conv = self.store.get_conversation(scope)
             learned = {s.index: s.date_time for s in conv.sessions}[old.session]
-            number = next_number([f.id for f in self.store.facts(scope)], "S")
+            number = next_number(self.store, scope, "S")
             new = SemanticFact(f"S{number}", conversation, text, old.session, (), kind=old.kind)
             vector = self.embed_documents([new])
             now = datetime.now(UTC)
@@ -194,6 +199,7 @@ def _forget(host: _Host, conversation: str, message: str, *, redact: bool) -> Fo
             blank = dataclasses.replace(turn, text=REDACTED)
             redacted = (blank, host.embed_documents([blank]), host.embedder.id)
         removed = host.store.forget_turn(scope, message, redacted)
+    host._forget_cached(conversation)  # the cache cannot tell which exchanges quoted it
     return Forgotten(
         conversation,
         deleted=[] if redact else [message],

@@ -1,23 +1,29 @@
-"""Importing a memory file into a store and exporting one (see :mod:`qemem.memory_file`)."""
+"""Importing a memory file into a store and exporting one (see :mod:`qemem.memory_file`), and
+the methods of ``Memory`` that do it (``MemoryFiles``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import numpy as np
 
+from qemem.embed.base import Embedder
 from qemem.memory_file import (
     NOTE_KEY,
+    FileLike,
     MemoryFile,
     MemoryImportReport,
     check_provenance,
     check_supersessions,
+    load,
     new_corrections,
     new_supersessions,
+    save,
     split_new,
 )
-from qemem.models import Episode, SemanticFact, Turn, check_text
+from qemem.models import Episode, SemanticFact, Turn, check_id, check_text
 from qemem.store import MemoryStore, Scope
 
 Embed = Callable[[Sequence[Turn | Episode | SemanticFact]], np.ndarray]
@@ -33,6 +39,9 @@ def import_memory_file(
     transaction; records already stored identically are skipped."""
     started = time.perf_counter()
     check_text(memory.note, "note")
+    for kind, records in (("episode", memory.episodes), ("fact", memory.facts)):
+        for record in records:
+            check_id(record.id, f"{kind} id")
     conversation = store.get_conversation(scope)
     stored_episodes, stored_facts = store.episodes(scope), store.facts(scope)
     check_provenance(
@@ -81,3 +90,53 @@ def export_memory_file(store: MemoryStore, scope: Scope, conversation: str) -> M
         tuple(store.supersessions(scope)),
         tuple(store.corrections(scope)),
     )
+
+
+class _Host(Protocol):
+    """What of ``Memory`` these methods use."""
+
+    store: MemoryStore
+    namespace: str
+
+    def embed_documents(self, records: Sequence[Turn | Episode | SemanticFact]) -> np.ndarray: ...
+
+    def _check_embedder(self) -> None: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+
+class MemoryFiles:
+    """The memory-file methods of ``Memory``."""
+
+    def import_memory(self: _Host, memory: MemoryFile | FileLike) -> MemoryImportReport:
+        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
+        to its conversation, embedded with this store's embedder. ``memory``: the file's
+        path (str or PathLike), a file object open for reading, or a parsed ``MemoryFile``.
+
+        The conversation's turns must be stored already; every record is checked (turn ids,
+        sessions, provenance) before anything is written, and all is written in one
+        transaction. Records already stored identically are skipped, so importing twice
+        changes nothing; a different record under a stored id is refused (StoreError).
+        """
+        if not isinstance(memory, MemoryFile):
+            memory = load(memory)
+        self._check_embedder()
+        return import_memory_file(
+            self.store,
+            Scope(memory.conversation, self.namespace),
+            memory,
+            self.embed_documents,
+            self.embedder.id,
+        )
+
+    def export_memory(self: _Host, conversation: str, to: FileLike | None = None) -> MemoryFile:
+        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
+        (store order; the note of the file it was imported from, if any), also written to
+        ``to`` when given: a path (str or PathLike; replaced if it exists) or a file object
+        open for writing (text or binary)."""
+        scope = Scope(conversation, self.namespace)
+        memory = export_memory_file(self.store, scope, conversation)
+        if to is not None:
+            save(memory, to)
+        return memory

@@ -46,7 +46,7 @@ def store_standing(
     stored = store.facts(scope)
     replaced = {s.old for s in store.supersessions(scope)}
     current = [f for f in stored if f.id not in replaced]
-    facts = standing_facts(turns, current, next_number([f.id for f in stored], "S"))
+    facts = standing_facts(turns, current, next_number(store, scope, "S"))
     if not facts:
         return facts
     missing = [f for f in facts if f.content not in vectors]

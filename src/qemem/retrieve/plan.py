@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from qemem.errors import LLMError
+from qemem.llm.stages import PLAN
 from qemem.models import AnswerType, Plan, format_datetime
 from qemem.participants import Participants
 from qemem.prompts import render
@@ -75,7 +76,7 @@ def plan_question(
     who = speakers if isinstance(speakers, Participants) else Participants.of(speakers)
     prompt = render("plan", **who.prompt_fields(), question=question, span=_span_text(span))
     request = LLMRequest(
-        PLAN_SYSTEM, [Message("user", prompt)], stage="plan", inputs={"question": question}
+        PLAN_SYSTEM, [Message("user", prompt)], stage=PLAN, inputs={"question": question}
     )
     try:
         output = llm.structured(request, PlanOutput, ledger=ledger).value

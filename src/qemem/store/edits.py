@@ -9,7 +9,8 @@ its provenance is its correction), a build supersession loses the turn from the 
 cites (and goes when none is left: no supersession without a cited turn), and so does a
 correction (which stays).
 Each edit is one transaction that gives the conversation a new version, so cached search
-indexes reload.
+indexes reload. Forgetting a turn and deleting facts count as removals by hand
+(:mod:`qemem.store.lives`): a build that started before one writes nothing more.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from qemem.models import Correction, Supersession, Turn
+from qemem.models import REDACTED, Correction, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
+from qemem.store.lives import COUNT_REMOVAL
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
 
@@ -39,6 +41,19 @@ NOT_SUPERSEDED = (
 )
 """The condition (after a WHERE, ``{table}`` the alias of a facts or vectors row) that keeps
 current facts only: a superseded fact is in no search index."""
+NOT_REDACTED = " AND r.text <> '{}'".format(REDACTED.replace("'", "''"))
+"""The condition (after a WHERE, ``r`` the alias of a turns row) that keeps turns that were
+not redacted: a redacted turn is in no search index."""
+
+
+def searchable(space: str) -> str:
+    """The condition (after a WHERE, ``r`` the alias of the space's records) that keeps what
+    search indexes hold: current facts and turns not redacted (every episode)."""
+    if space == "fact":
+        return NOT_SUPERSEDED.format(table="r")
+    return NOT_REDACTED if space == "turn" else ""
+
+
 ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
     "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND NOT EXISTS (SELECT 1 FROM "
@@ -63,6 +78,7 @@ class _Host(Protocol):
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None: ...
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str: ...
     def _writing(self, scope: Scope) -> int: ...
+    def _forgotten(self) -> None: ...
     def _load(self, scope: Scope, what: str, load: Callable[[int], T]) -> T: ...
     def _check_vectors(self, count: int, vectors: np.ndarray, embedder: str) -> None: ...
     def _put_vectors(
@@ -130,7 +146,10 @@ class SQLEdits:
         """Delete facts with their links, vectors and supersessions (a fact they replaced is
         current again)."""
         with self.transaction():
-            drop_facts(self, self._writing(scope), ids)
+            pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
+            drop_facts(self, pk, ids)
+            self._forgotten()
 
     def forget_turn(
         self: _Host,
@@ -143,6 +162,8 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
+            self._forgotten()
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {
