@@ -134,7 +134,8 @@ def migrate(conn: sqlite3.Connection, where: str = "") -> int:
     conn.execute("PRAGMA foreign_keys = OFF")  # (a no-op inside a transaction)
     try:
         while version < SCHEMA_VERSION:
-            target = SCHEMA_VERSION if version == 0 else version + 1
+            # the next numbered step: numbers are handed out ahead, so one may not exist yet
+            target = SCHEMA_VERSION if version == 0 else min(v for v in UPGRADES if v > version)
             _step(conn, version, target)
             version = _version(conn)
     finally:
