@@ -46,7 +46,10 @@ def _turn(store: MemoryStore, scope: Scope, turn_id: str) -> Turn:
     found = store.turns(scope, [check_text(turn_id, "message id")])
     if not found:
         raise NotFoundError(
-            f"no message {turn_id!r} in conversation {scope}: list its turns to find the id"
+            f"no message {turn_id!r} in conversation {scope}: list its turns to find the id",
+            kind="message",
+            name=turn_id,
+            conversation=scope.conversation,
         )
     return found[0]
 
@@ -55,7 +58,10 @@ def _fact(store: MemoryStore, scope: Scope, fact_id: str) -> SemanticFact:
     found = store.facts(scope, [check_text(fact_id, "fact id")])
     if not found:
         raise NotFoundError(
-            f"no fact {fact_id!r} in conversation {scope}: list them (qemem facts) to find the id"
+            f"no fact {fact_id!r} in conversation {scope}: list them (qemem facts) to find the id",
+            kind="fact",
+            name=fact_id,
+            conversation=scope.conversation,
         )
     return found[0]
 

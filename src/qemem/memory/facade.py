@@ -131,6 +131,11 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         if self._llm is not None:
             self._llm.close()
 
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise (a readiness probe:
+        one small query)."""
+        self.store.ping()
+
     def __enter__(self) -> Memory:
         return self
 

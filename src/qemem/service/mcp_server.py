@@ -23,7 +23,7 @@ from qemem import __version__
 from qemem.answer import Answer
 from qemem.answer.ask import Mode
 from qemem.answer.wire import check_to_json
-from qemem.errors import AuthError, QememError
+from qemem.errors import AuthError, NotFoundError, QememError, without_paths
 from qemem.memory import Memory
 from qemem.memory.api import MAX_CONTEXT_BUDGET
 from qemem.memory.jobs import check_auto_build
@@ -41,6 +41,7 @@ from qemem.service.schemas import MAX_K, MessageIn
 from qemem.service.state import Tenants
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Long-term memory of conversations. Store what is said with `remember`, look things up "
@@ -159,9 +160,22 @@ def running_jobs(
         worker.close()
 
 
+NOT_FOUND = {
+    "conversation": "no conversation {name!r}: remember stores messages in a new one; "
+    "list_conversations shows the stored ones",
+    "message": "no message {name!r} in conversation {conversation!r}: recall shows the ids "
+    "of its messages",
+    "episode": "no episode {name!r} in conversation {conversation!r}",
+    "fact": "no fact {name!r} in conversation {conversation!r}: the facts tool lists them "
+    "with their ids",
+    "job": "no job {name!r}",
+}
+"""What a tool says when a record is missing, in the tools' words (not the command line's)."""
+
+
 class _Guard:
-    """Runs a tool's call: qemem errors become tool errors (never naming the server's store
-    path), writes are refused when read-only."""
+    """Runs a tool's call: qemem errors become tool errors in the tools' words, never naming a
+    server path (the log keeps it); writes are refused when read-only."""
 
     def __init__(self, read_only: bool, store_path: str = "") -> None:
         self.read_only = read_only
@@ -174,10 +188,15 @@ class _Guard:
                     "this API key is read-only: remember, forget and corrections are refused"
                 )
             return fn()
+        except NotFoundError as exc:
+            if exc.kind not in NOT_FOUND:
+                raise ToolError(without_paths(str(exc), [self.store_path])) from exc
+            advice = NOT_FOUND[exc.kind].format(name=exc.name, conversation=exc.conversation)
+            raise ToolError(advice) from exc
         except QememError as exc:
-            message = str(exc)
-            if self.store_path and self.store_path != ":memory:":
-                message = message.replace(self.store_path, "the server's store")
+            message = without_paths(str(exc), [self.store_path])
+            if message != str(exc):
+                log.warning("tool error: %s", exc)
             raise ToolError(message) from exc
 
 

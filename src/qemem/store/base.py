@@ -87,6 +87,10 @@ class MemoryStore(Protocol):
 
     def close(self) -> None: ...
 
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise."""
+        ...
+
     # conversations and sessions
     def conversations(self, namespace: str | None = None) -> list[Conversation]: ...
 

@@ -111,7 +111,9 @@ class SQLStore(SQLEdits, ABC):
             raise NotFoundError(
                 f"no conversation {scope!s} in store {self.path}: ingest it first "
                 f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
-                "(qemem conversations)"
+                "(qemem conversations)",
+                kind="conversation",
+                name=scope.conversation,
             )
         return int(rows[0][0]), int(rows[0][1])
 
@@ -149,6 +151,9 @@ class SQLStore(SQLEdits, ABC):
         if self._in_transaction():
             return load(pk)
         return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
+
+    def ping(self) -> None:
+        self._query("SELECT 1 FROM conversations LIMIT 1")
 
     # ------------------------------------------------------------------ conversations
     def conversations(self, namespace: str | None = None) -> list[Conversation]:

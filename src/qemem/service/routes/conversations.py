@@ -50,7 +50,9 @@ def get_conversation(conversation: str, key: Reader, state: State) -> Conversati
 def delete_conversation(conversation: str, key: Writer, state: State) -> Response:
     """Delete a conversation and everything derived from it."""
     if not state.memory(key.namespace).delete(conversation):
-        raise NotFoundError(f"no conversation {conversation!r}")
+        raise NotFoundError(
+            f"no conversation {conversation!r}", kind="conversation", name=conversation
+        )
     return Response(status_code=204)
 
 
