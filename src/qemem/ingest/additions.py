@@ -55,13 +55,15 @@ def find_additions(
     existing: Conversation | None,
     existing_turns: list[Turn],
     file: str = "<input>",
+    retired: int = 0,
 ) -> Additions:
     """Decide which sessions and turns of ``conv`` are new.
 
     A session whose key is stored keeps its index and date; its stored turns must match the
     input's first turns (speaker and text), and any further turns are appended. Sessions must
     be in chronological order, new ones after every stored one. A new session gets the
-    index it suggests when free, else the next free one. Turns without an id get
+    index it suggests when free and above ``retired`` (the highest index of a removed
+    session), else the next index above both. Turns without an id get
     ``D<session index>:<position>``.
     """
     _check_names(conv, file)
@@ -87,7 +89,8 @@ def find_additions(
             old = by_session.get(index, [])
         else:
             _check_after_latest(session, latest, file, where)
-            index = session.index if session.index not in used else max(used, default=0) + 1
+            free = session.index not in used and session.index > retired
+            index = session.index if free else max(*used, retired, 0) + 1
             used.add(index)
             additions.sessions.append(Session(index, session.date_time, session.key))
             old = []
@@ -155,7 +158,8 @@ def _check_after_latest(
     if latest is not None and session.date_time < latest:
         raise InputError(
             f"new session dated {session.date_time.isoformat()} is before the latest stored "
-            f"session ({latest.isoformat()}); sessions can only be appended in date order",
+            f"session ({latest.isoformat()}); sessions can only be appended in date order (a "
+            "session dated wrongly goes when its last message is deleted)",
             file=file,
             record=where,
             field="date",

@@ -116,8 +116,10 @@ MAX_FACT_CHARS = 2000
 class Forgotten:
     """What forgetting a message or a fact removed: the messages deleted or redacted, the
     episodes citing them, the facts removed (left without provenance, or deleted), the facts
-    that lost an episode but stay (``unlinked``), and the supersessions that went (by the id
-    of the fact they replaced, which is current again)."""
+    that lost an episode but stay (``unlinked``), the supersessions that went (by the id
+    of the fact they replaced, which is current again), and the session a deleted message
+    left empty (removed, so that a session dated wrongly can be replaced; its number is not
+    used again)."""
 
     conversation: str
     deleted: list[str] = field(default_factory=list)
@@ -126,6 +128,7 @@ class Forgotten:
     facts: list[str] = field(default_factory=list)
     unlinked: list[str] = field(default_factory=list)
     supersessions: list[str] = field(default_factory=list)
+    sessions: list[int] = field(default_factory=list)
 
 
 @runtime_checkable

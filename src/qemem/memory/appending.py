@@ -19,6 +19,7 @@ from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
 from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
+from qemem.store.base import retired_sessions
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
@@ -110,7 +111,8 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
         ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
         stored = store.turns_of(scope, sessions=sessions, ids=ids)
     counts = after_stored_turns(conv, existing, stored)
-    additions = find_additions(conv, existing, stored, "<messages>")
+    retired = retired_sessions(store, scope) if existing is not None else 0
+    additions = find_additions(conv, existing, stored, "<messages>", retired)
     if existing is not None and additions.turns:
         taken = store.turns_of(scope, ids=[t.id for t in additions.turns])
         if taken:

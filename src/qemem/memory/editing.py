@@ -20,6 +20,7 @@ from qemem.build.pipeline import next_number
 from qemem.build.supersede import AsOf, known_facts, parse_as_of
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, NotFoundError
+from qemem.lexicon import check_year
 from qemem.locks import writer_lock
 from qemem.memory.api import MAX_FACT_CHARS, Forgotten
 from qemem.models import REDACTED, Episode, SemanticFact, Supersession, Turn, check_text
@@ -90,6 +91,8 @@ class MemoryEdits:
         if ids is not None:
             return facts
         when = parse_as_of(as_of) if isinstance(as_of, str) else as_of
+        if when is not None:
+            check_year(when, when, "as-of date", "as_of")
         dates = {s.index: s.date_time for s in self.store.get_conversation(scope).sessions}
         return known_facts(
             facts,
@@ -110,7 +113,9 @@ class MemoryEdits:
         """Delete one message (turn) and what was derived from it: every episode citing it
         (their other turns are built again by the next build), the facts left without an
         episode, the turn from the supersessions citing it (a build supersession citing no
-        turn left goes). A fact also learned elsewhere keeps its other episodes."""
+        turn left goes). A fact also learned elsewhere keeps its other episodes. A session left
+        without messages is removed (``Forgotten.sessions``): a session appended with a wrong
+        date no longer blocks later appends, and its number is not used again."""
         return _forget(self, conversation, message, redact=False)
 
     def redact_message(self: _Host, conversation: str, message: str) -> Forgotten:
@@ -185,4 +190,5 @@ def _forget(host: _Host, conversation: str, message: str, *, redact: bool) -> Fo
         facts=list(removed.facts),
         unlinked=list(removed.unlinked),
         supersessions=list(removed.supersessions),
+        sessions=list(removed.sessions),
     )

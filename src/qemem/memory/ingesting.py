@@ -20,6 +20,7 @@ from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
 from qemem.models import ConversationInput, Turn
 from qemem.store import MemoryStore, Scope
+from qemem.store.base import retired_sessions
 
 Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
 """Passage vectors of turns (``Memory.embed_documents``)."""
@@ -50,7 +51,8 @@ def ingest_conversations(
         scope = Scope(conv.id, conv.namespace if conv.namespace != "default" else namespace)
         existing = stored_conversation(store, scope)
         turns = store.turns(scope) if existing else []
-        pending.append((scope, find_additions(conv, existing, turns, file)))
+        retired = retired_sessions(store, scope) if existing else 0
+        pending.append((scope, find_additions(conv, existing, turns, file, retired)))
     total = sum(len(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
@@ -84,9 +86,8 @@ def _recheck(
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
-    fresh = find_additions(
-        additions.conversation, existing, store.turns(scope) if existing else [], file
-    )
+    turns, retired = (store.turns(scope), retired_sessions(store, scope)) if existing else ([], 0)
+    fresh = find_additions(additions.conversation, existing, turns, file, retired)
     rows = {t.id: n for n, t in enumerate(additions.turns)}
     if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
         raise StoreError(

@@ -69,13 +69,28 @@ class IndexRows:
 @dataclass(frozen=True)
 class TurnRemoval:
     """What forgetting a turn removed from the store: the episodes citing it, the facts left
-    without provenance, the facts that lost an episode but stay, and the supersessions that
-    lost their last cited turn (or one of their facts), by the id of the fact they replaced."""
+    without provenance, the facts that lost an episode but stay, the supersessions that
+    lost their last cited turn (or one of their facts), by the id of the fact they replaced,
+    and the session it leaves empty (removed: see ``RETIRED_SESSIONS``)."""
 
     episodes: tuple[str, ...]
     facts: tuple[str, ...]
     unlinked: tuple[str, ...]
     supersessions: tuple[str, ...]
+    sessions: tuple[int, ...] = ()
+
+
+RETIRED_SESSIONS = "sessions.retired"
+"""The state key of a conversation holding the highest number of a session that was removed
+(its last turn deleted): new sessions are numbered above it, so that a session number, and
+the ids ``D<session>:<n>`` of its messages, never name two different things."""
+
+
+def retired_sessions(store: MemoryStore, scope: Scope) -> int:
+    """The highest number of a removed session of the scope's (existing) conversation, 0 when
+    none was removed."""
+    value = store.get_state(scope, RETIRED_SESSIONS)
+    return int(value) if value else 0
 
 
 class MemoryStore(Protocol):

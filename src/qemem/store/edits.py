@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from qemem.models import Supersession, Turn
-from qemem.store.base import Scope, TurnRemoval, record_order
+from qemem.store.base import RETIRED_SESSIONS, Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
@@ -107,9 +107,13 @@ class SQLEdits:
     ) -> TurnRemoval:
         """Delete turn ``turn_id``, or with ``redacted`` (the redacted turn, its vector and
         the embedder id) replace its text and vector, removing what was derived from it (see
-        the module's docstring); one transaction."""
+        the module's docstring); one transaction. A session a delete leaves without turns,
+        episodes and facts is removed too (``_retire``)."""
         with self.transaction():
             pk = self._writing(scope)
+            [(session,)] = self._query(
+                "SELECT session FROM turns WHERE conv = ? AND id = ?", (pk, turn_id)
+            )
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})
             touched = {
@@ -139,12 +143,35 @@ class SQLEdits:
             _uncite(self, pk, turn_id)
             drop_facts(self, pk, orphans)
             after = {s.old for s in _load_supersessions(self, pk)}
+            retired = () if redacted is not None else _retire(self, pk, int(session))
         return TurnRemoval(
             tuple(episodes),
             tuple(orphans),
             tuple(sorted(touched - set(orphans))),
             tuple(sorted(before - after)),
+            retired,
         )
+
+
+def _retire(host: _Host, pk: int, session: int) -> tuple[int, ...]:
+    """Remove ``session`` when no turn, episode or fact is left in it, and record its number
+    as retired (new sessions are numbered above it); the removed sessions' numbers."""
+    held = host._query(
+        "SELECT (SELECT count(*) FROM turns WHERE conv = ? AND session = ?) + "
+        "(SELECT count(*) FROM episodes WHERE conv = ? AND session = ?) + "
+        "(SELECT count(*) FROM facts WHERE conv = ? AND session = ?)",
+        (pk, session) * 3,
+    )
+    if held[0][0]:
+        return ()
+    host._exec("DELETE FROM sessions WHERE conv = ? AND idx = ?", (pk, session))
+    rows = host._query("SELECT value FROM state WHERE conv = ? AND key = ?", (pk, RETIRED_SESSIONS))
+    highest = max(session, int(rows[0][0]) if rows else 0)
+    host._exec(
+        host._insert("state", ("conv", "key", "value"), ("conv", "key")),
+        (pk, RETIRED_SESSIONS, str(highest)),
+    )
+    return (session,)
 
 
 def _drop_vectors(host: _Host, pk: int, space: str, ids: Sequence[str]) -> None:

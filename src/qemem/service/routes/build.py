@@ -11,6 +11,7 @@ from qemem.errors import LLMError
 from qemem.memory.jobs import MAX_JOBS_PAGE, Job
 from qemem.service.auth import Reader, Writer
 from qemem.service.problems import error_responses
+from qemem.service.schemas import MAX_ID_CHARS
 from qemem.service.state import State, existing_conversation
 from qemem.store.jobs import JobStatus
 
@@ -41,7 +42,11 @@ def list_jobs(
     status: JobStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_JOBS_PAGE, description="jobs per page")] = 50,
     cursor: Annotated[
-        str | None, Query(description="the page after this one: a response's X-Next-Cursor")
+        str | None,
+        Query(
+            max_length=MAX_ID_CHARS,
+            description="the page after this one: a response's X-Next-Cursor",
+        ),
     ] = None,
 ) -> list[Job]:
     """A page of the caller's jobs (only those of ``status``, when given), newest first. When

@@ -20,6 +20,7 @@ from qemem.memory.searching import check_conversations
 from qemem.service.auth import Reader
 from qemem.service.problems import error_responses
 from qemem.service.schemas import (
+    MAX_K,
     AskIn,
     AskManyIn,
     AuditIn,
@@ -47,7 +48,8 @@ def search(conversation: str, body: SearchIn, key: Reader, state: State) -> Sear
             raise InputError("the pool takes one query (the question)", field="query")
         pool = memory.retrieve(conversation, queries[0], exclude=body.exclude)
         return SearchOut(pool=pool)
-    return SearchOut(results=memory.search(conversation, queries, k=body.k, space=body.space))
+    k = MAX_K if body.k is None else body.k  # null: every ranked record, at most MAX_K
+    return SearchOut(results=memory.search(conversation, queries, k=k, space=body.space))
 
 
 def _existing(memory: Memory, conversations: list[str]) -> list[str]:
@@ -82,7 +84,8 @@ def search_many(body: SearchManyIn, key: Reader, state: State) -> SearchManyOut:
     (a user's threads, at most 50), ranked together: each result names its conversation."""
     memory = state.memory(key.namespace)
     conversations = _existing(memory, body.conversations)
-    results = memory.search_many(conversations, body.query, k=body.k, space=body.space)
+    k = MAX_K if body.k is None else body.k
+    results = memory.search_many(conversations, body.query, k=k, space=body.space)
     return SearchManyOut(results=results)
 
 

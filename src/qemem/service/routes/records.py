@@ -29,7 +29,10 @@ def list_facts(
     state: State,
     as_of: Annotated[
         str | None,
-        Query(description="ISO 8601 date or date-time: the facts known then"),
+        Query(
+            max_length=100,
+            description="ISO 8601 date or date-time (years 1900 to 2200): the facts known then",
+        ),
     ] = None,
     include_superseded: Annotated[
         bool, Query(description="also the facts a later one replaced")
@@ -50,7 +53,9 @@ def list_supersessions(conversation: str, key: Reader, state: State) -> list[Sup
 
 
 def delete_message(conversation: str, message: str, key: Writer, state: State) -> Forgotten:
-    """Delete one message with the episodes citing it and the facts left without source."""
+    """Delete one message with the episodes citing it and the facts left without source; a
+    session left without messages goes too (``sessions``), so a session dated wrongly can be
+    replaced (its number is not used again)."""
     memory = state.memory(key.namespace)
     existing_conversation(memory, conversation)
     return memory.delete_message(conversation, message)
