@@ -74,6 +74,11 @@ class NotFoundError(StoreError):
         super().__init__(message)
 
 
+class BusyError(StoreError):
+    """Another process (or a background job) is writing what was asked for now, under its lock
+    (a build of the same conversation): wait for it to finish."""
+
+
 class EmbedderMismatchError(StoreError):
     """Vectors of a different embedder or dimension than the store already holds."""
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from qemem.errors import StoreError
+from qemem.errors import BusyError
 from qemem.store.base import MemoryStore, Scope
 from qemem.store.jobs import JobTable, Lease
 
@@ -65,7 +65,7 @@ def writer_lock(
     """Hold the ``what`` lock of ``scope`` (e.g. ``build``) for the duration of the block;
     ``lease``: that of the job doing it (the lock lasts no longer than the lease).
 
-    Raises StoreError when a live process (or a job under an unexpired lease) holds it.
+    Raises BusyError when a live process (or a job under an unexpired lease) holds it.
     """
     state_key = f"lock.{what}"
     key = (id(store), scope, what)
@@ -74,7 +74,7 @@ def writer_lock(
         owner = json.loads(raw) if raw else {}
         if _alive(store, owner, key):
             started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
-            raise StoreError(
+            raise BusyError(
                 f"another {what} of conversation {scope} is running (process {owner['pid']} on "
                 f"{owner['host']}, since {started}): wait for it to finish, then run this again "
                 "(it does only what is still missing)"

@@ -27,7 +27,7 @@ from qemem.build import (
 )
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, LLMError
+from qemem.errors import BusyError, EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
@@ -322,7 +322,9 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         episodes are built again); after new sessions are ingested it processes only those;
         an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
         another LLM built. ``lease``: the job lease this build runs under (its build lock is
-        abandoned as soon as that lease expires).
+        abandoned as soon as that lease expires). Over several conversations (None, or a
+        list), one that another process is building is left to it, and its report says so
+        (``busy``); a single conversation built elsewhere raises BusyError.
         """
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
@@ -342,17 +344,22 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
                             sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
                         )
 
-            with writer_lock(self.store, self.scope(cid), "build", lease=lease):
-                return build_memory(
-                    self.store,
-                    self.scope(cid),
-                    self.embedder,
-                    llm,
-                    concurrency=llm.concurrency,
-                    progress=step,
-                    config=config,
-                    rebuild=rebuild,
-                )
+            try:
+                with writer_lock(self.store, self.scope(cid), "build", lease=lease):
+                    return build_memory(
+                        self.store,
+                        self.scope(cid),
+                        self.embedder,
+                        llm,
+                        concurrency=llm.concurrency,
+                        progress=step,
+                        config=config,
+                        rebuild=rebuild,
+                    )
+            except BusyError as exc:
+                if isinstance(conversation, str):
+                    raise
+                return BuildReport(cid, busy=str(exc))
 
         with ThreadPoolExecutor(max(1, min(len(targets), llm.concurrency))) as builds:
             return list(builds.map(one, targets))
