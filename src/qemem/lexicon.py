@@ -177,8 +177,15 @@ def parse_datetime(value: str) -> datetime:
     A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) stays timezone-aware: its
     local wall-clock time and its offset are both kept, so the speaker's calendar date (what
     "yesterday" is resolved against) stays right and two equal wall times with different
-    offsets stay apart. One without an offset is naive: local time, offset unknown.
+    offsets stay apart. One without an offset is naive: local time, offset unknown. A date
+    outside the years ``FIRST_YEAR`` to ``LAST_YEAR`` is refused (InputError).
     """
+    moment = _read_datetime(value)
+    check_year(moment, value)
+    return moment
+
+
+def _read_datetime(value: str) -> datetime:
     match = _LOCOMO_DATE.match(value)
     if match:
         hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)
