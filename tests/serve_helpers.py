@@ -144,9 +144,8 @@ class Postgres:
         self._ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", log, "start")
 
     def remove(self) -> None:
-        import warnings
-
         import shutil
+        import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -251,7 +251,7 @@ def test_serve_and_mcp_say_create_when_the_store_is_missing(tmp_path: Path, comm
 def test_every_served_path_has_a_route_label_and_context_across_names_no_conversation() -> None:
     with served(llm=None) as s:
         _append(s, MESSAGES)
-        for path in ("/docs", "/redoc", "/openapi.json", "/docs-assets/swagger-ui.css"):
+        for path in ("/docs", "/openapi.json", "/docs-assets/swagger-ui.css"):
             assert s.client.get(path).status_code == 200, path
         block = _post(s, "/v1/context", {"conversations": ["c1"], "question": "cat"}).json()
         assert block["conversation"] is None and block["conversations"] == ["c1"]
@@ -260,7 +260,7 @@ def test_every_served_path_has_a_route_label_and_context_across_names_no_convers
             for line in s.client.get("/metrics").text.splitlines()
             if line.startswith("qemem_requests_total")
         }
-    assert {"/docs", "/redoc", "/openapi.json", "/docs-assets"} <= labels
+    assert {"/docs", "/openapi.json", "/docs-assets"} <= labels
     assert "unmatched" not in labels
 
 
