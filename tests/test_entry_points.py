@@ -3,8 +3,9 @@
 Each ``Memory`` method, HTTP route, MCP tool and CLI command has a driver in one of the tables
 below, and the enumeration tests fail when one has none: an entry point added later joins
 the property test by adding one line (its driver) to its table. Each driver puts the text
-into every text slot the entry point has (conversation id, speaker, message text, query,
-question, namespace, label, key id, file path) and the outcome must be one of two:
+into every text slot the entry point has (conversation id, speaker, message text, message id,
+query, question, namespace, label, key id, file path; record and job ids looked up) and the
+outcome must be one of two:
 
 - accepted, and what was stored reads back byte-exact (then the test deletes it again);
 - refused with a clear error: a ``QememError`` (library, CLI), a 4xx (HTTP) or an MCP tool
@@ -51,6 +52,7 @@ from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
 from qemem.memory.jobs import MemoryJobs
 from qemem.memory_file import MemoryFile
+from qemem.service.schemas import MAX_ID_CHARS
 from qemem.store import parse_store_url
 from service_helpers import Served, served
 
@@ -78,7 +80,7 @@ BASE = [
     {"session_id": "s1", "timestamp": "2024-03-14T19:15:00", "speaker": "Ana", "text": t}
     for t in ("I adopted a grey cat named Pixel.", "I started pottery classes.")
 ]
-SLOTS = ("conversation", "speaker", "text")
+SLOTS = ("conversation", "speaker", "text", "id")
 runner = CliRunner()
 CLI_ENV = {"QEMEM_EMBEDDER": "hash", "QEMEM_LLM": None, "QEMEM_STORE": None, "COLUMNS": "200"}
 
@@ -170,29 +172,52 @@ def world(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def message(world: World, text: str, slot: str) -> tuple[str, dict[str, str]]:
-    """A fresh conversation id and one message, with ``text`` in ``slot``."""
-    cid = text if slot == "conversation" else world.fresh()
+    """A fresh conversation id and one message, with ``text`` in ``slot``; a message id goes
+    to a new session of the stored conversation ``base`` (its id is looked up among the
+    stored turns before it is stored)."""
+    cid = text if slot == "conversation" else "base" if slot == "id" else world.fresh()
     record = {"session_id": "s1", "timestamp": "2024-03-14T19:15:00", "id": "m1"}
     record |= {"speaker": "Ana", "text": "hello"} | ({slot: text} if slot != "conversation" else {})
-    return cid, record
+    return cid, record | ({"session_id": "s-id"} if slot == "id" else {})
 
 
-def check_stored(memory: Memory, cid: str, record: dict[str, str], text: str, refusal: str) -> None:
+def check_stored(
+    memory: Memory,
+    cid: str,
+    record: dict[str, str],
+    text: str,
+    refusal: str,
+    limit: int | None = None,
+) -> None:
     """After an append of ``record`` to ``cid`` (``refusal``: the error, or "" when accepted):
-    refused exactly when no store can keep ``text``, else stored byte-exact (then deleted)."""
+    refused exactly when no store can keep ``text`` (or it is longer than ``limit``, the
+    bound of the entry point), else stored byte-exact (then deleted)."""
     if refusable(text):
         assert refusal, f"accepted {text[:80]!r}"
         return
     if refusal:  # an id or text that is blank, or a conversation id the URL cannot carry
-        assert not text.strip() or "/" in text or text in (".", ".."), refusal
+        too_long = limit is not None and len(text) > limit
+        assert too_long or not text.strip() or "/" in text or text in (".", ".."), refusal
         return
     [conversation] = [c for c in memory.conversations() if c.id == cid]
-    [turn] = memory.turns(cid)
+    base = [t.id for t in memory.turns(cid) if t.text in [m["text"] for m in BASE]]
+    [turn] = [t for t in memory.turns(cid) if t.id not in base]
     # two normalizations of ingest, kept: a speaker's name on one line, a text without
-    # surrounding whitespace (qemem.models.fold_caption); everything else byte-exact
+    # surrounding whitespace (qemem.models.fold_caption); everything else byte-exact; a
+    # message with an empty id gets one of the store's
     speaker, said = " ".join(record["speaker"].split()), record["text"].strip()
     assert (conversation.id, turn.speaker, turn.text) == (cid, speaker, said)
-    assert memory.delete(cid)
+    assert turn.id == record["id"] or (record["id"] == "" and turn.id.startswith("D"))
+    if cid == "base":  # the message (and the session it made) go, the conversation stays
+        assert memory.delete_message(cid, turn.id).sessions
+    else:
+        assert memory.delete(cid)
+
+
+def bound(slot: str) -> int | None:
+    """The most characters the HTTP API and the MCP server take in a message's ``slot`` (a
+    conversation id travels in the URL, cut to ``URL_CHARS``)."""
+    return {"speaker": MAX_ID_CHARS, "id": MAX_ID_CHARS}.get(slot)
 
 
 def library(call: Callable[[], object], text: str, checked: bool = True) -> str:
@@ -347,7 +372,10 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
         library(lambda: w.memory.jobs(t), t),
         library(lambda: w.memory.jobs(before=t), t),
     ),
-    "close": _namespace,  # a Memory of namespace TEXT: listed, then closed with its store
+    "close": _namespace,
+    "ping": lambda w, t: library(
+        w.memory.ping, t, checked=False
+    ),  # a Memory of namespace TEXT: listed, then closed with its store
     "conversation": lambda w, t: library(lambda: w.memory.conversation(t), t),
     "conversations": _namespace,
     "delete": lambda w, t: library(lambda: w.memory.delete(t), t),
@@ -407,7 +435,8 @@ def _http_append(world: World, text: str) -> None:
         cid, record = message(world, sent, slot)
         body = {"messages": [record]}
         response = _post(world, f"/v1/conversations/{quoted(cid)}/messages", body)
-        check_stored(world.alice, cid, record, sent, status(response, sent, checked=False))
+        refusal = status(response, sent, checked=False)
+        check_stored(world.alice, cid, record, sent, refusal, bound(slot))
 
 
 def _http_query(
@@ -501,6 +530,8 @@ HTTP_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
     "GET /metrics": _http_plain("/metrics"),
+    "GET /docs": _http_plain("/docs"),
+    "GET /docs/oauth2-redirect": _http_plain("/docs/oauth2-redirect"),
     "GET /v1/conversations": _http_plain("/v1/conversations"),
     "GET /v1/conversations/{conversation}": _http_plain("/v1/conversations/{}"),
     "DELETE /v1/conversations/{conversation}": _http_plain("/v1/conversations/{}", "DELETE"),
@@ -544,7 +575,7 @@ def _remember(world: World, text: str) -> None:
     for slot in SLOTS:
         cid, record = message(world, text, slot)
         refusal = tool(world, "remember", text, False, conversation=cid, messages=[record])
-        check_stored(world.memory, cid, record, text, refusal)
+        check_stored(world.memory, cid, record, text, refusal, bound(slot))
 
 
 MCP_DRIVERS: dict[str, Callable[[World, str], None]] = {
