@@ -35,9 +35,9 @@ Id = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 Query = Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]
 Queries = (
     Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]
-    | Annotated[list[Query], Field(min_length=1, max_length=MAX_SEARCH_QUERIES)]
+    | Annotated[list[Query], Field(max_length=MAX_SEARCH_QUERIES)]
 )
-Conversations = Annotated[list[Id], Field(min_length=1, max_length=MAX_CONVERSATIONS)]
+Conversations = Annotated[list[Id], Field(max_length=MAX_CONVERSATIONS)]
 K = Annotated[
     int | None,
     Field(
