@@ -16,10 +16,12 @@ as a careful client does. During the load:
 
 At the end the server is stopped and the store is read: every acknowledged message must be
 stored, exactly once, with its text. Prints a timeline and one table: acknowledged writes lost
-(must be 0), 5xx after recovery (must be 0), 5xx and broken connections during each fault
-(counted apart), the recovery time of each fault (from the database's return, or the kill,
+(must be 0), 5xx after recovery (must be 0), 5xx, broken connections and timeouts during each
+fault (counted apart), the recovery time of each fault (from the database's return, or the kill,
 until ``STREAK`` requests in a row succeed) and p95 latency before the first fault and after
-the last recovery. ``--json`` ends with one JSON line.
+the last recovery. Requests not answered within ``TIMEOUT_S`` count as timed out (the server
+is overloaded: the rate is more than the machine serves), apart from 5xx. ``--json`` ends with
+one JSON line.
 
     python benchmarks/chaos.py --seconds 90
 """
@@ -58,6 +60,8 @@ STREAK = 10
 """A fault is over once this many requests in a row (by due time) have succeeded."""
 SENDERS = 128
 """Clients of the open loop: enough for the requests held during an outage."""
+TIMEOUT_S = 30.0
+"""A request not answered by then counts as timed out (an overloaded server)."""
 
 
 @dataclass
@@ -67,7 +71,7 @@ class Outcome:
     route: str
     due: float
     done: float
-    status: int  # 0: the connection broke (reset, refused) or timed out
+    status: int  # 0: the connection broke (reset, refused); -1: no answer within TIMEOUT_S
     retry: bool = False
 
     @property
@@ -144,9 +148,11 @@ class Postgres:
 
 
 @contextmanager
-def serving(store: str, workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+def serving(
+    store: str, workers: int, log: Path | None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``qemem serve --workers N`` on a free port (its own process group, killed whole at the
-    end): its base URL and process."""
+    end; its output to ``log``, if given): its base URL and process."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     command = ["serve", "--store", store, "--port", str(port), "--workers", str(workers)]
@@ -154,7 +160,7 @@ def serving(store: str, workers: int) -> Iterator[tuple[str, subprocess.Popen[by
         [sys.executable, "-c", "from qemem.cli import main; main()", *command],
         env={**os.environ, "QEMEM_EMBEDDER": "hash"},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=log.open("wb") if log else subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -242,6 +248,8 @@ def send(
         try:
             response = http.post(url, json=body, headers=headers)
             status = response.status_code
+        except httpx.TimeoutException:
+            status = -1
         except httpx.HTTPError:
             status = 0
         drill.record(Outcome(route, due, time.perf_counter(), status, retry))
@@ -258,13 +266,32 @@ def send(
         time.sleep(0.5)
 
 
+def warm_up(base: str, key: str, mix: Mix, requests: int = 60) -> None:
+    """Send ``requests`` reads from 4 clients before the drill (each worker builds its search
+    indexes on first use), so the drill's "before" figures are those of a warm server."""
+    auth = {"Authorization": f"Bearer {key}"}
+
+    def client() -> None:
+        with httpx.Client(base_url=base, headers=auth, timeout=60) as http:
+            for _ in range(requests // 4):
+                route, url, body, headers = mix.next()
+                if route != "append":
+                    http.post(url, json=body, headers=headers)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def open_loop(base: str, key: str, mix: Mix, rate: float, seconds: float, drill: Drill) -> None:
     """Requests due every 1 / ``rate`` s for ``seconds``, sent by ``SENDERS`` clients."""
     due: queue.Queue[float | None] = queue.Queue()
 
     def sender() -> None:
         auth = {"Authorization": f"Bearer {key}"}
-        with httpx.Client(base_url=base, headers=auth, timeout=30) as http:
+        with httpx.Client(base_url=base, headers=auth, timeout=TIMEOUT_S) as http:
             while (scheduled := due.get()) is not None:
                 send(http, drill, mix.next(), scheduled)
 
@@ -327,28 +354,36 @@ def lost_writes(store: str, acknowledged: dict[str, str]) -> tuple[int, int]:
 
 
 def summary(drill: Drill, store: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The drill's figures."""
+    """The drill's figures. A request answered after a fault began and due before the
+    recovery from it counts for that fault; any other 5xx counts as one after recovery."""
     ev, out = drill.events, drill.outcomes
     down, back = ev["PostgreSQL stopped"], ev["PostgreSQL back"]
     killed = next(v for k, v in ev.items() if k.startswith("worker"))
     pg_ok = recovery(out, back)
     kill_ok = recovery(out, killed)
+    never = float("inf")
     first = [o for o in out if not o.retry]
     before = [o.done - o.due for o in first if o.due < down and o.ok]
-    after = [o.done - o.due for o in first if kill_ok is not None and o.due >= kill_ok and o.ok]
+    after = [o.done - o.due for o in first if o.due >= (kill_ok or never) and o.ok]
 
-    def failures(lo: float, hi: float | None) -> tuple[int, int]:
-        inside = [o for o in out if lo <= o.done and (hi is None or o.done < hi)]
-        return sum(o.status >= 500 for o in inside), sum(o.status == 0 for o in inside)
+    def failures(began: float, recovered: float | None) -> list[int]:
+        """5xx, broken connections and timeouts of the requests a fault hit."""
+        inside = [o for o in out if o.done >= began and o.due < (recovered or never)]
+        return [
+            sum(o.status >= 500 for o in inside),
+            sum(o.status == 0 for o in inside),
+            sum(o.status == -1 for o in inside),
+        ]
 
-    healthy = [(ev["start"], down)]
-    if pg_ok is not None:
-        healthy.append((pg_ok, killed))
-    if kill_ok is not None:
-        healthy.append((kill_ok, float("inf")))
-    after_recovery = sum(
-        1 for o in out if o.status >= 500 and any(lo <= o.due < hi for lo, hi in healthy)
-    )
+    def healthy(o: Outcome) -> bool:
+        return (
+            o.done < down
+            or (o.due >= (pg_ok or never) and o.done < killed)
+            or o.due >= (kill_ok or never)
+        )
+
+    after_recovery = sum(1 for o in out if o.status >= 500 and healthy(o))
+    timeouts_outside = sum(1 for o in out if o.status == -1 and healthy(o))
     lost, duplicated = lost_writes(store, drill.acknowledged)
     return {
         "requests": len(first),
@@ -358,10 +393,11 @@ def summary(drill: Drill, store: str, args: argparse.Namespace) -> dict[str, Any
         "acknowledged_writes_lost": lost,
         "messages_stored_twice": duplicated,
         "5xx_after_recovery": after_recovery,
+        "timeouts_outside_faults": timeouts_outside,
         "postgres_outage_s": round(back - down, 1),
-        "postgres_5xx_broken": failures(down, pg_ok),
+        "postgres_failures": failures(down, pg_ok),
         "postgres_recovery_s": None if pg_ok is None else round(max(0.0, pg_ok - back), 1),
-        "kill_5xx_broken": failures(killed, kill_ok),
+        "kill_failures": failures(killed, kill_ok),
         "kill_recovery_s": None if kill_ok is None else round(max(0.0, kill_ok - killed), 1),
         "p95_before_ms": round(percentile(before, 95), 1) if before else None,
         "p95_after_ms": round(percentile(after, 95), 1) if after else None,
@@ -379,14 +415,15 @@ def print_table(figures: dict[str, Any]) -> None:
         ("acknowledged writes lost", figures["acknowledged_writes_lost"]),
         ("messages stored twice", figures["messages_stored_twice"]),
         ("5xx after recovery", figures["5xx_after_recovery"]),
+        ("timeouts outside the faults (overload)", figures["timeouts_outside_faults"]),
         (
-            f"PostgreSQL down {figures['postgres_outage_s']} s: 5xx / broken connections",
-            "{} / {}".format(*figures["postgres_5xx_broken"]),
+            f"PostgreSQL down {figures['postgres_outage_s']} s: 5xx / broken / timed out",
+            "{} / {} / {}".format(*figures["postgres_failures"]),
         ),
         ("PostgreSQL: recovery after it is back (s)", figures["postgres_recovery_s"]),
         (
-            "kill -9 of a worker: 5xx / broken connections",
-            "{} / {}".format(*figures["kill_5xx_broken"]),
+            "kill -9 of a worker: 5xx / broken / timed out",
+            "{} / {} / {}".format(*figures["kill_failures"]),
         ),
         ("kill -9 of a worker: recovery (s)", figures["kill_recovery_s"]),
         ("p95 before the faults (ms)", figures["p95_before_ms"]),
@@ -406,6 +443,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--outage", type=float, default=5.0, help="seconds PostgreSQL is down")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--log", type=Path, help="write the server's log to this file")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
     return parser.parse_args()
 
@@ -423,7 +461,8 @@ def main() -> None:
         key, _ = create_key(keys, "chaos", label="chaos drill")
         keys.close()
         drill = Drill()
-        with serving(store, args.workers) as (base, server):
+        with serving(store, args.workers, args.log) as (base, server):
+            warm_up(base, key, Mix(cid, args.seed + 1))
             drill.events["start"] = time.perf_counter()
             drill.event("load starts")
             injector = threading.Thread(target=faults, args=(pg, server, args, drill))
