@@ -1,7 +1,7 @@
 """The worst requests the HTTP API allows (issue 34): their time and memory.
 
 Every list and size a request controls is bounded in the OpenAPI schema and refused with a 422
-before any work (queries per search: 16 of at most 2,000 characters; ``k``: at most 1,000,
+before any work (queries per search: 8 of at most 2,000 characters; ``k``: at most 1,000,
 ``null`` included; conversations per call across conversations: 50; context budget: 200,000
 tokens; messages per append: 1,000, within the 1 MB body limit; ids: 1,000 characters). This
 script builds a store of ``--conversations`` conversations of ``--turns`` turns each (synthetic
@@ -22,6 +22,7 @@ import random
 import tempfile
 import threading
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ WORDS = (
     "puppy school work office travel flight museum festival parade support group therapy"
 ).split()
 PAGE = os.sysconf("SC_PAGE_SIZE")
+START = datetime(2023, 1, 1, 9, 0)
 
 
 def text(rng: random.Random, words: int) -> str:
@@ -77,7 +79,7 @@ def fill(store: str, conversations: int, turns: int, rng: random.Random) -> None
             messages = [
                 {
                     "session_id": f"s{n // 20}",
-                    "timestamp": f"2024-{1 + n // 20 % 12:02d}-{1 + n % 20:02d}T10:00:00",
+                    "timestamp": (START + timedelta(hours=n)).isoformat(),
                     "speaker": "Ana" if n % 2 else "Ben",
                     "text": text(rng, 25),
                     "id": f"m{n}",
@@ -95,7 +97,7 @@ def requests(rng: random.Random, conversations: int) -> list[tuple[str, str, dic
     batch = [
         {
             "session_id": "new",
-            "timestamp": "2025-01-01T10:00:00",
+            "timestamp": "2026-01-01T10:00:00",
             "speaker": "Ana",
             "text": text(rng, 200)[:900],
         }
@@ -105,10 +107,14 @@ def requests(rng: random.Random, conversations: int) -> list[tuple[str, str, dic
     one = "/v1/conversations/c0"
     return [
         ("the issue's: 90,000 queries", f"{one}/search", {"query": ["pottery"] * 90_000}),
-        ("search: 16 x 2,000 chars, k 1,000", f"{one}/search", {"query": queries, "k": MAX_K}),
+        (
+            f"search: {MAX_SEARCH_QUERIES} x 2,000 chars, k 1,000",
+            f"{one}/search",
+            {"query": queries, "k": MAX_K},
+        ),
         ("search: k null (cut to 1,000)", f"{one}/search", {"query": queries, "k": None}),
         (
-            f"search across {len(every)}: 16 x 2,000 chars, k 1,000",
+            f"search across {len(every)}: {MAX_SEARCH_QUERIES} x 2,000 chars, k 1,000",
             "/v1/search",
             {"conversations": every, "query": queries, "k": MAX_K},
         ),

@@ -19,7 +19,7 @@ from qemem.store import MemoryStore, Scope
 
 MAX_CONVERSATIONS = 50
 """The most conversations one search may span."""
-MAX_SEARCH_QUERIES = 16
+MAX_SEARCH_QUERIES = 8
 """The most queries one search may fuse (each ranks every record of the space it searches)."""
 
 Records = Callable[[str, Space, Sequence[str]], Sequence[Turn | Episode | SemanticFact]]

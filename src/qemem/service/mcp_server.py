@@ -14,10 +14,11 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
 
 from qemem import __version__
 from qemem.answer import Answer
@@ -37,7 +38,7 @@ from qemem.models import (
     Turn,
     format_datetime,
 )
-from qemem.service.schemas import MAX_K, MessageIn
+from qemem.service.schemas import MAX_K, MAX_MESSAGES, MessageIn
 from qemem.service.state import Tenants
 
 T = TypeVar("T")
@@ -212,7 +213,9 @@ def _add_message_tools(server: MCPServer, memory: Memory, run: _Guard) -> None:
         "stored ids."
     )
     def remember(
-        conversation: str, messages: list[MessageIn], idempotency_key: str | None = None
+        conversation: str,
+        messages: Annotated[list[MessageIn], Field(max_length=MAX_MESSAGES)],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         records = [m.model_dump(exclude_none=True) for m in messages]
         done = run(
