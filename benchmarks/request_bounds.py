@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import tempfile
 import threading
 import time
@@ -188,6 +189,7 @@ def main() -> None:
             print(f"{name:<44}{status:>7}{seconds:>9.2f}{grown:>9.1f}")
     store.close()
     keys.close()
+    shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         print(json.dumps(rows))
 
