@@ -35,8 +35,8 @@ from qemem.embed import HashEmbedder
 from qemem.keys import create_key, open_key_store
 from qemem.memory import Memory
 from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
+from qemem.operations.schemas import MAX_K, MAX_MESSAGES, MAX_REFS
 from qemem.service import create_app
-from qemem.service.schemas import MAX_K, MAX_MESSAGES, MAX_REFS
 from qemem.store import open_store
 
 WORDS = (

@@ -46,6 +46,7 @@ def test_ingest_list_search_delete(tmp_path: Path, sample_path: Path) -> None:
     assert json.loads(invoke("conversations", "--store", store, "--json")) == []
 
 
+@pytest.mark.slow
 def test_search_with_several_conversations_names_each_hit(
     tmp_path: Path, sample_path: Path
 ) -> None:
@@ -93,6 +94,7 @@ def test_user_errors_exit_2_with_a_message(
     assert not (tmp_path / "m.db").exists()  # a read-only command never creates a store
 
 
+@pytest.mark.slow
 def test_build_ask_and_pool_with_the_fake_llm(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -213,6 +215,7 @@ def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> Non
     assert "turns only" in table and "difference" in table
 
 
+@pytest.mark.slow
 def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> None:
     base = ["eval", "coverage", "--data", str(sample_path), "--pool"]
     table = invoke(*base, "--planner", "--llm", "fake", "--baseline", "no-plan")
@@ -230,6 +233,7 @@ def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> No
         assert result.exit_code == 2, result.output
 
 
+@pytest.mark.slow
 def test_facts_as_of_and_the_single_record_edits(tmp_path: Path, sample_path: Path) -> None:
     store = str(tmp_path / "m.db")
     invoke("ingest", str(sample_path), "--store", store, "--quiet")

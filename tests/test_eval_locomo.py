@@ -172,6 +172,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     base = ["eval", "locomo", "--data", str(sample_path), "--out", str(out)]
@@ -319,6 +320,7 @@ CARD_FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_records_carry_cards_and_eval_report_rebuilds_byte_identically(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,6 +358,7 @@ def test_eval_report_needs_a_run_folder(tmp_path: Path) -> None:
         runner.invoke(app, ["eval", "report", str(tmp_path)], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "matched"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
@@ -370,6 +373,7 @@ def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: 
     assert all(r["prediction"] for r in records)
 
 
+@pytest.mark.slow
 def test_full_run_measures_refinement_before_and_after(tmp_path: Path, sample_path: Path) -> None:
     """The offline constructor finds some sample questions' evidence insufficient: those get a
     judged round-0 answer, counted as its own stage outside the method's cost."""
@@ -410,6 +414,7 @@ def test_full_run_measures_refinement_before_and_after(tmp_path: Path, sample_pa
     assert "from the round-0 cards" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_no_plan_run_skips_the_planner_and_says_so(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--llm", "fake"]

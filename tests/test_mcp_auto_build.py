@@ -55,6 +55,8 @@ def built(store: str) -> set[str]:
         return {t for e in memory.episodes("c1") for t in e.turn_ids}
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_auto_build_without_an_llm_is_refused_before_anything_is_created(tmp_path: Path) -> None:
     store = tmp_path / "m.db"
     runner = CliRunner()
@@ -104,6 +106,7 @@ def _new_store(tmp_path: Path) -> str:
     return store
 
 
+@pytest.mark.slow
 def test_the_stdio_server_builds_what_it_remembers(tmp_path: Path) -> None:
     store = _new_store(tmp_path)
     got = anyio.run(_over_stdio, store)
@@ -114,6 +117,7 @@ def test_the_stdio_server_builds_what_it_remembers(tmp_path: Path) -> None:
         assert built(store) == {t.id for t in memory.turns("c1")}
 
 
+@pytest.mark.slow
 def test_without_auto_build_the_mcp_server_runs_no_jobs(tmp_path: Path) -> None:
     store = _new_store(tmp_path)
     with Memory.open(store, embedder="hash", llm="fake") as memory:
@@ -138,6 +142,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_the_http_server_builds_what_it_remembers(tmp_path: Path) -> None:
     store = _new_store(tmp_path)
     port = _free_port()

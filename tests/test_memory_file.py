@@ -102,6 +102,7 @@ def test_malformed_files_and_clashes(memory: Memory, tmp_path: Path) -> None:
         memory.import_memory(parse(other))
 
 
+@pytest.mark.slow
 def test_cli_round_trip(tmp_path: Path, sample_path: Path) -> None:
     runner = CliRunner()
     store = str(tmp_path / "cli.db")

@@ -93,6 +93,7 @@ def test_paper_layout_keeps_the_published_prompts(store: SQLiteStore) -> None:
     assert construct.messages[0].content.startswith(f"Question: {QUESTION}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["full", "no-refine", "direct", "matched"])
 def test_offline_cards_and_answers_are_the_same_under_both_layouts(
     store: SQLiteStore, sample_path: Path, mode: Any

@@ -194,6 +194,7 @@ def write(directory: str, name: str, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @QUICK
 @given(records=generic_files, as_array=st.booleans())
 def test_generic_ingest_rejects_cleanly_or_is_idempotent(
@@ -218,6 +219,7 @@ def test_generic_ingest_rejects_cleanly_or_is_idempotent(
         memory.close()
 
 
+@pytest.mark.slow
 @QUICK
 @given(samples=locomo_files)
 def test_locomo_ingest_rejects_cleanly(samples: Any) -> None:
@@ -234,6 +236,7 @@ def test_locomo_ingest_rejects_cleanly(samples: Any) -> None:
         memory.close()
 
 
+@pytest.mark.slow
 @QUICK
 @given(text=st.one_of(timestamps, st.from_regex(r"\d{1,2}:\d{2} [ap]m on \d{1,2} \w+, \d{1,6}")))
 def test_parse_datetime_keeps_wall_time_or_raises_input_error(text: str) -> None:
@@ -301,6 +304,7 @@ def test_resolve_times_never_crashes(text: str, anchor: date) -> None:
         assert t.start <= t.end and t.expression in text
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     source=st.lists(st.from_regex(r"[A-Za-z]{2,9}", fullmatch=True), min_size=4, max_size=30),
@@ -333,6 +337,7 @@ def test_final_answer_extraction(prose: str, answer: str) -> None:
     assert found and extracted == answer
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     value=st.one_of(
@@ -354,6 +359,7 @@ class Reply(pydantic.BaseModel):
     sources: list[str]
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     first=st.one_of(st.text(max_size=80), json_values.map(json.dumps)), second=st.text(max_size=80)

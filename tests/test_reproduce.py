@@ -40,6 +40,7 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_the_bundled_sample_reproduces_every_pinned_figure(sample_run: dict[str, Any]) -> None:
     assert sample_run["data_sha256"] == data_sha256(bundled_sample())
     conditions = load_conditions()
@@ -266,6 +267,7 @@ def test_record_diff(tmp_path: Path) -> None:
     assert pinned_diff({"x": 1}, {}) == [("x", 1, None)]
 
 
+@pytest.mark.slow
 def test_record_through_the_cli_prints_the_diff(tmp_path: Path) -> None:
     conditions = tmp_path / "cond.yaml"
     shutil.copy(load_conditions().path, conditions)
@@ -304,6 +306,7 @@ def test_conditions_files_are_checked(tmp_path: Path) -> None:
             load_conditions(bad)
 
 
+@pytest.mark.slow
 def test_readme_tables_are_the_pinned_figures() -> None:
     text = README.read_text(encoding="utf-8")
     assert readme_blocks(text), "the README marks its result tables"
@@ -321,6 +324,7 @@ def test_benchmark_conditions_are_skipped_without_a_source_checkout(tmp_path: Pa
     assert result.status == "SKIP" and "source checkout" in str(result.skipped)
 
 
+@pytest.mark.slow
 def test_the_subprocess_executor_runs_python_m_qemem() -> None:
     done = subprocess_executor(
         ["time", "yesterday", "--anchor", "1:56 pm on 8 May, 2023", "--json"]

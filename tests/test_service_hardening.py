@@ -25,7 +25,7 @@ from qemem.memory import Memory
 from qemem.memory.jobs import job_table
 from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
 from qemem.memory.worker import JobWorker
-from qemem.service.schemas import MAX_ID_CHARS, MAX_K, MAX_MESSAGES
+from qemem.operations.schemas import MAX_ID_CHARS, MAX_K, MAX_MESSAGES
 from qemem.store import Scope
 from qemem.store.jobs import Lease
 from service_helpers import MESSAGES, Served, served

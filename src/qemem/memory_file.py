@@ -1,5 +1,5 @@
-"""The ``qemem-memory/2`` file: a conversation's episodes, semantic facts and supersessions,
-portable (``qemem-memory/1`` files, without supersessions, still import).
+"""The ``qemem-memory/2`` file: a conversation's episodes, semantic facts, supersessions and
+corrections, portable (``qemem-memory/1`` files, without supersessions, still import).
 
 A memory file is a portable backup of the expensive part of a store (the LLM-built episodes and
 facts) and the way to move it between embedders and backends: vectors are not in the file,
@@ -12,32 +12,40 @@ export again give the same bytes)::
     {"format": "qemem-memory/2", "conversation": ID, "note": TEXT,
      "episodes": [{"id", "session", "title", "content", "timestamp", "turn_ids"}],
      "facts": [{"id", "content", "session", "episode_ids"}],
-     "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}]}
+     "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}],
+     "corrections": [{"fact", "turn_ids", "corrected_turns", "recorded"}]}
 
 ``session`` is the session index, ``timestamp`` ISO 8601, ``turn_ids`` in episode order. A
 supersession says fact ``new`` replaces fact ``old`` from ``at`` (ISO 8601, conversation time)
 on, shown by ``turn_ids`` (never empty for ``kind`` "build"; a "manual" correction may cite
-none), stored at ``recorded`` (UTC). A fact corrected by hand has no episodes
-(``episode_ids`` empty): its source is its manual supersession. Version 1 has no
-``supersessions`` and every fact has episodes.
+none), stored at ``recorded`` (UTC). A fact written by hand (a correction) may have no
+episodes (``episode_ids`` empty): its source is its correction, which cites ``turn_ids`` (maybe
+none), records the turns the statement it corrected was learned from (``corrected_turns``)
+and when it was made (``recorded``). A version 2 file without ``corrections`` (written before
+they were recorded) gets one for each manual supersession's new fact, from that supersession
+and the corrected fact's episodes. Version 1 has no ``supersessions`` and every fact has
+episodes.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
-from qemem.errors import InputError, StoreError
+from qemem.errors import InputError, OutputError, StoreError
 from qemem.lexicon import check_year
 from qemem.models import (
+    Correction,
     Episode,
     SemanticFact,
     Supersession,
     Turn,
+    check_id,
     check_path,
     check_same_kind,
 )
@@ -58,6 +66,7 @@ class MemoryFile:
     episodes: tuple[Episode, ...]
     facts: tuple[SemanticFact, ...]
     supersessions: tuple[Supersession, ...] = ()
+    corrections: tuple[Correction, ...] = ()
 
 
 @dataclass
@@ -70,6 +79,7 @@ class MemoryImportReport:
     episodes_unchanged: int = 0
     facts_unchanged: int = 0
     supersessions_added: int = 0
+    corrections_added: int = 0
     seconds: float = 0.0
     added_ids: list[str] = field(default_factory=list)
 
@@ -111,6 +121,15 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             }
             for s in memory.supersessions
         ],
+        "corrections": [
+            {
+                "fact": c.fact,
+                "turn_ids": list(c.turn_ids),
+                "corrected_turns": list(c.corrected_turns),
+                "recorded": c.recorded.isoformat(),
+            }
+            for c in memory.corrections
+        ],
     }
 
 
@@ -129,6 +148,11 @@ def _field(record: Mapping[str, Any], name: str, kind: type, where: str, file: s
             field=name,
         )
     return value
+
+
+def _record_id(record: Mapping[str, Any], where: str, file: str) -> str:
+    """The ``id`` of an episode or fact of the file: text without ``/`` (``check_id``)."""
+    return check_id(_field(record, "id", str, where, file), "id", file=file, record=where)
 
 
 def _ids(
@@ -164,7 +188,7 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         when = _moment(raw, "timestamp", where, file)
         episodes.append(
             Episode(
-                _field(raw, "id", str, where, file),
+                _record_id(raw, where, file),
                 conversation,
                 _field(raw, "session", int, where, file),
                 _field(raw, "title", str, where, file),
@@ -180,7 +204,7 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
             raise InputError("a fact must be a JSON object", file=file, record=where)
         facts.append(
             SemanticFact(
-                _field(raw, "id", str, where, file),
+                _record_id(raw, where, file),
                 conversation,
                 _field(raw, "content", str, where, file),
                 _field(raw, "session", int, where, file),
@@ -191,7 +215,11 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         if len(set(ids)) != len(ids):
             raise InputError(f"{kind} ids repeat: every id must be unique", file=file)
     supersessions = _supersessions(data, file) if version2 else ()
-    return MemoryFile(conversation, note, tuple(episodes), tuple(facts), supersessions)
+    if "corrections" in data:
+        corrections = _corrections(data, file)
+    else:
+        corrections = _derived_corrections(supersessions, facts, episodes)
+    return MemoryFile(conversation, note, tuple(episodes), tuple(facts), supersessions, corrections)
 
 
 def _moment(raw: Mapping[str, Any], name: str, where: str, file: str) -> datetime:
@@ -237,9 +265,62 @@ def _supersessions(data: Mapping[str, Any], file: str) -> tuple[Supersession, ..
     return tuple(out)
 
 
-def load(path: str | Path) -> MemoryFile:
-    """Read and validate a memory file."""
-    file = check_path(path, "memory file")
+def _corrections(data: Mapping[str, Any], file: str) -> tuple[Correction, ...]:
+    """The corrections of a version 2 file that has them, checked one by one."""
+    out: list[Correction] = []
+    for n, raw in enumerate(_field(data, "corrections", list, "the header", file), start=1):
+        where = f"correction {n}"
+        if not isinstance(raw, dict):
+            raise InputError("a correction must be a JSON object", file=file, record=where)
+        out.append(
+            Correction(
+                _field(raw, "fact", str, where, file),
+                _ids(raw, "turn_ids", where, file, empty=True),
+                _ids(raw, "corrected_turns", where, file, empty=True),
+                _moment(raw, "recorded", where, file),
+            )
+        )
+    facts = [c.fact for c in out]
+    if len(set(facts)) != len(facts):
+        raise InputError("a fact has two corrections: each fact at most one", file=file)
+    return tuple(out)
+
+
+def _derived_corrections(
+    supersessions: Sequence[Supersession],
+    facts: Sequence[SemanticFact],
+    episodes: Sequence[Episode],
+) -> tuple[Correction, ...]:
+    """The corrections of a file written before they were recorded: one per new fact of a
+    manual supersession, citing its turns, the corrected fact's episodes' turns as its
+    ``corrected_turns`` (those in the file)."""
+    episode_turns = {e.id: e.turn_ids for e in episodes}
+    sources = {f.id: f.episode_ids for f in facts}
+    out: dict[str, Correction] = {}
+    for item in supersessions:
+        if item.kind != "manual" or item.new in out:
+            continue
+        learned = [t for e in sources.get(item.old, ()) for t in episode_turns.get(e, ())]
+        out[item.new] = Correction(
+            item.new, item.turn_ids, tuple(dict.fromkeys(learned)), item.recorded
+        )
+    return tuple(out.values())
+
+
+FileLike = str | os.PathLike[str] | IO[str] | IO[bytes]
+"""Where a memory file is read from or written to: a path, or a file object (text or binary)."""
+
+
+def load(source: FileLike) -> MemoryFile:
+    """Read and validate a memory file: the file at a path, or what a file object open for
+    reading (text or binary) holds."""
+    if not isinstance(source, str | os.PathLike):
+        name = str(getattr(source, "name", "<memory>"))
+        try:
+            return parse(json.loads(source.read()), name)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid JSON ({exc})", file=name) from None
+    file = check_path(os.fspath(source), "memory file")
     try:
         data = json.loads(file.read_text("utf-8"))
     except FileNotFoundError:
@@ -249,6 +330,23 @@ def load(path: str | Path) -> MemoryFile:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"not valid JSON ({exc})", file=str(file)) from None
     return parse(data, str(file))
+
+
+def save(memory: MemoryFile, target: FileLike) -> None:
+    """Write ``memory`` (:func:`dumps`, UTF-8) to the file at a path (replaced if it exists)
+    or to a file object open for writing (text, or binary: then UTF-8 bytes); OutputError
+    when the path cannot be written."""
+    text = dumps(memory)
+    if isinstance(target, io.RawIOBase | io.BufferedIOBase):
+        target.write(text.encode("utf-8"))
+    elif not isinstance(target, str | os.PathLike):
+        cast(IO[str], target).write(text)
+    else:
+        path = check_path(os.fspath(target), "memory file")
+        try:
+            path.write_text(text, "utf-8")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def check_provenance(
@@ -289,13 +387,13 @@ def check_provenance(
         if order != sorted(order):
             raise InputError("turn ids must be in conversation order", record=where)
         episode_session[episode.id] = episode.session
-    corrected = {s.new for s in memory.supersessions if s.kind == "manual"}
+    corrected = {c.fact for c in memory.corrections}
     for fact in memory.facts:
         if not fact.episode_ids:
             if fact.id not in corrected:
                 raise InputError(
-                    "cites no episode and is no correction by hand (the new fact of a "
-                    "manual supersession of the file)",
+                    "cites no episode and is no correction by hand (a fact of the file's "
+                    "corrections)",
                     record=f"fact {fact.id}",
                 )
             continue
@@ -315,10 +413,20 @@ def check_provenance(
 def check_supersessions(
     memory: MemoryFile, turns: Sequence[Turn], stored_facts: Sequence[SemanticFact]
 ) -> None:
-    """A supersession's facts are in the file or the store, it cites stored turns, and no
-    fact replaces itself. Raises InputError naming the first offending supersession."""
+    """A correction's fact is in the file or the store and it cites stored turns; a
+    supersession's facts are in the file or the store, it cites stored turns, and no fact
+    replaces itself. Raises InputError naming the first offending record."""
     facts = {f.id for f in stored_facts} | {f.id for f in memory.facts}
     turn_ids = {t.id for t in turns}
+    for fix in memory.corrections:
+        unknown = [t for t in (*fix.turn_ids, *fix.corrected_turns) if t not in turn_ids]
+        if fix.fact not in facts or unknown:
+            why = (
+                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation"
+                if unknown
+                else "the fact is not in the file or the store"
+            )
+            raise InputError(why, record=f"correction of {fix.fact}")
     for item in memory.supersessions:
         where = f"supersession of {item.old}"
         missing = [i for i in (item.old, item.new) if i not in facts]
@@ -344,6 +452,19 @@ def new_supersessions(memory: MemoryFile, stored: Sequence[Supersession]) -> lis
             f"facts {', '.join(clashes[:5])}: import into another store, or delete those facts"
         )
     return [s for s in memory.supersessions if s.old not in known]
+
+
+def new_corrections(memory: MemoryFile, stored: Sequence[Correction]) -> list[Correction]:
+    """The file's corrections the store lacks; a different one of a fact the store has one
+    of raises StoreError before anything is written."""
+    known = {c.fact: c for c in stored}
+    clashes = [c.fact for c in memory.corrections if c.fact in known and known[c.fact] != c]
+    if clashes:
+        raise StoreError(
+            f"conversation {memory.conversation!r} already records other corrections of facts "
+            f"{', '.join(clashes[:5])}: import into another store, or delete those facts"
+        )
+    return [c for c in memory.corrections if c.fact not in known]
 
 
 def split_new(

@@ -1,15 +1,17 @@
 """The data model of qemem, in one place.
 
 Three memory spaces are kept per conversation: original turns (U), episodic memories (E) and
-semantic facts (S). Ids are stable and human readable: LoCoMo turn ids such as ``D3:12`` are kept
-as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>`` and facts
-``S<n>``, numbered per conversation.
+semantic facts (S). Ids are stable and human readable: a message's own id (LoCoMo's such as
+``D3:12``) is kept as it is; a message without one gets ``D<session>:<n>``; episodes are ``E<n>``
+and facts ``S<n>``. The numbers come from per-conversation counters that nothing lowers, so an
+id never names two records in one life of a conversation (:func:`highest_numbers`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +28,28 @@ OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
 """Field metadata: the JSON form leaves the field out while it is None, so a field that only
 results across conversations set keeps every single-conversation form byte for byte."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
+"""The ids qemem numbers (full match): a prefix (``E`` episodes, ``S`` facts, ``D<session>:``
+messages), then a number without leading zeros of at most 15 digits (qemem never gives a
+larger one, so larger ones need no counting)."""
+
+SESSION_COUNTER = "session"
+"""The id counter (beside those of the ``NUMBERED_ID`` prefixes, which it cannot be) holding
+the highest number of a session that was removed (its last message deleted): new sessions are
+numbered above it, so that a session number, and the ids ``D<session>:<n>`` of its messages,
+never name two different things."""
+
+
+def highest_numbers(ids: Iterable[str]) -> dict[str, int]:
+    """The highest number of each prefix among the ``ids`` of a ``NUMBERED_ID`` form."""
+    highest: dict[str, int] = {}
+    for rid in ids:
+        match = NUMBERED_ID.fullmatch(rid)
+        if match:
+            prefix, number = match[1], int(match[2])
+            highest[prefix] = max(highest.get(prefix, 0), number)
+    return highest
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,6 +85,35 @@ def check_text(
         raise InputError(
             f"the {what} holds the control character U+{ord(found.group()):04X} at character "
             f"{found.start() + 1}: remove it (tab, newline and carriage return are allowed)",
+            file=file,
+            record=record,
+            field=field,
+        )
+    return value
+
+
+ID_RULE = "ids may not contain '/'"
+"""Why an id with ``/`` is refused: the HTTP API routes on the decoded path, where
+``a/messages/b`` is ambiguous, and ids across conversations are written ``conversation/id``."""
+
+
+def check_id(
+    value: str,
+    what: str,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> str:
+    """``value`` when it can be a new id of a conversation or a record (message, episode,
+    fact): text both stores keep exactly (:func:`check_text`) without ``/``, else InputError
+    naming the rule. Ids stored before the rule stay addressable by the library and the CLI,
+    so that they can be deleted."""
+    check_text(value, what, file=file, record=record, field=field)
+    if "/" in value:
+        raise InputError(
+            f"the {what} {value!r} contains '/': {ID_RULE}, as the HTTP API could not address "
+            "it; use another character, e.g. '-'",
             file=file,
             record=record,
             field=field,
@@ -195,6 +248,13 @@ class SemanticFact:
 REDACTED = "[message redacted]"
 """The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
 
+
+def unredacted(turns: Iterable[Turn]) -> list[Turn]:
+    """``turns`` without the redacted ones: what evidence may show (a redacted turn still
+    counts among a conversation's turns, but it is never shown as evidence)."""
+    return [t for t in turns if t.text != REDACTED]
+
+
 SupersessionKind = Literal["build", "manual"]
 
 
@@ -214,13 +274,32 @@ class Supersession:
 
 
 @dataclass(frozen=True)
+class Correction:
+    """Fact ``fact`` was written by hand (``correct_fact``); this is its provenance, kept
+    whatever becomes of the fact it corrected. ``turn_ids``: the turns the user cited (none:
+    its origin is the hand alone); ``corrected_turns``: the turns the corrected statement was
+    learned from (a build deriving a statement near the correction from one of them sees it
+    superseded by the correction); ``recorded``: when it was made (UTC). A forgotten turn
+    leaves both lists."""
+
+    fact: str
+    turn_ids: tuple[str, ...]
+    corrected_turns: tuple[str, ...]
+    recorded: datetime
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """A conversation: its id, namespace (user/tenant), speakers and sessions."""
+    """A conversation: its id, namespace (user/tenant), speakers and sessions. A stored one
+    has ``created_at`` (UTC): when this life of it began. A conversation deleted and created
+    again under its id is a new one, with a new ``created_at`` and ids counted from 1 again,
+    so a reference kept with the time it was read can be told stale."""
 
     id: str
     speakers: tuple[str, ...]
     sessions: tuple[Session, ...] = ()
     namespace: str = "default"
+    created_at: datetime | None = None
 
     @property
     def span(self) -> tuple[datetime, datetime] | None:

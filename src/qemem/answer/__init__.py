@@ -1,7 +1,7 @@
 """Answering: evidence assembly, the answer call, ``ask`` (the method end to end), and
 ``check`` (a statement's claims labelled against the conversation)."""
 
-from qemem.answer.ask import MODES, ROUND0_STAGE, Answer, AskConfig, Mode, Round0Answer, Trace, ask
+from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Round0Answer, Trace, ask
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.check import CheckedClaim, CheckResult, Citation, check_statement
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention
@@ -10,7 +10,6 @@ from qemem.answer.reply import Reply, answer_question
 __all__ = [
     "ABSTENTION_PATTERNS",
     "MODES",
-    "ROUND0_STAGE",
     "Answer",
     "AskConfig",
     "Assembly",

@@ -43,6 +43,7 @@ from qemem.evidence.refine import (
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
+from qemem.llm.stages import ANSWER_ROUND0
 from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
@@ -84,10 +85,6 @@ class AskConfig:
     plan: bool = True
     answer_round0: bool = False
     prompt_layout: Layout = "cached"
-
-
-ROUND0_STAGE = "answer_round0"
-"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
 
 
 @dataclass
@@ -412,7 +409,7 @@ def _round0_answer(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
-        stage=ROUND0_STAGE,
+        stage=ANSWER_ROUND0,
         prefix=prefix,
     )
     return Round0Answer(reply.text, reply.reasoning, assembly.shown)

@@ -9,6 +9,7 @@ from typing import Any
 from qemem.answer.extract import extract_final_answer, is_abstention
 from qemem.evidence.layout import SharedPrefix
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm.stages import ANSWER, RETRY
 from qemem.prompts import render
 
 
@@ -56,7 +57,7 @@ def answer_question(
     retry_abstention: bool = True,
     ledger: Ledger | None = None,
     inputs: Mapping[str, Any] | None = None,
-    stage: str = "answer",
+    stage: str = ANSWER,
     prefix: SharedPrefix | None = None,
 ) -> Reply:
     """Answer ``question`` from the ``evidence`` text. When the answer is an abstention (and
@@ -71,7 +72,7 @@ def answer_question(
     if not retry_abstention or not is_abstention(first.text):
         return first
     retry = user + render("answer_retry")
-    second = _call(llm, retry, f"{stage}.retry", max_tokens, ledger, given, prefix)
+    second = _call(llm, retry, stage + RETRY, max_tokens, ledger, given, prefix)
     chosen = first if is_abstention(second.text) else second
     return Reply(
         chosen.text,

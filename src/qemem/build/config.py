@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from qemem.llm.ledger import Ledger, Tally
+from qemem.llm.stages import BUILD
 
-STEPS: tuple[str, ...] = ("segment", "episode", "predict", "calibrate")
-"""The four LLM steps of a build; their stage labels are ``build.<step>``."""
+STEPS: tuple[str, ...] = tuple(stage.removeprefix("build.") for stage in BUILD)
+"""The four LLM steps of a build (its stages ``build.<step>``)."""
 CalibrateRule = Literal["complete", "method"]
 PronounRule = Literal["name", "keep"]
 
@@ -132,6 +133,9 @@ class BuildReport:
     facts_merged: int = 0
     facts_superseded: int = 0
     """New facts recorded as superseding a known one (with the turns that show it)."""
+    facts_corrected: int = 0
+    """New facts superseded by a correction by hand: the corrected statement derived again
+    (:mod:`qemem.build.corrections`)."""
     facts_rewritten: int = 0
     facts_refused: int = 0
     runs_merged: int = 0
@@ -157,6 +161,7 @@ class BuildReport:
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
             "facts_superseded": self.facts_superseded,
+            "facts_corrected": self.facts_corrected,
             "facts_rewritten": self.facts_rewritten,
             "facts_refused": self.facts_refused,
             "runs_merged": self.runs_merged,

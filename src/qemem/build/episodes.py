@@ -19,6 +19,7 @@ from qemem.errors import LLMError
 from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
+from qemem.llm.stages import BUILD_EPISODE
 from qemem.models import Turn, format_datetime
 
 
@@ -56,7 +57,7 @@ def write_episode(
     from the turns themselves.
     """
     req = request(
-        "episode",
+        BUILD_EPISODE,
         speakers,
         config.episode_max_tokens,
         session_date=session_date(when),

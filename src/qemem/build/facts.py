@@ -31,6 +31,7 @@ from qemem.build.supersede import cited_turns
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
+from qemem.llm.stages import BUILD_CALIBRATE, BUILD_PREDICT
 from qemem.models import Episode, SemanticFact, Turn
 
 SUPERSEDE_RULE = (
@@ -82,7 +83,7 @@ def extract_facts(
         context, rule = _known_context(llm, episode, turns, known, speakers, config, ledger)
         out = llm.structured(
             request(
-                "calibrate",
+                BUILD_CALIBRATE,
                 speakers,
                 config.calibrate_max_tokens,
                 session_date=when,
@@ -146,7 +147,7 @@ def _known_context(
     marked = here if config.mark_speakers else ()
     predicted = llm.structured(
         request(
-            "predict",
+            BUILD_PREDICT,
             speakers,
             config.predict_max_tokens,
             facts=known_block(known, marked),

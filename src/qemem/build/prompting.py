@@ -81,19 +81,19 @@ def speakers_of(speakers: Sequence[str]) -> str:
 
 
 def request(
-    step: str,
+    stage: str,
     speakers: Sequence[str],
     max_tokens: int,
     inputs: Mapping[str, Any] | None = None,
     **fields: object,
 ) -> LLMRequest:
-    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``), carrying
-    ``inputs`` (e.g. the ``turns`` shown) as data."""
+    """A build request of ``stage`` (one of ``stages.BUILD``; its template is the stage's name
+    with ``_`` for ``.``), carrying ``inputs`` (e.g. the ``turns`` shown) as data."""
     who = speakers_of(speakers)
     return LLMRequest(
         system=render("build_system", speakers=who),
-        messages=[Message("user", render(f"build_{step}", speakers=who, **fields))],
-        stage=f"build.{step}",
+        messages=[Message("user", render(stage.replace(".", "_"), speakers=who, **fields))],
+        stage=stage,
         max_tokens=max_tokens,
         inputs=inputs or {},
     )

@@ -12,6 +12,7 @@ from qemem.build.prompting import SegmentOut, degradable, request, session_date,
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
+from qemem.llm.stages import BUILD_SEGMENT
 from qemem.models import Turn
 
 
@@ -106,7 +107,7 @@ def _segment_batch(
     ledger: Ledger | None,
 ) -> list[list[int]]:
     req = request(
-        "segment",
+        BUILD_SEGMENT,
         speakers,
         config.segment_max_tokens,
         session_date=session_date(turns[0].timestamp),

@@ -33,9 +33,9 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Memory, SearchResult, reembed_store
+from qemem.memory import Memory, SearchResult, check_ingest, reembed_store
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
-from qemem.store import redact
+from qemem.store import redact, store_exists
 
 app = typer.Typer(
     name="qemem",
@@ -72,6 +72,8 @@ def ingest(
     parsed = read_conversations(file, cast(Format, str(fmt)))  # a bad file creates no store
     if not any(session.turns for conv in parsed for session in conv.sessions):
         raise InputError("the file holds no messages: nothing to ingest", file=str(file))
+    if not store_exists(store):
+        check_ingest(parsed, str(file))  # nor does a file that a new store would refuse
     with (
         Memory.open(store, embedder=embedder, namespace=namespace) as memory,
         progress_bar("embedding", quiet) as p,
@@ -91,11 +93,13 @@ def ingest(
 def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
-    """List the conversations in the store."""
+    """List the conversations in the store, with when each was created (a conversation
+    deleted and ingested again is a new one)."""
     with Memory.open(store, namespace=namespace, read_only=True) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
+                "created_at": c.created_at.isoformat() if c.created_at else None,
                 "speakers": list(c.speakers),
                 "sessions": len(c.sessions),
                 "turns": len(memory.turns(c.id)),
@@ -109,11 +113,14 @@ def conversations(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    table = Table(
+        "id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span"
+    )
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(
             plain(r["id"]),
+            (r["created_at"] or "")[:19].replace("T", " "),
             plain(", ".join(r["speakers"])),
             str(r["sessions"]),
             str(r["turns"]),

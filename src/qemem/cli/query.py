@@ -117,7 +117,8 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact; "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact, "
+            f"{r.facts_corrected} superseded by a correction; "
             f"pronoun rule: {r.facts_rewritten} named, {r.facts_refused} refused), "
             f"{r.runs_merged} greeting/closing runs merged, "
             f"{len(r.fallbacks)} segmentation fallbacks, "
@@ -187,13 +188,12 @@ def show_answer(answer: Answer) -> None:
     if answer.cards:
         table = Table("#", "claim", "sources", "quote", "time", "verified")
         for n, card in enumerate(answer.cards, start=1):
-            resolved = card.rule_time.phrase if card.rule_time else ""
             table.add_row(
                 str(n),
                 plain(card.claim),
                 plain(", ".join(card.sources)),
                 plain(card.quote),
-                plain((card.time or resolved) + (" (planned)" if card.planned else "")),
+                plain(card.shown_time + (" (planned)" if card.planned else "")),
                 "yes" if card.verified else "[red]no[/]",
             )
         console.print(table)

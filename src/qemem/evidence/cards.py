@@ -20,12 +20,18 @@ import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
-from qemem.evidence.card_time import CitedText, TimeBasis, card_time
+from qemem.evidence.card_time import (
+    CitedText,
+    TimeBasis,
+    card_time,
+    shown_time,
+)
 from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_pool, pool_records
 from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
+from qemem.llm.stages import CONSTRUCT
 from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
 from qemem.prompts import render
 
@@ -111,13 +117,9 @@ class ViewCard:
     planned: bool = False
 
     @property
-    def rule_time(self) -> TimeResolution | None:
-        """The rule time when it rests on an expression (quote or cited turn); None when it is
-        only the session date (the day it was said) or nothing resolved."""
-        rule = self.resolved_time
-        if rule is None or self.time_basis == "session" or not rule.expression:
-            return None
-        return rule
+    def shown_time(self) -> str:
+        """The time a reader is shown for the card (``card_time.shown_time``)."""
+        return shown_time(self.time, self.resolved_time, self.time_basis)
 
     @property
     def model_written(self) -> bool:
@@ -171,12 +173,12 @@ def construct_cards(
     }
     own = _construct_input(index, pool, plan, existing, refining, cached=prefix is not None)
     if prefix is not None:
-        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=inputs)
+        request = prefix.request(CONSTRUCT, own, max_tokens=max_tokens, inputs=inputs)
     else:
         request = LLMRequest(
             render("construct"),
             [Message("user", own)],
-            "construct",
+            CONSTRUCT,
             max_tokens=max_tokens,
             inputs=inputs,
         )

@@ -17,7 +17,16 @@ from typing import TypeVar
 
 from qemem.evidence.times import ANNOTATION, annotate_times, resolve_times
 from qemem.lexicon import WEEKDAYS
-from qemem.models import Conversation, Episode, Pool, SemanticFact, Space, Turn, format_datetime
+from qemem.models import (
+    Conversation,
+    Episode,
+    Pool,
+    SemanticFact,
+    Space,
+    Turn,
+    format_datetime,
+    unredacted,
+)
 from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
@@ -63,9 +72,10 @@ class SourceIndex:
         episodes: list[Episode],
         facts: list[SemanticFact],
     ) -> None:
-        """Index the records (``turns`` in conversation order; ids unique)."""
+        """Index the records (``turns`` in conversation order; ids unique). Redacted turns
+        are left out: they are never evidence, nor shown around it."""
         self.conversation = conversation
-        self.turns = turns
+        self.turns = unredacted(turns)
         self.episodes = episodes
         self.facts = facts
         self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}

@@ -15,6 +15,7 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.facade import EMBED_CHARS, Memory
+from qemem.memory.ingesting import check_ingest
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 
@@ -33,6 +34,7 @@ __all__ = [
     "Progress",
     "ReembedReport",
     "SearchResult",
+    "check_ingest",
     "check_query",
     "reembed",
     "reembed_store",

@@ -19,7 +19,6 @@ from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
 from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
-from qemem.store.base import retired_sessions
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
@@ -53,13 +52,13 @@ def append_messages(
     vectors = _embed_ahead(store, scope, records, embed)
     with store.transaction():
         if key is not None:
-            replayed = _replay(store, scope.namespace, key, digest, retention)
+            replayed = _replay(store, scope, key, digest, retention)
             if replayed is not None:
                 return replayed
         done = _append(store, scope, records, _reusing(vectors, embed), embedder)
         if key is not None:
             response = json.dumps(asdict(done))
-            store.record_response(scope.namespace, key, digest, response, retention)
+            store.record_response(scope, key, digest, response, retention)
     return done
 
 
@@ -71,10 +70,12 @@ def _fingerprint(conversation: str, records: Sequence[Mapping[str, Any]]) -> str
 
 
 def _replay(
-    store: MemoryStore, namespace: str, key: str, digest: str, retention: timedelta
+    store: MemoryStore, scope: Scope, key: str, digest: str, retention: timedelta
 ) -> Appended | None:
-    """The response recorded under ``key`` for this very request; None when there is none."""
-    recorded = store.recorded_response(namespace, key, retention)
+    """The response recorded under ``key`` for this very request; None when there is none
+    (a record goes with its conversation). ConflictError when a message it acknowledged was
+    deleted since: a replay never acknowledges what is not stored."""
+    recorded = store.recorded_response(scope.namespace, key, retention)
     if recorded is None:
         return None
     if recorded[0] != digest:
@@ -85,7 +86,17 @@ def _replay(
             "batch, and the same body with the same key only to retry it"
         )
     data = json.loads(recorded[1])
-    return Appended(list(data["ids"]), int(data["turns_added"]), int(data["sessions_added"]))
+    ids = [str(i) for i in data["ids"]]
+    exists = stored_conversation(store, scope) is not None  # a record of an older store
+    stored = {t.id for t in store.turns_of(scope, ids=ids)} if exists else set()
+    gone = sorted(set(ids) - stored)
+    if gone:
+        raise ConflictError(
+            f"{IDEMPOTENCY_HEADER} {key!r} was used for this batch, but its messages "
+            f"{', '.join(gone[:5])} were deleted since: it is not stored any more. Send it "
+            "with a new key to store it again"
+        )
+    return Appended(ids, int(data["turns_added"]), int(data["sessions_added"]))
 
 
 @dataclass
@@ -105,14 +116,15 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
     [conv] = parse_generic(records, "<messages>")
     existing = stored_conversation(store, scope)
     stored: list[Turn] = []
+    counters: dict[str, int] = {}
     if existing is not None:
         keys = {s.key for s in conv.sessions}
         sessions = [s.index for s in existing.sessions if s.key in keys]
         ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
         stored = store.turns_of(scope, sessions=sessions, ids=ids)
+        counters = store.counters(scope)  # numbered ids and new sessions' numbers
     counts = after_stored_turns(conv, existing, stored)
-    retired = retired_sessions(store, scope) if existing is not None else 0
-    additions = find_additions(conv, existing, stored, "<messages>", retired)
+    additions = find_additions(conv, existing, stored, counters, "<messages>")
     if existing is not None and additions.turns:
         taken = store.turns_of(scope, ids=[t.id for t in additions.turns])
         if taken:

@@ -20,7 +20,6 @@ from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
 from qemem.models import ConversationInput, Turn
 from qemem.store import MemoryStore, Scope
-from qemem.store.base import retired_sessions
 
 Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
 """Passage vectors of turns (``Memory.embed_documents``)."""
@@ -50,9 +49,8 @@ def ingest_conversations(
     for conv in conversations:
         scope = Scope(conv.id, conv.namespace if conv.namespace != "default" else namespace)
         existing = stored_conversation(store, scope)
-        turns = store.turns(scope) if existing else []
-        retired = retired_sessions(store, scope) if existing else 0
-        pending.append((scope, find_additions(conv, existing, turns, file, retired)))
+        turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+        pending.append((scope, find_additions(conv, existing, turns, counters, file)))
     total = sum(len(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
@@ -80,14 +78,22 @@ def ingest_conversations(
     return report
 
 
+def check_ingest(conversations: Sequence[ConversationInput], file: str = "<input>") -> None:
+    """Every check an ingest makes of ``conversations`` on their own (as into a store that
+    holds none of them), raising the InputError it would: run before a store is created, a
+    refused input creates none."""
+    for conv in conversations:
+        find_additions(conv, None, [], {}, file)
+
+
 def _recheck(
     store: MemoryStore, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
 ) -> tuple[Additions, np.ndarray, int]:
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
-    turns, retired = (store.turns(scope), retired_sessions(store, scope)) if existing else ([], 0)
-    fresh = find_additions(additions.conversation, existing, turns, file, retired)
+    turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+    fresh = find_additions(additions.conversation, existing, turns, counters, file)
     rows = {t.id: n for n, t in enumerate(additions.turns)}
     if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
         raise StoreError(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from qemem.errors import LLMError
+from qemem.llm.stages import PLAN
 from qemem.models import AnswerType, Plan, format_datetime
 from qemem.prompts import render
 from qemem.retrieve.query_rules import rule_flags
@@ -77,7 +78,7 @@ def plan_question(
         span=_span_text(span),
     )
     request = LLMRequest(
-        PLAN_SYSTEM, [Message("user", prompt)], stage="plan", inputs={"question": question}
+        PLAN_SYSTEM, [Message("user", prompt)], stage=PLAN, inputs={"question": question}
     )
     try:
         output = llm.structured(request, PlanOutput, ledger=ledger).value

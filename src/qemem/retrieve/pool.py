@@ -31,6 +31,7 @@ from qemem.models import (
     Space,
     Turn,
     search_text,
+    unredacted,
 )
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
@@ -306,7 +307,8 @@ def pool_from_fusion(
     episode(s) that the queries matched (:func:`focus_turns`, ``config.focus_turns`` of them,
     each with ``config.focus_window`` neighbours), so an episode costs the turns it exposes.
     ``config.budget_tokens`` cuts the order by turn tokens (strict). Pool turns carry why
-    they are there; every candidate its ``position``.
+    they are there; every candidate its ``position``. Only ``turns`` are ever exposed (the
+    callers leave redacted turns out).
     """
     excluded = set(exclude)
     budgets = space_budgets(config, aggregate)
@@ -359,7 +361,7 @@ def pool_from_fusion(
             )
         )
     for key, ids in exposes.items():
-        exposes[key] = [t for t in ids if Ref("turn", t) not in excluded]
+        exposes[key] = [t for t in ids if t in index and Ref("turn", t) not in excluded]
     order = exposure_order(
         interleave(chosen, weights),
         exposes,
@@ -430,7 +432,7 @@ def build_pool(
         scope.conversation,
         texts,
         fused,
-        store.turns(scope),
+        unredacted(store.turns(scope)),
         {e.id: e for e in store.episodes(scope)},
         {f.id: f for f in store.facts(scope)},
         aggregate=plan.aggregate,

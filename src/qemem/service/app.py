@@ -97,6 +97,7 @@ def create_app(
     state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
     app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
+    app.add_middleware(problems.SlashedIds)
     app.state.metrics = None
     if metrics:
         counted = Metrics(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +28,7 @@ from qemem.errors import (
     StoreError,
     without_paths,
 )
+from qemem.models import ID_RULE
 from qemem.service.schemas import Problem
 
 MEDIA_TYPE = "application/problem+json"
@@ -147,6 +149,32 @@ def use_problem_media_type(app: FastAPI) -> None:
         return document
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+class SlashedIds:
+    """ASGI middleware answering 422 when a path segment of a ``/v1`` request decodes to text
+    holding ``/`` (``%2F``): Starlette routes on the decoded path, where such an id would read
+    as two segments (a 404, or another route), and no id may contain ``/``
+    (:data:`~qemem.models.ID_RULE`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        segments = raw.split(b"/") if isinstance(raw, bytes) and raw.startswith(b"/v1/") else []
+        slashed = [unquote_to_bytes(s).decode("utf-8", "replace") for s in segments]
+        slashed = [s for s in slashed if "/" in s]
+        if not slashed:
+            await self.app(scope, receive, send)
+            return
+        detail = (
+            f"the path names the id {slashed[0]!r}, which contains '/': {ID_RULE}, so no "
+            "conversation, message or fact has such an id (one stored before the rule can be "
+            "deleted with the qemem CLI)"
+        )
+        response = problem(422, detail, str(scope.get("path", "")))
+        await response(scope, receive, send)
 
 
 class BodyLimit:

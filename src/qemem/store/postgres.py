@@ -22,7 +22,7 @@ from qemem.models import Space
 from qemem.store import redact
 from qemem.store.base import Scope, ordering
 from qemem.store.dialect import POSTGRES
-from qemem.store.edits import NOT_SUPERSEDED
+from qemem.store.edits import searchable
 from qemem.store.postgres_schema import migrate
 from qemem.store.rows import FIRST_TURN, TABLES
 from qemem.store.sql import SQLStore
@@ -106,7 +106,7 @@ class PostgresStore(SQLStore):
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 self._create_extension(conn)
-                migrate(conn)
+                migrate(conn, self.path)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
 
@@ -205,7 +205,7 @@ class PostgresStore(SQLStore):
             f"SELECT v.id, v.vector, r.session, {position} FROM vectors v "
             f"JOIN {TABLES[space]} r ON r.conv = v.conv AND r.id = v.id "
             "WHERE v.conv = %s AND v.space = %s"
-            + (NOT_SUPERSEDED.format(table="v") if space == "fact" else "")
+            + searchable(space)
             + f" ORDER BY v.vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
         )
         out: list[list[str]] = []
