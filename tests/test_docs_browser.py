@@ -16,6 +16,8 @@ import pytest
 from serve_helpers import free_port
 from service_helpers import served
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update"]
 

@@ -153,6 +153,7 @@ def test_every_list_and_size_a_request_controls_is_bounded_before_work_starts(
     assert found.status_code == 200 and 0 < len(found.json()["results"]) <= MAX_K
 
 
+@pytest.mark.slow
 def test_the_openapi_schema_states_the_bounds() -> None:
     with served(llm=None) as s:
         schemas = s.client.get("/openapi.json").json()["components"]["schemas"]
@@ -180,6 +181,7 @@ def test_an_id_no_store_can_keep_gets_a_422_on_both_backends(http: Served) -> No
 # ---------------------------------------------------------------- 6, 7. what errors say
 
 
+@pytest.mark.slow
 def test_error_bodies_name_no_server_path_and_speak_the_channel_s_words(tmp_path: Path) -> None:
     with served(llm=None, store_url=str(tmp_path / "memory.db")) as s:
         _append(s, MESSAGES)
@@ -214,6 +216,7 @@ def test_without_paths_hides_paths_of_this_machine_and_keeps_routes() -> None:
     assert without_paths(f"store {url} is unreachable", [url]) == f"store {HIDDEN} is unreachable"
 
 
+@pytest.mark.slow
 def test_mcp_errors_advise_the_tools_not_the_command_line(tmp_path: Path) -> None:
     import anyio
     from mcp import Client
@@ -247,6 +250,7 @@ def test_serve_and_mcp_say_create_when_the_store_is_missing(tmp_path: Path, comm
 # ---------------------------------------------------------------- 8. metrics, null conversation
 
 
+@pytest.mark.slow
 def test_every_served_path_has_a_route_label_and_context_across_names_no_conversation() -> None:
     with served(llm=None) as s:
         _append(s, MESSAGES)
@@ -266,6 +270,7 @@ def test_every_served_path_has_a_route_label_and_context_across_names_no_convers
 # ---------------------------------------------------------------- 9. builds of several
 
 
+@pytest.mark.slow
 def test_build_of_several_conversations_leaves_one_another_process_builds_and_exits_0(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,8 @@ import pytest
 
 from serve_helpers import CONV, Postgres, Server, prepared, wait_for
 
+pytestmark = [pytest.mark.postgres, pytest.mark.server, pytest.mark.slow]
+
 RECOVERY_S = 10.0
 """After the database is back, every request must succeed again within this."""
 
