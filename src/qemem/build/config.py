@@ -122,7 +122,9 @@ class BuildReport:
     built with (``BuildConfig.rules``; ``calibrate_rule`` also on its own).
 
     ``facts_rewritten`` and ``facts_refused`` count the facts the pronoun rule named or left
-    out, ``runs_merged`` the greeting-only and closing-only runs joined to a neighbour."""
+    out, ``runs_merged`` the greeting-only and closing-only runs joined to a neighbour.
+    ``busy`` says why nothing was built when another process was building the conversation
+    (a build of several conversations leaves it to that one)."""
 
     conversation: str
     sessions: list[int] = field(default_factory=list)
@@ -143,6 +145,7 @@ class BuildReport:
     seconds: float = 0.0
     calibrate_rule: str = "complete"
     rules: dict[str, Any] = field(default_factory=lambda: BuildConfig().rules())
+    busy: str | None = None
 
     @property
     def llm_calls(self) -> int:
@@ -168,7 +171,7 @@ class BuildReport:
             "seconds": self.seconds,
             "calibrate_rule": self.calibrate_rule,
             "rules": dict(self.rules),
-        }
+        } | ({"busy": self.busy} if self.busy is not None else {})
 
 
 def tally_steps(ledger: Ledger) -> dict[str, Tally]:

@@ -90,7 +90,8 @@ def build(
     ] = CalibrateChoice.complete,
 ) -> None:
     """Build the episodes and semantic facts the store lacks, and rebuild degraded ones (needs
-    an LLM; resumable). Exits with status 3 when any call degraded."""
+    an LLM; resumable). A conversation another process is building is left to it (and said
+    so) when several are built. Exits with status 3 when any call degraded."""
     memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
         config = BuildConfig(calibrate_rule=cast(CalibrateRule, str(calibrate_rule)))
@@ -101,6 +102,9 @@ def build(
         return
     table = Table("conversation", "step", "calls", "tokens in", "tokens out", "cost USD")
     for r in reports:
+        if r.busy is not None:
+            console.print(f"{markup_safe(r.conversation)}: not built here: {markup_safe(r.busy)}")
+            continue
         for step, tally in r.llm.items():
             cost = tally.cost_spent_usd
             table.add_row(

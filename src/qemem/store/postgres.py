@@ -11,7 +11,7 @@ HNSW index (:meth:`PostgresStore.nearest`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -27,22 +27,72 @@ from qemem.store.postgres_schema import migrate
 from qemem.store.rows import FIRST_TURN, TABLES
 from qemem.store.sql import SQLStore
 
+POOL_TIMEOUT_S = 5.0
+"""How long a call waits for a pooled connection (``QEMEM_PG_TIMEOUT``) before it fails with
+a StoreError: while the database is down, every call fails within this time."""
+RECONNECT_S = 5.0
+"""How long the pool retries (with backoff) to open a lost connection before it gives up; the
+next call starts a fresh attempt, so a database back after an outage is used again within
+seconds."""
+
+
+def unreachable() -> tuple[type[Exception], ...]:
+    """The errors of psycopg and its pool that mean the database cannot be reached now (it is
+    down, restarting, or its connections were broken)."""
+    import psycopg
+    from psycopg_pool import PoolTimeout
+
+    return (psycopg.OperationalError, PoolTimeout)
+
+
+def checked_pool(
+    url: str,
+    size: int,
+    timeout: float | None = None,
+    configure: Callable[[Any], None] | None = None,
+) -> Any:
+    """An open ``psycopg_pool.ConnectionPool`` of at most ``size`` autocommit connections to
+    ``url``, each checked before it is handed out (a connection a restart of the database
+    broke is replaced, never used); a caller waits at most ``timeout`` seconds (default
+    ``POOL_TIMEOUT_S``) for one."""
+    from psycopg_pool import ConnectionPool
+
+    return ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max(1, size),
+        kwargs={"autocommit": True},
+        configure=configure,
+        check=ConnectionPool.check_connection,
+        timeout=POOL_TIMEOUT_S if timeout is None else timeout,
+        reconnect_timeout=RECONNECT_S,
+        open=True,
+    )
+
 
 class PostgresStore(SQLStore):
     """A :class:`~qemem.store.base.MemoryStore` in a PostgreSQL database with pgvector.
 
-    ``pool_size`` bounds the connections this process holds. ``hnsw_min_rows``: serve dense
-    top-k of scopes with at least this many vectors from a pgvector HNSW index (approximate);
-    None (the default) keeps every search exact.
+    ``pool_size`` bounds the connections this process holds; ``timeout``: how long a call
+    waits for a connection (default ``POOL_TIMEOUT_S``) before it fails. ``hnsw_min_rows``:
+    serve dense top-k of scopes with at least this many vectors from a pgvector HNSW index
+    (approximate); None (the default) keeps every search exact.
     """
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, pool_size: int = 8, hnsw_min_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 8,
+        hnsw_min_rows: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
         try:
             import psycopg
+            import psycopg_pool  # noqa: F401  (the pool's extra, checked here)
             from pgvector.psycopg import register_vector
-            from psycopg_pool import ConnectionPool, PoolTimeout
         except ImportError as exc:
             raise ConfigError(
                 f"the PostgreSQL store needs psycopg, psycopg_pool and pgvector ({exc.name} is "
@@ -52,7 +102,7 @@ class PostgresStore(SQLStore):
         self.path = redact(url)
         self.hnsw_min_rows = hnsw_min_rows
         self._integrity = psycopg.IntegrityError
-        self._unreachable = (psycopg.OperationalError, PoolTimeout)
+        self._unreachable = unreachable()
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 self._create_extension(conn)
@@ -60,17 +110,7 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(f"cannot open store {self.path}: {exc}") from exc
 
-        def configure(conn: Any) -> None:
-            register_vector(conn)
-
-        self._pool = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=max(1, pool_size),
-            kwargs={"autocommit": True},
-            configure=configure,
-            open=True,
-        )
+        self._pool = checked_pool(url, pool_size, timeout, register_vector)
         self._local = threading.local()
         self._hnsw_dims: set[int] = set()
 
