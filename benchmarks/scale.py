@@ -57,14 +57,17 @@ TARGET_RATIO, TARGET_MS = 5.0, 250.0
 
 
 class Counting:
-    """An embedder that counts the document texts it embeds (passages, once they exist)."""
+    """An embedder that counts the document texts it embeds (passages, once they exist) and
+    their characters."""
 
     def __init__(self, inner: Embedder) -> None:
-        self.inner, self.id, self.dim, self.documents = inner, inner.id, inner.dim, 0
+        self.inner, self.id, self.dim = inner, inner.id, inner.dim
+        self.documents = self.characters = 0
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
         if not query:
             self.documents += len(texts)
+            self.characters += sum(map(len, texts))
         return self.inner.embed(texts, query=query)
 
 
@@ -101,6 +104,7 @@ def ingest(memory: Memory, size: int, conversations: int) -> tuple[dict[str, flo
         memory.ingest(parse_generic(chat))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     texts = memory.embedder.documents  # type: ignore[attr-defined]
+    embedded = memory.embedder.characters // 4  # type: ignore[attr-defined]
     return {
         "ingest_s": round(seconds, 1),
         "ingest_cpu_s": round(cpu, 1),
@@ -109,6 +113,8 @@ def ingest(memory: Memory, size: int, conversations: int) -> tuple[dict[str, flo
         "messages_per_s": round(size / seconds, 1),
         "tokens": characters // 4,
         "tokens_per_s": round(characters / 4 / seconds),
+        "tokens_embedded": embedded,
+        "embedded_tokens_per_cpu_s": round(embedded / cpu) if cpu else None,
     }, chats[0]
 
 
