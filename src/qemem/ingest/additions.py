@@ -23,8 +23,12 @@ from qemem.models import (
 )
 
 MAX_MESSAGE_CHARS = 100_000
-"""Longer messages are refused at ingest (split them); only the first
-``qemem.memory.EMBED_CHARS`` characters of a message are embedded."""
+"""Longer messages are refused at ingest (split them). The bound is the build's, not search's
+(passages make every part of a long message searchable): a message is never split between
+episodes, so an episode's narrative and fact prompts show it whole, with up to three messages
+before it as context; at 100,000 characters (about 25,000 tokens) the largest such prompt stays
+near 100,000 tokens, inside the context window of every supported model. HTTP request bodies
+are capped at 1 MB on their own."""
 
 
 @dataclass

@@ -26,6 +26,8 @@ from qemem.build import (
     import_nemori,
 )
 from qemem.embed.base import Embedder
+from qemem.embed.documents import EMBED_CHARS as EMBED_CHARS  # the cut, re-exported
+from qemem.embed.documents import embed_documents
 from qemem.embed.spec import open_embedder
 from qemem.errors import BusyError, EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
@@ -70,9 +72,6 @@ from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease
-
-EMBED_CHARS = 4000
-"""Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
 class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, MemoryAPI):
@@ -209,15 +208,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
         self._check_embedder()
-        texts = [search_text(r)[:EMBED_CHARS] for r in records]
-        parts = []
-        for start in range(0, len(texts), self.embed_batch):
-            parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
-            if progress:
-                progress(min(start + self.embed_batch, len(texts)), len(texts))
-        if not parts:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.vstack(parts)
+        texts = [search_text(r) for r in records]
+        return embed_documents(self.embedder, texts, batch=self.embed_batch, progress=progress)
 
     # ------------------------------------------------------------------ ingest
     def scope(self, conversation: str) -> Scope:

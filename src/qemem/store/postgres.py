@@ -22,7 +22,7 @@ from qemem.models import Space
 from qemem.store import redact
 from qemem.store.base import Scope, ordering
 from qemem.store.dialect import POSTGRES
-from qemem.store.edits import searchable
+from qemem.store.edits import NOT_SUPERSEDED, searchable
 from qemem.store.postgres_schema import migrate
 from qemem.store.rows import FIRST_TURN, TABLES
 from qemem.store.sql import SQLStore
@@ -112,7 +112,7 @@ class PostgresStore(SQLStore):
 
         self._pool = checked_pool(url, pool_size, timeout, register_vector)
         self._local = threading.local()
-        self._hnsw_dims: set[int] = set()
+        self._hnsw_indexes: set[tuple[int, int, str]] = set()
 
     @staticmethod
     def _create_extension(conn: Any) -> None:
@@ -186,25 +186,35 @@ class PostgresStore(SQLStore):
     def nearest(
         self, scope: Scope, space: Space, queries: np.ndarray, k: int
     ) -> list[list[str]] | None:
-        """Dense top-k from the pgvector HNSW index (cosine) when the scope holds at least
+        """Dense top-k from a pgvector HNSW index (cosine) when the scope holds at least
         ``hnsw_min_rows`` vectors of ``space``; None otherwise (search stays exact). The
         candidates are re-ranked by their exact float32 cosine, ties in record order, as the
-        exact search orders them."""
+        exact search orders them.
+
+        Each such conversation and space gets an index of its own (a partial index): pgvector
+        0.6 filters an index scan's ``hnsw.ef_search`` candidates after the scan, so one index
+        shared by many conversations returned a few of a conversation's rows instead of k.
+        When the index still yields fewer than k (or every) current rows, the search is exact.
+        """
         if self.hnsw_min_rows is None:
             return None
         pk = self._pk(scope)
+        live = NOT_SUPERSEDED.format(table="v") if space == "fact" else ""
         found = self._query(
-            "SELECT count(*) FROM vectors WHERE conv = ? AND space = ?", (pk, space)
+            f"SELECT count(*) FROM vectors v WHERE v.conv = ? AND v.space = ?{live}", (pk, space)
         )
-        if found[0][0] == 0 or found[0][0] < self.hnsw_min_rows:
+        rows_in_scope = int(found[0][0])
+        if rows_in_scope == 0 or rows_in_scope < self.hnsw_min_rows:
             return None
         dim = int(queries.shape[1])
-        self._ensure_hnsw(dim)
+        self._ensure_hnsw(dim, pk, space)
         position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
+        # the conversation and space as literals (pk is an int, space one of three names), so
+        # the planner matches the partial index whatever plan it caches
         sql = (
             f"SELECT v.id, v.vector, r.session, {position} FROM vectors v "
             f"JOIN {TABLES[space]} r ON r.conv = v.conv AND r.id = v.id "
-            "WHERE v.conv = %s AND v.space = %s"
+            f"WHERE v.conv = {pk:d} AND v.space = '{space}'"
             + searchable(space)
             + f" ORDER BY v.vector::vector({dim}) <=> %s::vector({dim}) LIMIT %s"
         )
@@ -212,8 +222,10 @@ class PostgresStore(SQLStore):
         with self._connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
             for query in queries.astype(np.float32):
-                rows = conn.execute(sql, (pk, space, query, k), binary=True).fetchall()
-                sims = np.vstack([row[1].to_numpy() for row in rows]) @ query if rows else []
+                rows = conn.execute(sql, (query, k), binary=True, prepare=False).fetchall()
+                if len(rows) < min(k, rows_in_scope):
+                    return None
+                sims = np.vstack([row[1].to_numpy() for row in rows]) @ query
                 order = sorted(
                     range(len(rows)),
                     key=lambda i: (-sims[i], ordering(space, rows[i][0], rows[i][2], rows[i][3])),
@@ -221,10 +233,12 @@ class PostgresStore(SQLStore):
                 out.append([rows[i][0] for i in order])
         return out
 
-    def _ensure_hnsw(self, dim: int) -> None:
-        if dim not in self._hnsw_dims:
+    def _ensure_hnsw(self, dim: int, pk: int, space: Space) -> None:
+        """The HNSW index of one conversation's vectors of one space (created once)."""
+        if (dim, pk, space) not in self._hnsw_indexes:
             self._exec(
-                f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{dim} ON vectors "
-                f"USING hnsw ((vector::vector({dim})) vector_cosine_ops)"
+                f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{dim}_{pk:d}_{space} ON vectors "
+                f"USING hnsw ((vector::vector({dim})) vector_cosine_ops) "
+                f"WHERE conv = {pk:d} AND space = '{space}'"
             )
-            self._hnsw_dims.add(dim)
+            self._hnsw_indexes.add((dim, pk, space))
