@@ -108,8 +108,7 @@ def test_http_refuses_slashes_in_ids_with_a_422_naming_the_rule() -> None:
 
 # ------------------------------------------------------------------ ids stored before
 UNDO_ROLES = (
-    "DROP TABLE fact_turns; ALTER TABLE turns DROP COLUMN role; "
-    "ALTER TABLE facts DROP COLUMN kind;"
+    "DROP TABLE fact_turns; ALTER TABLE turns DROP COLUMN role; ALTER TABLE facts DROP COLUMN kind;"
 )
 """Undoes the step that gave turns a role and facts a kind (SQLite 13, PostgreSQL 12)."""
 

@@ -64,10 +64,10 @@ class Context:
     and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
     fit; ``planner`` is "rule" or "llm"; ``standing`` the refs of the items that are the
     user's standing instructions and preferences (the block's first section). A block across
-    conversations has ``conversation`` "" and ``conversations`` the ones ranked together
+    conversations has ``conversation`` None and ``conversations`` the ones ranked together
     (``qemem.evidence.many``)."""
 
-    conversation: str
+    conversation: str | None
     question: str
     text: str
     items: list[ContextItem] = field(default_factory=list)

@@ -210,7 +210,7 @@ class ManyIndex(SourceIndex):
         ]
         return dataclasses.replace(
             context,
-            conversation="",
+            conversation=None,
             items=items,
             conversations=list(self.conversations),
             standing=[self.explicit(ref) for ref in context.standing],

@@ -30,6 +30,7 @@ from qemem.models import (
     SessionInput,
     TurnInput,
     check_same_kind,
+    check_text,
     fold_caption,
     parse_role,
 )
@@ -130,6 +131,10 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
                     record=where,
                     field=name,
                 )
+        for name in (*REQUIRED, "id", "image_caption", "namespace"):
+            if isinstance(record.get(name), str):  # before a store sees it (an id is looked up)
+                what = name.replace("_", " ")
+                check_text(record[name], what, file=file, record=where, field=name)
         try:
             timestamp = parse_datetime(record["timestamp"])
         except InputError as exc:
