@@ -130,3 +130,30 @@ def test_a_reader_is_shown_the_rule_time_when_it_rests_on_an_expression(
     assert shown_time(model, rule, basis) == shown
     card = ViewCard("c", ["D1:1"], "q", model, "", resolved_time=rule, time_basis=basis)
     assert card.shown_time == shown
+
+
+MONDAY = datetime(2023, 5, 8, 13, 56)  # LoCoMo defects of issue 33: said on a Monday
+
+
+def test_a_recommendation_is_not_marked_planned() -> None:
+    text = "You should totally visit New York City, you'll love it! It will be a blast."
+    timed = card_time([CitedText("D3:4", text, MONDAY)], span_of(text, text))
+    assert not timed.planned
+    going = "I'm going to visit New York City next month."
+    assert card_time([CitedText("D3:5", going, MONDAY)], span_of(going, going)).planned
+
+
+def test_this_weekend_said_in_the_past_tense_on_a_monday_is_the_weekend_before() -> None:
+    text = "We went hiking this weekend and saw a bear."
+    timed = card_time([CitedText("D4:1", text, MONDAY)], span_of("hiking this weekend", text))
+    assert timed.resolution.phrase == "the weekend before 8 May 2023"
+    assert (timed.resolution.start, timed.resolution.end) == (date(2023, 5, 6), date(2023, 5, 7))
+
+
+def test_two_weekends_later_counts_from_the_weekend_the_message_dates() -> None:
+    text = "We went camping last weekend, and two weekends later we threw a party."
+    timed = card_time(
+        [CitedText("D5:2", text, MONDAY)], span_of("two weekends later we threw a party", text)
+    )
+    assert timed.basis == "quote" and timed.event == ""
+    assert timed.resolution.phrase == "the weekend of 20 May 2023"

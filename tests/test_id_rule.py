@@ -107,10 +107,16 @@ def test_http_refuses_slashes_in_ids_with_a_422_naming_the_rule() -> None:
 
 
 # ------------------------------------------------------------------ ids stored before
+UNDO_ROLES = (
+    "DROP TABLE fact_turns; ALTER TABLE turns DROP COLUMN role; ALTER TABLE facts DROP COLUMN kind;"
+)
+"""Undoes the step that gave turns a role and facts a kind (SQLite 13, PostgreSQL 12)."""
+
+
 def _slashed_store(url: str) -> None:
     """A store holding a message and a conversation with '/' in their ids (written below the
     library, as qemem wrote them before the rule), at the schema before the rule: the tables of
-    the later steps (idempotency's conversation, corrections) undone."""
+    the later steps (idempotency's conversation, corrections, roles and fact kinds) undone."""
     with closing(open_store(url)) as store, store.transaction():
         for cid, tid in (("c", "msg/1"), ("team/c", "m1")):
             scope = Scope(cid)
@@ -123,7 +129,7 @@ def _slashed_store(url: str) -> None:
     if backend == "sqlite":
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript(
-                f"DROP TABLE idempotency; {IDEMPOTENCY} DROP TABLE corrections; "
+                f"DROP TABLE idempotency; {IDEMPOTENCY} DROP TABLE corrections; {UNDO_ROLES} "
                 f"PRAGMA user_version = {schema.SLASH_RULE - 1};"
             )
         return
@@ -132,6 +138,7 @@ def _slashed_store(url: str) -> None:
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("ALTER TABLE idempotency DROP COLUMN conv")
         conn.execute("DROP TABLE corrections")
+        conn.execute(UNDO_ROLES)
         conn.execute("UPDATE schema_version SET version = %s", (postgres_schema.SLASH_RULE - 1,))
 
 

@@ -21,6 +21,7 @@ from qemem.evidence import ViewCard
 from qemem.llm import LLMClient, LLMRequest, Message, open_llm, stages
 from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Turn
+from qemem.participants import Participants
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM, base_stage, offline_answer
 from qemem.testing.offline import ANSWERERS
@@ -187,7 +188,8 @@ def test_rewording_the_prompts_does_not_change_the_answers(monkeypatch: pytest.M
         return text
 
     monkeypatch.setattr(qemem.prompts, "load_prompt", reworded)
-    assert "We were asked" in qemem.prompts.render("plan", question="q", speakers="a", span="s")
+    fields = Participants.of(["a"]).prompt_fields()
+    assert "We were asked" in qemem.prompts.render("plan", question="q", span="s", **fields)
     assert _run_method(embedder) == before
     assert before[1] and before[3]  # cards and episodes were made
 

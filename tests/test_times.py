@@ -8,11 +8,11 @@ import pytest
 
 from qemem.errors import InputError
 from qemem.evidence.agreement import time_ranges
+from qemem.evidence.plans import is_planned
 from qemem.evidence.times import (
     TimeResolution,
     annotate_times,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )
@@ -795,3 +795,32 @@ def test_plans_are_recognised() -> None:
     assert is_planned("we're planning a camping trip")
     assert is_planned("I want to go hiking") and is_planned("we'll see")
     assert not is_planned("I went hiking with my dog")
+
+
+def test_this_weekend_in_the_past_tense_on_a_weekday_is_the_last_weekend() -> None:
+    (past,) = resolve_times("we went hiking this weekend", MON_8_MAY)
+    assert past.phrase == "the weekend before 8 May 2023"
+    (ahead,) = resolve_times("this weekend we're hiking", MON_8_MAY)
+    assert ahead.phrase == "the weekend after 8 May 2023"
+    (plain,) = resolve_times("this weekend", MON_8_MAY)  # no tense: the coming one
+    assert plain.phrase == "the weekend after 8 May 2023"
+    (weekend,) = resolve_times("we went hiking this weekend", SUN_9_JUL)  # said on it
+    assert weekend.phrase == "the weekend of 8 July 2023"
+
+
+def test_an_event_relative_phrase_counts_from_the_expression_before_it() -> None:
+    text = "I started yesterday, the next day I quit, and two weeks later I was back."
+    found = resolve_times(text, MON_8_MAY)
+    assert [(r.expression, r.phrase) for r in found] == [
+        ("yesterday", "7 May 2023"),
+        ("the next day", "8 May 2023"),
+        ("two weeks later", "the week of 22 May 2023"),
+    ]
+    assert event_expressions(text) == []
+    # coarser than its unit, vague, or with nothing before it: no date follows
+    for unresolved in (
+        "last month we met, and two days later we married",
+        "yesterday I left, and a few days later I came back",
+        "two weekends later we threw a party",
+    ):
+        assert event_expressions(unresolved), unresolved

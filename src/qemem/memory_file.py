@@ -11,7 +11,7 @@ export again give the same bytes)::
 
     {"format": "qemem-memory/2", "conversation": ID, "note": TEXT,
      "episodes": [{"id", "session", "title", "content", "timestamp", "turn_ids"}],
-     "facts": [{"id", "content", "session", "episode_ids"}],
+     "facts": [{"id", "content", "session", "episode_ids", "kind"?, "turn_ids"?}],
      "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}],
      "corrections": [{"fact", "turn_ids", "corrected_turns", "recorded"}]}
 
@@ -24,7 +24,10 @@ none), records the turns the statement it corrected was learned from (``correcte
 and when it was made (``recorded``). A version 2 file without ``corrections`` (written before
 they were recorded) gets one for each manual supersession's new fact, from that supersession
 and the corrected fact's episodes. Version 1 has no ``supersessions`` and every fact has
-episodes.
+episodes. A fact's ``kind`` (``instruction`` or ``preference``; written only when it is not a
+plain ``fact``) and ``turn_ids`` (the messages it was read from directly, as an ingest's rules
+read standing instructions and preferences; written only when there are some) are optional: a
+fact with ``turn_ids`` needs no episode.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import IO, Any, cast
 from qemem.errors import InputError, OutputError, StoreError
 from qemem.lexicon import check_year
 from qemem.models import (
+    FACT_KINDS,
     Correction,
     Episode,
     SemanticFact,
@@ -101,15 +105,7 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             }
             for e in memory.episodes
         ],
-        "facts": [
-            {
-                "id": f.id,
-                "content": f.content,
-                "session": f.session,
-                "episode_ids": list(f.episode_ids),
-            }
-            for f in memory.facts
-        ],
+        "facts": [_fact_dict(f) for f in memory.facts],
         "supersessions": [
             {
                 "old": s.old,
@@ -131,6 +127,42 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             for c in memory.corrections
         ],
     }
+
+
+def _fact_dict(fact: SemanticFact) -> dict[str, Any]:
+    """A fact as the file writes it (``kind`` and ``turn_ids`` only when they say something)."""
+    out: dict[str, Any] = {
+        "id": fact.id,
+        "content": fact.content,
+        "session": fact.session,
+        "episode_ids": list(fact.episode_ids),
+    }
+    if fact.kind != "fact":
+        out["kind"] = fact.kind
+    if fact.turn_ids:
+        out["turn_ids"] = list(fact.turn_ids)
+    return out
+
+
+def _fact_of(
+    raw: Mapping[str, Any], conversation: str, where: str, file: str, version2: bool
+) -> SemanticFact:
+    """One fact of the file, checked."""
+    kind = raw.get("kind", "fact")
+    if kind not in FACT_KINDS:
+        raise InputError(
+            f"'kind' must be one of {', '.join(FACT_KINDS)}", file=file, record=where, field="kind"
+        )
+    read = _ids(raw, "turn_ids", where, file, empty=True) if "turn_ids" in raw else ()
+    return SemanticFact(
+        _record_id(raw, where, file),
+        conversation,
+        _field(raw, "content", str, where, file),
+        _field(raw, "session", int, where, file),
+        _ids(raw, "episode_ids", where, file, empty=version2 or bool(read)),
+        kind=kind,
+        turn_ids=read,
+    )
 
 
 def dumps(memory: MemoryFile) -> str:
@@ -202,15 +234,7 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         where = f"fact {n}"
         if not isinstance(raw, dict):
             raise InputError("a fact must be a JSON object", file=file, record=where)
-        facts.append(
-            SemanticFact(
-                _record_id(raw, where, file),
-                conversation,
-                _field(raw, "content", str, where, file),
-                _field(raw, "session", int, where, file),
-                _ids(raw, "episode_ids", where, file, empty=version2),
-            )
-        )
+        facts.append(_fact_of(raw, conversation, where, file, version2))
     for kind, ids in (("episode", [e.id for e in episodes]), ("fact", [f.id for f in facts])):
         if len(set(ids)) != len(ids):
             raise InputError(f"{kind} ids repeat: every id must be unique", file=file)
@@ -387,13 +411,27 @@ def check_provenance(
         if order != sorted(order):
             raise InputError("turn ids must be in conversation order", record=where)
         episode_session[episode.id] = episode.session
+    _check_facts(memory, set(position), episode_session)
+
+
+def _check_facts(memory: MemoryFile, turns: set[str], episode_session: dict[str, int]) -> None:
+    """A fact's turns are stored; it cites episodes (of the file or the store, none after its
+    session) unless it has turns or is a correction by hand."""
     corrected = {c.fact for c in memory.corrections}
     for fact in memory.facts:
+        unknown = [t for t in fact.turn_ids if t not in turns]
+        if unknown:
+            raise InputError(
+                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "
+                f"{memory.conversation!r}: ingest the conversation first (qemem ingest), "
+                "then import its memory",
+                record=f"fact {fact.id}",
+            )
         if not fact.episode_ids:
-            if fact.id not in corrected:
+            if fact.id not in corrected and not fact.turn_ids:
                 raise InputError(
-                    "cites no episode and is no correction by hand (a fact of the file's "
-                    "corrections)",
+                    "cites no episode and no turn and is no correction by hand (a fact of the "
+                    "file's corrections)",
                     record=f"fact {fact.id}",
                 )
             continue

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import pydantic
 
@@ -23,10 +23,27 @@ from qemem.errors import InputError
 from qemem.lexicon import day_phrase
 
 Space = Literal["turn", "episode", "fact"]
+Role = Literal["user", "assistant", "other"]
+"""Who a message is from in a conversation with an assistant: the ``user`` the assistant
+serves, the ``assistant``, or an ``other`` participant; a conversation between people (LoCoMo)
+has none."""
+ROLES: tuple[Role, ...] = get_args(Role)
+FactKind = Literal["fact", "instruction", "preference"]
+"""What a semantic fact is: a durable ``fact``, a standing ``instruction`` the user gave the
+assistant ("always format code with syntax highlighting"), or a ``preference`` the user stated
+("I prefer lightweight libraries")."""
+FACT_KINDS: tuple[FactKind, ...] = get_args(FactKind)
+STANDING_KINDS: tuple[FactKind, ...] = ("instruction", "preference")
+"""The kinds of fact that stand until replaced: they apply to every later request."""
 
 OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
 """Field metadata: the JSON form leaves the field out while it is None, so a field that only
 results across conversations set keeps every single-conversation form byte for byte."""
+OMIT_EMPTY = pydantic.Field(exclude_if=lambda value: not value)
+"""Field metadata: the JSON form leaves the field out while it is empty."""
+OMIT_PLAIN = pydantic.Field(exclude_if=lambda value: value == "fact")
+"""Field metadata of a fact's kind: the JSON form leaves out the kind of a plain fact, so the
+form of every fact of a conversation between people stays as it was."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
 
 NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
@@ -90,6 +107,30 @@ def check_text(
             field=field,
         )
     return value
+
+
+def parse_role(
+    value: object,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = "role",
+) -> Role | None:
+    """A message's ``role`` as given (None when absent), any case and surrounding space
+    accepted; InputError naming the roles for anything else."""
+    if value is None:
+        return None
+    text = " ".join(value.split()).lower() if isinstance(value, str) else None
+    for role in ROLES:
+        if text == role:
+            return role
+    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    raise InputError(
+        f"'role' must be one of {', '.join(ROLES)} (or left out), not {shown}",
+        file=file,
+        record=record,
+        field=field,
+    )
 
 
 ID_RULE = "ids may not contain '/'"
@@ -205,7 +246,8 @@ class Session:
 
 @dataclass(frozen=True)
 class Turn:
-    """One original message (space U). ``position`` orders turns inside their session."""
+    """One original message (space U). ``position`` orders turns inside their session;
+    ``role`` says who it is from in a conversation with an assistant (None: not given)."""
 
     id: str
     conversation_id: str
@@ -214,6 +256,7 @@ class Turn:
     speaker: str
     text: str
     timestamp: datetime
+    role: Annotated[Role | None, OMIT_NONE] = None
 
     @property
     def ref(self) -> str:
@@ -236,13 +279,22 @@ class Episode:
 
 @dataclass(frozen=True)
 class SemanticFact:
-    """A durable, self-contained fact (space S), with the episodes it was learned from."""
+    """A durable, self-contained fact (space S), with the episodes it was learned from and
+    the turns it was read from directly (``turn_ids``: a standing instruction or preference
+    the ingest's rules found in one message); ``kind`` says what it is (see ``FactKind``)."""
 
     id: str
     conversation_id: str
     content: str
     session: int
     episode_ids: tuple[str, ...]
+    kind: Annotated[FactKind, OMIT_PLAIN] = "fact"
+    turn_ids: Annotated[tuple[str, ...], OMIT_EMPTY] = ()
+
+    @property
+    def standing(self) -> bool:
+        """Whether the fact is a standing instruction or preference."""
+        return self.kind in STANDING_KINDS
 
 
 REDACTED = "[message redacted]"
@@ -311,12 +363,14 @@ class Conversation:
 
 @dataclass(frozen=True)
 class TurnInput:
-    """A parsed message before ingestion; ``id`` is None when the source has none."""
+    """A parsed message before ingestion; ``id`` is None when the source has none, ``role``
+    when it names none."""
 
     speaker: str
     text: str
     timestamp: datetime
     id: str | None = None
+    role: Role | None = None
 
 
 @dataclass

@@ -5,13 +5,14 @@ from qemem.answer.ask import MODES, Answer, AskConfig, Mode, Round0Answer, Trace
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.check import CheckedClaim, CheckResult, Citation, check_statement
 from qemem.answer.extract import ABSTENTION_PATTERNS, extract_final_answer, is_abstention
-from qemem.answer.reply import Reply, answer_question
+from qemem.answer.reply import Asking, Reply, answer_candidates, answer_question
 
 __all__ = [
     "ABSTENTION_PATTERNS",
     "MODES",
     "Answer",
     "AskConfig",
+    "Asking",
     "Assembly",
     "CheckResult",
     "CheckedClaim",
@@ -20,6 +21,7 @@ __all__ = [
     "Reply",
     "Round0Answer",
     "Trace",
+    "answer_candidates",
     "answer_question",
     "ask",
     "assemble",

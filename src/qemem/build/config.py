@@ -159,6 +159,9 @@ class BuildReport:
     facts_corrected: int = 0
     """New facts superseded by a correction by hand: the corrected statement derived again
     (:mod:`qemem.build.corrections`)."""
+    facts_contradicted: int = 0
+    """Supersessions the model claimed that the statements rule reads as contradictions
+    (:func:`~qemem.statements.relation_between`): both facts stay current."""
     facts_rewritten: int = 0
     facts_refused: int = 0
     runs_merged: int = 0
@@ -199,6 +202,7 @@ class BuildReport:
             "facts_merged": self.facts_merged,
             "facts_superseded": self.facts_superseded,
             "facts_corrected": self.facts_corrected,
+            "facts_contradicted": self.facts_contradicted,
             "facts_rewritten": self.facts_rewritten,
             "facts_refused": self.facts_refused,
             "runs_merged": self.runs_merged,

@@ -25,7 +25,7 @@ from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
 from qemem.build.corrections import corrected_again, touching
 from qemem.build.episodes import write_episode
 from qemem.build.factpool import FactPool, episode_number
-from qemem.build.facts import Claims, Extracted, extract_facts
+from qemem.build.facts import Extracted, extract_facts
 from qemem.build.origin import (
     SEGMENTS_KEY,
     Origin,
@@ -41,6 +41,7 @@ from qemem.embed.documents import document_text, embed_documents
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Correction, Episode, Supersession, Turn, search_text, unredacted
+from qemem.participants import Participants
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -63,7 +64,7 @@ def _segments(
     scope: Scope,
     llm: LLMClient,
     turns: list[Turn],
-    speakers: Sequence[str],
+    participants: Participants,
     config: BuildConfig,
     ledger: Ledger,
 ) -> tuple[list[list[Turn]], list[str], int]:
@@ -82,7 +83,9 @@ def _segments(
                 list(state.get("fallbacks", [])),
                 0,
             )
-    indices, fallbacks, merged = segment_turns(llm, turns, speakers, config, ledger)
+    indices, fallbacks, merged = segment_turns(
+        llm, turns, participants.speakers, config, ledger, participants
+    )
     groups = [[turns[i].id for i in group] for group in indices]
     store.set_state(scope, key, json.dumps({"groups": groups, "fallbacks": fallbacks}))
     return [[by_id[i] for i in g] for g in groups], fallbacks, merged
@@ -212,7 +215,9 @@ def build_memory(
     run.corrections = store.corrections(scope)
     corrected = store.facts(scope, [c.fact for c in run.corrections])
     run.corrected = {f.id: f.content for f in corrected}
-    for turn in unredacted(store.turns(scope)):
+    every = unredacted(store.turns(scope))
+    run.participants = Participants.of(conversation.speakers, every)
+    for turn in every:
         run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
     workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
@@ -251,6 +256,8 @@ class _Run:
         self.facts, self.builder = facts, builder
         self.next_episode, self.next_fact = next_episode, next_fact
         self.speakers: Sequence[str] = ()
+        self.participants = Participants(())
+        """Who takes part, with their roles (the prompts name them)."""
         self.dates: dict[int, datetime] = {}
         self.sessions: dict[int, list[Turn]] = {}
         """Every stored turn of each session, in order (the context shown before episodes)."""
@@ -273,7 +280,7 @@ class _Run:
     ) -> tuple[list[list[Turn]], list[str], int, list[_Narrative]]:
         """Segment one session's turns, then request the narratives of its episodes at once."""
         groups, fallbacks, merged = _segments(
-            self.store, self.scope, self.llm, turns, self.speakers, self.config, self.ledger
+            self.store, self.scope, self.llm, turns, self.participants, self.config, self.ledger
         )
         session = turns[0].session
         calls = [
@@ -286,6 +293,7 @@ class _Run:
                 self.config,
                 self.ledger,
                 self.before(group),
+                self.participants,
             )
             for group in groups
         ]
@@ -351,6 +359,7 @@ class _Run:
             self.config,
             self.ledger,
             self.before(group),
+            self.participants,
         )
         return episode, group, call, reasons
 
@@ -383,25 +392,22 @@ class _Run:
                 reasons.append(f"no facts extracted ({extracted.degraded})")
             self.report.facts_rewritten += extracted.rewritten
             self.report.facts_refused += extracted.refused
+            self.report.facts_contradicted += extracted.contradictions
             self.report.degraded += [
                 f"{episode.id}: {r}" for r in reasons if not r.startswith("segmentation")
             ]
             with CPU:
-                self._commit(
-                    episode,
-                    extracted.facts,
-                    Origin(self.builder, tuple(reasons)),
-                    extracted.claims,
-                )
+                self._commit(episode, extracted, Origin(self.builder, tuple(reasons)))
             done += len(group)
             if progress:
                 progress(done, total)
             fill()
 
-    def _commit(self, episode: Episode, texts: list[str], origin: Origin, claims: Claims) -> None:
+    def _commit(self, episode: Episode, extracted: Extracted, origin: Origin) -> None:
         """Store ``episode``, its merged facts, the supersessions its new facts claim (of
         facts still current) or that corrections make of them (:mod:`~qemem.build.corrections`)
         and its origin in one transaction."""
+        texts, claims = extracted.facts, extracted.claims
         vectors = embed_documents(self.embedder, texts)
         merge = self.facts.merge(
             episode,
@@ -411,6 +417,7 @@ class _Run:
             self.next_fact,
             self.config.paraphrase_cosine,
             self.speakers,
+            extracted.kinds,
         )
         now = datetime.now(UTC)
         corrected = corrected_again(

@@ -15,6 +15,7 @@ from qemem.llm.ledger import Ledger
 from qemem.llm.stages import BUILD_SEGMENT
 from qemem.llm.types import estimate_tokens
 from qemem.models import Turn
+from qemem.participants import Participants
 
 
 def split_evenly(indices: list[int], max_size: int) -> list[list[int]]:
@@ -87,11 +88,13 @@ def segment_turns(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
+    participants: Participants | None = None,
 ) -> tuple[list[list[int]], list[str], int]:
     """Group the turns of one session into episodes (indices into ``turns``), one LLM call
-    per batch of at most ``config.batch_size`` turns; with ``config.merge_phatic``, greeting-
-    and closing-only runs then join their neighbour (:func:`~qemem.build.phatic.merge_phatic`,
-    across a batch boundary too, so the episode may then exceed ``max_episode``).
+    per batch of at most ``config.batch_size`` turns (the prompt names ``participants``);
+    with ``config.merge_phatic``, greeting- and closing-only runs then join their neighbour
+    (:func:`~qemem.build.phatic.merge_phatic`, across a batch boundary too, so the episode may
+    then exceed ``max_episode``).
 
     Long messages are spread over more calls rather than cut: a batch also ends before its
     messages pass ``config.batch_tokens`` tokens, and an episode before ``config.episode_tokens``
@@ -111,7 +114,7 @@ def segment_turns(
     for batch in batches:
         chunk = [turns[i] for i in batch]
         try:
-            local = _segment_batch(llm, chunk, speakers, config, ledger)
+            local = _segment_batch(llm, chunk, speakers, config, ledger, participants)
         except LLMError as exc:
             if not degradable(exc):
                 raise
@@ -132,11 +135,13 @@ def _segment_batch(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None,
+    participants: Participants | None,
 ) -> list[list[int]]:
     req = request(
         BUILD_SEGMENT,
         speakers,
         config.segment_max_tokens,
+        participants=participants,
         session_date=session_date(turns[0].timestamp),
         min_size=config.min_episode,
         max_size=config.max_episode,

@@ -198,7 +198,9 @@ RunStoreOpt = Annotated[
 ]
 ModeOpt = Annotated[
     str,
-    typer.Option("--mode", help="full, no-refine, direct, matched, nemori-baseline or retrieval."),
+    typer.Option(
+        "--mode", help="full, respond, no-refine, direct, matched, nemori-baseline or retrieval."
+    ),
 ]
 AnswererOpt = Annotated[
     str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")

@@ -49,7 +49,9 @@ ModeOpt = Annotated[
     str,
     typer.Option(
         "--mode",
-        help="qemem's full, no-refine, direct, matched or retrieval (no LLM: coverage only); "
+        help="qemem's respond (BEAM's default: the assistant's reply), full (LongMemEval's "
+        "default: a short answer), no-refine, direct, matched or retrieval (no LLM: coverage "
+        "only); "
         "or a baseline: rag (top turns by hybrid search, one answer call) or full-context (the "
         "whole conversation, where it fits --window-tokens).",
     ),
@@ -64,7 +66,7 @@ def beam(
     data: DataOpt,
     out: OutOpt,
     store: RunStoreOpt = None,
-    mode: ModeOpt = "full",
+    mode: ModeOpt = "respond",
     llm: AnswererOpt = None,
     judge: JudgeOpt = None,
     judge_max_tokens: JudgeTokensOpt = DEFAULT_JUDGE_MAX_TOKENS,

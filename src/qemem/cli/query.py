@@ -57,6 +57,7 @@ SHOWN = 8
 
 class AskMode(StrEnum):
     full = "full"
+    respond = "respond"
     no_refine = "no-refine"
     direct = "direct"
     retrieval = "retrieval"

@@ -6,10 +6,11 @@ probe, :mod:`qemem.eval.beam_records`; a rerun skips the probes already there),
 ``manifest.json`` (with the judge's prompts), ``timings.json``, ``build.json``,
 ``summary.json`` and ``report.md`` (:mod:`qemem.eval.beam_report`).
 
-Modes: qemem's own (``full``, ``no-refine``, ``direct``, ``matched``, ``retrieval`` ... any
-mode ``ask`` has, passed through; ``retrieval`` makes no LLM call and reports coverage only)
-and two baselines on the same store (:mod:`qemem.eval.beam_baselines`): ``rag`` and
-``full-context``. Evidence annotations are used only to analyse the records.
+Modes: qemem's own (``respond`` by default: BEAM's probes are requests to an assistant;
+``full``, ``no-refine``, ``direct``, ``matched``, ``retrieval`` ... any mode ``ask`` has, passed
+through; ``retrieval`` makes no LLM call and reports coverage only) and two baselines on the
+same store (:mod:`qemem.eval.beam_baselines`): ``rag`` and ``full-context``. Evidence
+annotations are used only to analyse the records.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class BeamRunConfig:
     data: Path
     out: Path
     store: str | Path | None = None
-    mode: str = "full"
+    mode: str = "respond"
     llm: str | None = None
     judge: str | None = None
     judge_max_tokens: int = DEFAULT_JUDGE_MAX_TOKENS

@@ -6,7 +6,10 @@ in), first fit: an item that would overflow the budget is skipped and smaller on
 may still fit. The block is rendered like every prompt of the method (episodes, facts, turns;
 grouped by session under one date header each; every record with its citable id) with each
 relative time expression followed by its resolution (``annotate_times``, the answer context's
-format). Tokens are estimated as characters / 4. No LLM call.
+format). In a conversation with an assistant the block opens with the user's current standing
+instructions and preferences (:mod:`qemem.evidence.standing`, at most a quarter of the budget;
+those it shows are not repeated among the pool's facts), and the pool fills the rest. Tokens
+are estimated as characters / 4. No LLM call.
 """
 
 from __future__ import annotations
@@ -16,9 +19,20 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from qemem.evidence.context import SourceIndex, format_memories, session_header
+from qemem.evidence.standing import STANDING_SHARE, StandingSection, standing_section
 from qemem.evidence.times import annotate_times
 from qemem.llm.types import estimate_tokens
-from qemem.models import OMIT_NONE, Episode, Pool, PoolItem, Ref, SemanticFact, Turn, search_text
+from qemem.models import (
+    OMIT_EMPTY,
+    OMIT_NONE,
+    Episode,
+    Pool,
+    PoolItem,
+    Ref,
+    SemanticFact,
+    Turn,
+    search_text,
+)
 from qemem.prompts import as_data
 
 EMPTY = "(no memories found)"
@@ -48,8 +62,10 @@ class ContextItem:
 class Context:
     """The block (``text``), the items it shows in exposure order, its estimated ``tokens``
     and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
-    fit; ``planner`` is "rule" or "llm". A block across conversations has ``conversation``
-    None and ``conversations`` the ones ranked together (``qemem.evidence.many``)."""
+    fit; ``planner`` is "rule" or "llm"; ``standing`` the refs of the items that are the
+    user's standing instructions and preferences (the block's first section). A block across
+    conversations has ``conversation`` None and ``conversations`` the ones ranked together
+    (``qemem.evidence.many``)."""
 
     conversation: str | None
     question: str
@@ -60,6 +76,7 @@ class Context:
     left_out: int = 0
     planner: str = "rule"
     conversations: Annotated[list[str] | None, OMIT_NONE] = None
+    standing: Annotated[list[Ref], OMIT_EMPTY] = field(default_factory=list)
 
 
 def _priority(pool: Pool) -> list[PoolItem]:
@@ -109,34 +126,46 @@ def _cost(index: SourceIndex, item: PoolItem, shown: str, opened: set[object]) -
     return estimate_tokens(text + "\n")
 
 
+def _item(index: SourceIndex, item: PoolItem, shown: str) -> ContextItem:
+    record = item.record
+    return ContextItem(
+        ref=item.ref,
+        session=record.session,
+        date=index.session_date(record).isoformat(),
+        text=shown,
+        speaker=record.speaker if isinstance(record, Turn) else None,
+        tokens=estimate_tokens(shown),
+    )
+
+
+def _standing_items(index: SourceIndex, section: StandingSection) -> list[ContextItem]:
+    return [_item(index, PoolItem("fact", fact), fact.content) for fact in section.facts]
+
+
 def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
     """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
-    ranked = _priority(pool)
-    shown = {item.ref: _shown(index, item.record) for item in ranked}
+    ranked = [item.id for item in pool.facts]
+    section = standing_section(index, question, int(budget_tokens * STANDING_SHARE), ranked)
+    standing = {f.id for f in section.facts}
+    candidates = [item for item in _priority(pool) if item.id not in standing]
+    budget = budget_tokens - section.tokens
+    shown = {item.ref: _shown(index, item.record) for item in candidates}
     chosen: list[PoolItem] = []
     opened: set[object] = set()
     spent = 0
-    for item in ranked:
+    for item in candidates:
         cost = _cost(index, item, shown[item.ref], opened)
-        if spent + cost <= budget_tokens:
+        if spent + cost <= budget:
             chosen.append(item)
             spent += cost
             opened.update({item.space, (item.space, item.record.session)})
     text = _render(index, chosen)
-    while chosen and estimate_tokens(text) > budget_tokens:  # headers are shared: rarely needed
+    while chosen and estimate_tokens(text) > budget:  # headers are shared: rarely needed
         chosen.pop()
         text = _render(index, chosen)
-    items = [
-        ContextItem(
-            ref=item.ref,
-            session=item.record.session,
-            date=index.session_date(item.record).isoformat(),
-            text=shown[item.ref],
-            speaker=item.record.speaker if isinstance(item.record, Turn) else None,
-            tokens=estimate_tokens(shown[item.ref]),
-        )
-        for item in chosen
-    ]
+    text = section.text + text if text else section.text.rstrip()
+    firsts = _standing_items(index, section)
+    items = firsts + [_item(index, item, shown[item.ref]) for item in chosen]
     return Context(
         conversation=pool.conversation,
         question=question,
@@ -144,5 +173,6 @@ def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: 
         items=items,
         tokens=estimate_tokens(text or EMPTY),
         budget_tokens=budget_tokens,
-        left_out=len(ranked) - len(chosen),
+        left_out=len(candidates) - len(chosen) + section.left_out,
+        standing=[item.ref for item in firsts],
     )

@@ -27,10 +27,10 @@ from datetime import date, datetime
 from typing import Literal
 
 from qemem.evidence.agreement import time_agrees
+from qemem.evidence.plans import is_planned
 from qemem.evidence.times import (
     TimeResolution,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 
@@ -32,8 +32,19 @@ from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quo
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
 from qemem.llm.stages import CONSTRUCT
-from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
+from qemem.models import (
+    OMIT_NONE,
+    Episode,
+    Plan,
+    Pool,
+    Ref,
+    SemanticFact,
+    Space,
+    Turn,
+    search_text,
+)
 from qemem.prompts import render
+from qemem.statements import Relation
 
 MAX_FOLLOW_UPS = 3
 
@@ -83,6 +94,17 @@ class Feedback:
     follow_up_queries: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A card's disagreement with card ``other`` (numbered from 1, as the answer prompt shows
+    the cards): an ``update`` or a ``contradiction``, and whether this card is the ``later``
+    statement of the two."""
+
+    kind: Relation
+    other: int
+    later: bool
+
+
 @dataclass
 class ViewCard:
     """A verified (or marked unverified) evidence card.
@@ -94,7 +116,9 @@ class ViewCard:
     "fact" when against model-written memory text (so a verified card is never mistaken for
     one verified against original words); ``resolved_time`` the deterministic time, ``time``
     the model's, and ``time_agrees`` their
-    agreement (None when the model gave no time or nothing resolved).
+    agreement (None when the model gave no time or nothing resolved); ``conflict`` its
+    disagreement with another card, when the constructor named one
+    (:mod:`qemem.evidence.conflicts`).
     """
 
     claim: str
@@ -115,6 +139,7 @@ class ViewCard:
     time_source: str | None = None
     time_event: str = ""
     planned: bool = False
+    conflict: Annotated[Conflict | None, OMIT_NONE] = None
 
     @property
     def shown_time(self) -> str:
@@ -176,7 +201,7 @@ def construct_cards(
         request = prefix.request(CONSTRUCT, own, max_tokens=max_tokens, inputs=inputs)
     else:
         request = LLMRequest(
-            render("construct"),
+            render("construct", **index.participants.prompt_fields()),
             [Message("user", own)],
             CONSTRUCT,
             max_tokens=max_tokens,

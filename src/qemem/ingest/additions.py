@@ -68,14 +68,15 @@ def find_additions(
     """Decide which sessions and turns of ``conv`` are new.
 
     A session whose key is stored keeps its index and date; its stored turns must match the
-    input's first turns (speaker and text), and any further turns are appended after the
-    last stored one. Sessions must be in chronological order, new ones after every stored
-    one. A new session gets the index it suggests when free and above the conversation's
-    ``SESSION_COUNTER`` (the highest number of a removed session), else the next index above
-    both. Turns without an id get ``D<session index>:<n>``, ``n`` counted on from the
-    conversation's id ``counters`` (:meth:`~qemem.store.base.MemoryStore.counters`, empty
-    for a new conversation) and from the ids of that form the input gives, so never an id
-    the conversation had before, deleted or not.
+    input's first turns (speaker and text; a stored turn keeps its role), and any further
+    turns are appended after the last stored one. Sessions must be in chronological order,
+    new ones after every stored one. A new session gets the index it suggests when free and
+    above the conversation's ``SESSION_COUNTER`` (the highest number of a removed session),
+    else the next index above both. Turns without an id get ``D<session index>:<n>``, ``n``
+    counted on from the conversation's id ``counters``
+    (:meth:`~qemem.store.base.MemoryStore.counters`, empty for a new conversation) and from
+    the ids of that form the input gives, so never an id the conversation had before, deleted
+    or not.
     """
     _check_names(conv, file)
     additions = Additions(conv)
@@ -128,10 +129,14 @@ def find_additions(
                 )
             known_ids.add(tid)
             place = (old[-1].position + 1 if old else 0) + position - len(old)
-            additions.turns.append(
-                Turn(tid, conv.id, index, place, message.speaker, message.text, message.timestamp)
-            )
+            additions.turns.append(_turn(message, tid, conv.id, index, place))
     return additions
+
+
+def _turn(message: TurnInput, tid: str, conversation: str, session: int, position: int) -> Turn:
+    """The turn a new message is stored as."""
+    text, when = message.text, message.timestamp
+    return Turn(tid, conversation, session, position, message.speaker, text, when, message.role)
 
 
 def _taken_numbers(

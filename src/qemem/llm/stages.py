@@ -17,6 +17,8 @@ CONSTRUCT = "construct"
 ANSWER = "answer"
 ANSWER_ROUND0 = "answer_round0"
 """The answer over the round-0 cards alone: an analysis call, not part of the method's cost."""
+RESPOND = "respond"
+"""The assistant's reply to a request (mode ``respond``), in place of the short answer."""
 ANSWER_NEMORI = "answer.nemori"
 """The answer of the NEMORI baseline."""
 ANSWER_RAG = "answer.rag"
@@ -47,6 +49,7 @@ STAGES = (
     CONSTRUCT,
     ANSWER,
     ANSWER_ROUND0,
+    RESPOND,
     ANSWER_NEMORI,
     ANSWER_RAG,
     ANSWER_CONTEXT,

@@ -86,7 +86,7 @@ class MemoryAcross:
         plan = (
             rule_plan(question)
             if llm is None
-            else plan_question(llm, question, merged.speakers, merged.span)
+            else plan_question(llm, question, corpus.index.participants, merged.span)
         )
         block = context_block(corpus.index, corpus.pool(plan, None), question, budget_tokens)
         return dataclasses.replace(corpus.index.stored_context(block), planner=mode)

@@ -17,12 +17,21 @@ from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError, 
 from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
-from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
+from qemem.memory.standing import embed_standing, store_standing
+from qemem.models import (
+    REDACTED,
+    Conversation,
+    ConversationInput,
+    SemanticFact,
+    Turn,
+    TurnInput,
+    search_text,
+)
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
-Embed = Callable[[Sequence[Turn]], np.ndarray]
+Embed = Callable[[Sequence[Turn | SemanticFact]], np.ndarray]
 
 
 def append_messages(
@@ -36,9 +45,11 @@ def append_messages(
     retention: timedelta = timedelta(hours=IDEMPOTENCY_HOURS),
 ) -> Appended:
     """Append generic-format ``messages`` to the scope's conversation in one transaction
-    (``embed`` gives the new turns' vectors, made by ``embedder``). With ``key``, a batch
-    already appended under it less than ``retention`` ago is not appended again: its recorded
-    response is returned; the key with another body is an InputError."""
+    (``embed`` gives the new turns' vectors, made by ``embedder``), with the standing
+    instructions and preferences the user's new messages state (:mod:`qemem.memory.standing`).
+    With ``key``, a batch already appended under it less than ``retention`` ago is not
+    appended again: its recorded response is returned; the key with another body is an
+    InputError."""
     if key is not None:
         check_idempotency_key(key)
     records = [
@@ -55,7 +66,7 @@ def append_messages(
             replayed = _replay(store, scope, key, digest, retention)
             if replayed is not None:
                 return replayed
-        done = _append(store, scope, records, _reusing(vectors, embed), embedder)
+        done = _append(store, scope, records, _reusing(vectors, embed), embedder, embed, vectors)
         if key is not None:
             response = json.dumps(asdict(done))
             store.record_response(scope, key, digest, response, retention)
@@ -139,21 +150,25 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
 def _embed_ahead(
     store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: Embed
 ) -> dict[str, np.ndarray]:
-    """Vectors of the turns the batch would add, by search text, embedded before the write
-    transaction so that no writer waits for the embedder. Planned from an unlocked read: what
-    another writer changes meanwhile is planned again inside the transaction (a turn not
-    embedded here is embedded there), and a batch this read would refuse is refused there."""
+    """Vectors of the turns the batch would add and of the standing facts they state, by
+    search text, embedded before the write transaction so that no writer waits for the
+    embedder. Planned from an unlocked read: what another writer changes meanwhile is planned
+    again inside the transaction (a record not embedded here is embedded there), and a batch
+    this read would refuse is refused there."""
     try:
         turns = _plan(store, scope, records).additions.turns
     except QememError:
         return {}
-    return {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)} if turns else {}
+    if not turns:
+        return {}
+    ahead = {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)}
+    return ahead | embed_standing(turns, embed)
 
 
 def _reusing(ahead: Mapping[str, np.ndarray], embed: Embed) -> Embed:
     """``embed`` that takes the vectors embedded ahead and embeds only the other turns."""
 
-    def vectors(turns: Sequence[Turn]) -> np.ndarray:
+    def vectors(turns: Sequence[Turn | SemanticFact]) -> np.ndarray:
         missing = [t for t in turns if search_text(t) not in ahead]
         if not turns or len(missing) == len(turns):
             return embed(turns)
@@ -171,9 +186,12 @@ def _append(
     records: Sequence[Mapping[str, Any]],
     embed: Embed,
     embedder: str,
+    embed_facts: Embed,
+    ahead: Mapping[str, np.ndarray],
 ) -> Appended:
-    """Store what is new of the batch (inside the caller's transaction), planned under the
-    conversation's write lock so that concurrent appends take turns on every backend."""
+    """Store what is new of the batch and the standing facts it states (inside the caller's
+    transaction; ``ahead`` the vectors embedded before it), planned under the conversation's
+    write lock so that concurrent appends take turns on every backend."""
     store.lock_scope(scope)
     plan = _plan(store, scope, records)
     additions = plan.additions
@@ -183,6 +201,7 @@ def _append(
         store.add_sessions(scope, additions.sessions)
     if additions.turns:
         store.add_turns(scope, additions.turns, vectors, embedder)
+        store_standing(store, scope, additions.turns, ahead, embed_facts, embedder)
     ids = message_ids(records, {t.id for t in plan.stored}, additions.turns, plan.counts)
     return Appended(ids, len(additions.turns), len(additions.sessions))
 
@@ -223,7 +242,9 @@ def after_stored_turns(
                     f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "
                     "so send it under a new id"
                 )
-        session.turns = [TurnInput(t.speaker, t.text, t.timestamp, t.id) for t in prior] + fresh
+        session.turns = [
+            TurnInput(t.speaker, t.text, t.timestamp, t.id, t.role) for t in prior
+        ] + fresh
         counts.append((session.key, len(fresh)))
     return counts
 

@@ -188,7 +188,7 @@ class MemoryEdits:
             conv = self.store.get_conversation(scope)
             learned = {s.index: s.date_time for s in conv.sessions}[old.session]
             number = next_number(self.store, scope, "S")
-            new = SemanticFact(f"S{number}", conversation, text, old.session, ())
+            new = SemanticFact(f"S{number}", conversation, text, old.session, (), kind=old.kind)
             vector = self.embed_documents([new])
             now = datetime.now(UTC)
             cited = tuple(dict.fromkeys(turns))
@@ -225,9 +225,11 @@ def _forget(host: _Host, conversation: str, message: str, *, redact: bool) -> Fo
 
 
 def _learned_from(store: MemoryStore, scope: Scope, fact: SemanticFact) -> tuple[str, ...]:
-    """The turns ``fact`` was learned from, in conversation order: those of its episodes and,
-    for a fact written by hand, those its correction cites or corrected."""
+    """The turns ``fact`` was learned from, in conversation order: those of its episodes, those
+    it was read from directly and, for a fact written by hand, those its correction cites or
+    corrected."""
     turns = {t for e in store.episodes(scope, fact.episode_ids) for t in e.turn_ids}
+    turns |= set(fact.turn_ids)
     for item in store.corrections(scope):
         if item.fact == fact.id:
             turns |= {*item.turn_ids, *item.corrected_turns}

@@ -67,6 +67,7 @@ from qemem.models import (
     check_text,
     search_text,
 )
+from qemem.participants import Participants
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
@@ -417,7 +418,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         check_query(question)
         conv = self.conversation(conversation)
         llm = self.llm and self.llm.about(self.namespace, [conversation])
-        return plan_question(llm, question, conv.speakers, conv.span)
+        who = Participants.of(conv.speakers, self.turns(conversation))
+        return plan_question(llm, question, who, conv.span)
 
     def retrieve(
         self,

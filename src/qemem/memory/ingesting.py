@@ -18,11 +18,12 @@ from qemem.ingest.additions import Additions, IngestReport, find_additions
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
-from qemem.models import ConversationInput, Turn
+from qemem.memory.standing import embed_standing, store_standing
+from qemem.models import ConversationInput, SemanticFact, Turn
 from qemem.store import MemoryStore, Scope
 
-Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
-"""Passage vectors of turns (``Memory.embed_documents``)."""
+Embed = Callable[[Sequence[Turn | SemanticFact], Progress | None], np.ndarray]
+"""Passage vectors of turns or facts (``Memory.embed_documents``)."""
 Added = Callable[[Scope, int], None]
 """Told of each conversation that got new turns (and how many), once they are stored."""
 
@@ -39,7 +40,9 @@ def ingest_conversations(
 ) -> IngestReport:
     """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
     ``namespace``); ``progress`` is called with (turns embedded, turns to embed), ``added``
-    with each conversation that got new turns, after its transaction."""
+    with each conversation that got new turns, after its transaction. The standing
+    instructions and preferences the user's new messages state are stored with them as facts
+    (:mod:`qemem.memory.standing`)."""
     started = time.perf_counter()
     file = str(source) if isinstance(source, str | Path) else "<input>"
     conversations = (
@@ -62,6 +65,7 @@ def ingest_conversations(
                 progress(offset + n, total)
 
         vectors = embed(additions.turns, step)
+        ahead = embed_standing(additions.turns, lambda facts: embed(facts, None))
         with store.transaction():
             additions, vectors, skipped = _recheck(store, scope, additions, vectors, file)
             report.skipped += skipped
@@ -70,6 +74,14 @@ def ingest_conversations(
                 store.add_sessions(scope, additions.sessions)
             if additions.turns:
                 store.add_turns(scope, additions.turns, vectors, embedder_id)
+                store_standing(
+                    store,
+                    scope,
+                    additions.turns,
+                    ahead,
+                    lambda facts: embed(facts, None),
+                    embedder_id,
+                )
         done += len(additions.turns)
         if added and additions.turns:
             added(scope, len(additions.turns))

@@ -134,6 +134,8 @@ ANSWERS = (
         tool_doc="Answer a question about a stored conversation, with the evidence: claims "
         "with verbatim quotes checked against the original turns, resolved dates and the cited "
         "turn ids. Prefer it over recall for questions about when, how often or what happened. "
+        "mode 'respond' replies to a request as the assistant would (following the user's "
+        "standing instructions and preferences, at the length it needs, with citations); "
         "mode 'retrieval' needs no LLM and returns the evidence only; the other modes need "
         "the server's LLM.",
         cli="ask",

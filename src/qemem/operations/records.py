@@ -68,7 +68,8 @@ CONVERSATIONS = (
         tool="remember",
         tool_doc="Store messages of a conversation in long-term memory so they can be "
         "recalled later. Call it with each new exchange worth keeping. Each message needs "
-        "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text; "
+        "session_id (one sitting of the conversation), timestamp (ISO 8601), speaker and text, "
+        "and role (user or assistant) in a conversation with an assistant; "
         "give each an id so that retrying never stores it twice, or pass an idempotency_key "
         "(a fresh UUID per batch) and the same key when retrying the batch. Returns the "
         "stored ids.",

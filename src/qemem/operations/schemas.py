@@ -22,7 +22,7 @@ from qemem.memory.api import (
 )
 from qemem.memory.jobs import MAX_JOBS_PAGE
 from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
-from qemem.models import Pool, Ref, Session, Space
+from qemem.models import Pool, Ref, Role, Session, Space
 from qemem.store.jobs import JobStatus
 
 MAX_K = 1000
@@ -66,6 +66,11 @@ class MessageIn(BaseModel):
     text: str = Field(max_length=MAX_MESSAGE_CHARS)
     id: Id | None = Field(default=None, description="stable message id (recommended)")
     image_caption: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
+    role: Role | None = Field(
+        default=None,
+        description="who the message is from in a conversation with an assistant: user, "
+        "assistant or other (leave it out for a conversation between people)",
+    )
 
 
 class MessagesIn(BaseModel):

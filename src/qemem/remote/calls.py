@@ -190,6 +190,7 @@ def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict
                 "text": turn.text,
                 **({"id": turn.id} if turn.id is not None else {}),
             }
+            | ({"role": turn.role} if turn.role else {})
             for session in conv.sessions
             for turn in session.turns
         ]

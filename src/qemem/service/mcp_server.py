@@ -263,7 +263,7 @@ def _answer_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
     def ask(
         conversation: str,
         question: str,
-        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+        mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, "ask", mode)
         return answer_brief(run(lambda: memory.ask(conversation, question, mode=chosen)))
@@ -295,7 +295,7 @@ def _across_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
     def ask_across(
         conversations: list[str],
         question: str,
-        mode: Literal["full", "no-refine", "direct", "retrieval"] | None = None,
+        mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
     ) -> dict[str, Any]:
         chosen = _ask_mode(memory, "ask_many", mode)
         return answer_brief(run(lambda: memory.ask_many(conversations, question, mode=chosen)))

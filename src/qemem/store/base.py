@@ -180,7 +180,7 @@ class MemoryStore(Protocol):
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]: ...
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
-        """Remove episodes (links, vectors) and the facts no remaining episode supports."""
+        """Remove episodes (links, vectors) and the facts no remaining episode or turn supports."""
         ...
 
     # single-record edits (see qemem.store.edits)

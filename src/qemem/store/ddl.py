@@ -257,6 +257,30 @@ def fill_corrections(aggregate: str, now: str) -> str:
     return _FILL_CORRECTIONS.format(aggregate=aggregate, now=now)
 
 
+_AGENT_MEMORY = """
+ALTER TABLE turns ADD COLUMN role TEXT;
+ALTER TABLE facts ADD COLUMN kind TEXT NOT NULL DEFAULT 'fact';
+CREATE TABLE fact_turns (
+    conv {ref} NOT NULL,
+    fact TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    PRIMARY KEY (conv, fact, turn),
+    FOREIGN KEY (conv, fact) REFERENCES facts(conv, id) ON DELETE CASCADE,
+    FOREIGN KEY (conv, turn) REFERENCES turns(conv, id) ON DELETE CASCADE
+);
+CREATE INDEX fact_turns_by_turn ON fact_turns (conv, turn);
+"""
+
+
+def agent_memory(dialect: Dialect) -> str:
+    """What memory for an assistant adds (added after the tables, in every store): a turn's
+    ``role`` (user, assistant, other; NULL when not given), a fact's ``kind`` (fact,
+    instruction, preference) and ``fact_turns``, the messages a fact was read from directly
+    (a standing instruction or preference found at ingest), ``ord`` in their order."""
+    return _AGENT_MEMORY.format(ref=dialect.ref_type)
+
+
 def conversations(dialect: Dialect, name: str = "conversations") -> str:
     """The ``conversations`` table created as ``name``: ``pk`` is never given to another
     conversation (not even one re-created under the same id), ``created_at`` is when this
@@ -298,4 +322,5 @@ def create(dialect: Dialect) -> str:
         + corrections(dialect)
         + idempotency_conversation(dialect)
         + id_counters(dialect)
+        + agent_memory(dialect)
     )

@@ -3,10 +3,11 @@ and forgetting one turn or one fact (``SQLEdits``, a mixin of :class:`qemem.stor
 
 A turn is forgotten by deleting it or by redacting it (its text replaced by
 :data:`~qemem.models.REDACTED`, re-embedded, its id and place kept). Either way every episode
-citing it goes (its narrative was written from the turn), a fact loses those episodes from its
-provenance and goes when none is left (a fact written by hand never does: its provenance is
-its correction), a build supersession loses the turn from the turns it cites (and goes when
-none is left: no supersession without a cited turn), and so does a correction (which stays).
+citing it goes (its narrative was written from the turn), a fact loses those episodes and the
+turn itself from its provenance and goes when none is left (a fact written by hand never does:
+its provenance is its correction), a build supersession loses the turn from the turns it
+cites (and goes when none is left: no supersession without a cited turn), and so does a
+correction (which stays).
 Each edit is one transaction that gives the conversation a new version, so cached search
 indexes reload. Forgetting a turn and deleting facts count as removals by hand
 (:mod:`qemem.store.lives`): a build that started before one writes nothing more.
@@ -55,9 +56,11 @@ def searchable(space: str) -> str:
 
 ORPHANS = (
     "SELECT id FROM facts f WHERE conv = ? AND NOT EXISTS (SELECT 1 FROM "
-    f"fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND id NOT IN ({CORRECTED})"
+    "fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id) AND NOT EXISTS (SELECT 1 FROM "
+    f"fact_turns r WHERE r.conv = f.conv AND r.fact = f.id) AND id NOT IN ({CORRECTED})"
 )
-"""Facts no episode supports (but those written by hand, whose source is their correction)."""
+"""Facts no episode and no turn supports (but those written by hand, whose source is their
+correction)."""
 _DANGLING = (
     "DELETE FROM supersessions WHERE conv = ? AND (old NOT IN (SELECT id FROM facts WHERE "
     "conv = ?) OR new NOT IN (SELECT id FROM facts WHERE conv = ?))"
@@ -170,10 +173,12 @@ class SQLEdits:
             touched = {
                 r[0]
                 for r in self._query(
-                    f"SELECT fact FROM fact_episodes WHERE conv = ? AND episode IN ({citing})",
-                    (pk, pk, turn_id),
+                    f"SELECT fact FROM fact_episodes WHERE conv = ? AND episode IN ({citing}) "
+                    "UNION SELECT fact FROM fact_turns WHERE conv = ? AND turn = ?",
+                    (pk, pk, turn_id, pk, turn_id),
                 )
             }
+            self._exec("DELETE FROM fact_turns WHERE conv = ? AND turn = ?", (pk, turn_id))
             self._write(
                 "DELETE FROM episodes WHERE conv = ? AND id = ?", [(pk, e) for e in episodes]
             )

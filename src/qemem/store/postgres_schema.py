@@ -14,6 +14,7 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    agent_memory,
     corrections,
     create,
     fill_corrections,
@@ -74,6 +75,9 @@ UPGRADES: dict[int, str] = {
         "json_agg(turn ORDER BY session, position)::text",
         "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS+00:00')",
     ),
+    # 12: memory for an assistant: the role of a message, the kind of a fact (instruction,
+    # preference) and the messages a fact was read from directly
+    12: agent_memory(POSTGRES),
 }
 SLASH_RULE = 9
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

@@ -17,6 +17,7 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    agent_memory,
     conversations,
     corrections,
     create,
@@ -92,6 +93,9 @@ UPGRADES: dict[int, str] = {
     # corrected); filled from the manual supersessions and the facts without an episode
     11: corrections(SQLITE)
     + fill_corrections("json_group_array(turn)", "strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now')"),
+    # 13: memory for an assistant: the role of a message, the kind of a fact (instruction,
+    # preference) and the messages a fact was read from directly
+    13: agent_memory(SQLITE),
 }
 SLASH_RULE = 10
 """The first version of the rule that ids hold no ``/``: migrating a store from before it
@@ -130,7 +134,8 @@ def migrate(conn: sqlite3.Connection, where: str = "") -> int:
     conn.execute("PRAGMA foreign_keys = OFF")  # (a no-op inside a transaction)
     try:
         while version < SCHEMA_VERSION:
-            target = SCHEMA_VERSION if version == 0 else version + 1
+            # the next numbered step: numbers are handed out ahead, so one may not exist yet
+            target = SCHEMA_VERSION if version == 0 else min(v for v in UPGRADES if v > version)
             _step(conn, version, target)
             version = _version(conn)
     finally:

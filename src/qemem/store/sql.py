@@ -362,21 +362,23 @@ class SQLStore(SQLEdits, SQLLives, ABC):
         with self._records(scope, "fact", [f.id for f in facts], vectors, embedder) as pk:
             latest = {f.id: f for f in facts}  # a fact given twice: the last one holds
             self._raise_counters(pk, latest)
-            self._write(
-                "DELETE FROM fact_episodes WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
-            )
+            for table in ("fact_episodes", "fact_turns"):
+                self._write(
+                    f"DELETE FROM {table} WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
+                )
             self._write(
                 self._insert("facts", FACT_COLUMNS, ("conv", "id")),
                 [fact_row(pk, f) for f in facts],
             )
-            self._write(
-                self._insert("fact_episodes", LINK_COLUMNS["fact_episodes"]),
-                [
-                    row
-                    for f in latest.values()
-                    for row in link_rows(pk, f.id, dict.fromkeys(f.episode_ids))
-                ],
-            )
+            for table, targets in (("fact_episodes", "episode_ids"), ("fact_turns", "turn_ids")):
+                self._write(
+                    self._insert(table, LINK_COLUMNS[table]),
+                    [
+                        row
+                        for f in latest.values()
+                        for row in link_rows(pk, f.id, dict.fromkeys(getattr(f, targets)))
+                    ],
+                )
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
         with self.transaction():
@@ -395,13 +397,22 @@ class SQLStore(SQLEdits, SQLLives, ABC):
 
     def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
         links = self._links("fact_episodes", pk)
+        read = self._links("fact_turns", pk)
         rows = sorted(
-            self._query("SELECT id, content, session FROM facts WHERE conv = ?", (pk,)),
+            self._query("SELECT id, content, session, kind FROM facts WHERE conv = ?", (pk,)),
             key=lambda row: record_order(row[0]),
         )
         return [
-            SemanticFact(rid, scope.conversation, content, session, links.get(rid, ()))
-            for rid, content, session in rows
+            SemanticFact(
+                rid,
+                scope.conversation,
+                content,
+                session,
+                links.get(rid, ()),
+                kind=kind,
+                turn_ids=read.get(rid, ()),
+            )
+            for rid, content, session, kind in rows
         ]
 
     # ------------------------------------------------------------------ index rows

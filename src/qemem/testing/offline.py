@@ -2,8 +2,8 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer_round0``, ``answer.nemori``, ``answer.rag``, ``answer.context``,
-``judge``, ``judge.rubric``, ``judge.order``, ``audit.*``, ``check.*``; a
+``answer``, ``answer_round0``, ``respond``, ``answer.nemori``, ``answer.rag``,
+``answer.context``, ``judge``, ``judge.rubric``, ``judge.order``, ``audit.*``, ``check.*``; a
 ``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
 structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
 does not know or a request without those inputs, the generic answer of
@@ -33,6 +33,7 @@ ANSWERERS: dict[str, Answerer] = {
     stages.ANSWER: query.answer,
     stages.ANSWER_NEMORI: query.short_answer,
     stages.ANSWER_ROUND0: query.answer,
+    stages.RESPOND: query.respond,
     stages.ANSWER_RAG: query.answer,
     stages.ANSWER_CONTEXT: query.answer,
     stages.JUDGE: query.judge,
