@@ -24,8 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from typer.testing import CliRunner
 
+import service_helpers
 from qemem.cli import app
 from qemem.errors import ConfigError
+from qemem.keys import revoke_key
 from qemem.memory import Memory
 from qemem.operations import tools
 from serve_helpers import QEMEM, SRC, Server, free_port, wait_for
@@ -45,6 +47,7 @@ INITIALIZE = {
     },
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+LOCAL_MCP = "http://127.0.0.1:8765/mcp"
 
 
 @pytest.fixture(autouse=True)
@@ -276,6 +279,46 @@ def test_mcp_http_without_a_usable_key_or_with_a_namespace_does_not_start(
         argv = ["mcp", "--http", "--create", "--store", str(fresh)]
         CliRunner().invoke(app, argv, catch_exceptions=False)
     assert not fresh.exists()
+
+
+def rpc(s: service_helpers.Served, key: str | None, name: str, **args: Any) -> httpx.Response:
+    """A ``tools/call`` of tool ``name`` posted to ``/mcp`` of the in-process app (by a
+    loopback Host: the app serves 127.0.0.1), with ``key`` as the bearer token."""
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    params = {"name": name, "arguments": args}
+    body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+    return s.client.post(LOCAL_MCP, json=body, headers={**MCP_HEADERS, **auth})
+
+
+def tool_text(response: httpx.Response) -> tuple[bool, str]:
+    """Whether a tools/call answer is a tool error, and its text."""
+    assert response.status_code == 200, response.text
+    result = response.json()["result"]
+    return bool(result.get("isError")), str(result["content"][0]["text"])
+
+
+def test_mcp_of_the_app_checks_the_key_of_every_request(store_url: str) -> None:
+    """In process, on both backends: each tool call is checked and acts as its key may."""
+    with service_helpers.served(store_url=store_url) as s:
+        listing = s.client.post(LOCAL_MCP, json=INITIALIZE, headers=MCP_HEADERS)
+        assert listing.status_code == 401 and listing.headers["www-authenticate"] == "Bearer"
+        assert rpc(s, "qm_0_nope", "list_conversations").status_code == 401
+        failed, text = tool_text(rpc(s, s.bob, "remember", conversation="c1", messages=SECRET))
+        assert not failed and json.loads(text) == {"ids": ["D1:1"], "turns_added": 1}
+        failed, text = tool_text(rpc(s, s.alice, "recall", conversation="c1", query="PIN"))
+        assert failed and "no conversation" in text and PIN not in text
+        assert PIN in tool_text(rpc(s, s.bob, "recall", conversation="c1", query="PIN"))[1]
+        failed, text = tool_text(rpc(s, s.reader, "remember", conversation="c9", messages=SECRET))
+        assert failed and "read-only" in text
+        assert not tool_text(rpc(s, s.reader, "list_conversations"))[0]
+        [record] = s.keys.list("bob")
+        revoke_key(s.keys, record.id)
+        assert rpc(s, s.bob, "list_conversations").status_code == 401
+        # another Host (the app serves 127.0.0.1): 401 without a key, 421 with one
+        assert s.client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS).status_code == 401
+        host = {**MCP_HEADERS, "Authorization": f"Bearer {s.alice}"}
+        assert s.client.post("/mcp", json=INITIALIZE, headers=host).status_code == 421
+        assert s.client.get("/v1/conversations", headers=s.auth(s.alice)).json() == []
 
 
 @pytest.mark.slow

@@ -114,8 +114,9 @@ def serve(
         ),
     ] = IDEMPOTENCY_HOURS,
 ) -> None:
-    """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key. Every
-    process (``--workers``, replicas on one PostgreSQL) runs the store's background jobs."""
+    """Serve the HTTP API (OpenAPI docs at /docs) and MCP (streamable HTTP at /mcp); every /v1
+    route and /mcp need an API key. Every process (``--workers``, replicas on one PostgreSQL)
+    runs the store's background jobs."""
     _server_extra()
     from qemem.service.listen import serve_app
 
