@@ -330,14 +330,16 @@ def test_mcp_http_does_not_serve_a_client_without_the_key(tmp_path: Path) -> Non
     key, _ = new_key(store, "team-a")
     remember_secret(store, "team-a")
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": SRC, "QEMEM_API_KEY": key}
-    server = subprocess.Popen(
-        [*QEMEM, "mcp", "--http", "--port", str(port), "--store", store],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    env = {**os.environ, "PYTHONPATH": SRC, "QEMEM_API_KEY": key, "COLUMNS": "200"}
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        server = subprocess.Popen(
+            [*QEMEM, "mcp", "--http", "--port", str(port), "--store", store],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         wait_for(lambda: _listening(url), 60)
@@ -353,6 +355,7 @@ def test_mcp_http_does_not_serve_a_client_without_the_key(tmp_path: Path) -> Non
     finally:
         server.terminate()
         server.wait(timeout=20)
+    assert "QEMEM_API_KEY is not used over --http" in log.read_text(encoding="utf-8")
 
 
 def _listening(url: str) -> bool:

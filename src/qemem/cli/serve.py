@@ -18,6 +18,7 @@ from qemem.cli.common import (
     LLMOpt,
     StoreOpt,
     console,
+    err_console,
     existing_store,
     print_json,
 )
@@ -194,6 +195,11 @@ def mcp(
     store = store if create else existing_store(store)
     if http:
         _check_http_keys(store, namespace)
+        if os.environ.get("QEMEM_API_KEY"):
+            err_console.print(
+                "[dim]QEMEM_API_KEY is not used over --http: each client sends its own key "
+                "('Authorization: Bearer <key>')[/]"
+            )
         serve(store, host=host, port=port, auto_build=auto_build, embedder=embedder, llm=llm)
         return
     from qemem.service.mcp_server import create_mcp_server, running_jobs
