@@ -16,8 +16,9 @@ from qemem.answer.ask import Round0Answer, Trace
 from qemem.cli import app
 from qemem.errors import ConfigError, InputError
 from qemem.eval.judge import Judgement
-from qemem.eval.locomo import LocomoRunConfig, _answer_all, run_locomo
+from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.eval.records import evidence_share, evidence_visible, refinement_info, stage_costs
+from qemem.eval.runs import answer_all
 from qemem.evidence.cards import Feedback
 from qemem.evidence.refine import Evidence, RoundTrace, Shown
 from qemem.ingest.locomo import LocomoQuestion
@@ -285,7 +286,7 @@ def test_a_failing_worker_is_recorded_and_the_run_goes_on(tmp_path: Path) -> Non
         return {"conversation": q.conversation, "index": q.index, "mode": "full"}
 
     results = tmp_path / "results.jsonl"
-    failures = _answer_all(questions, answer_one, results, 2, 0, 4, None)
+    failures = answer_all(questions, answer_one, results, 2, 0, 4, None)
     assert failures == ["c#1: KeyError: 'D9:9'"]
     assert sorted(r["index"] for r in lines(results)) == [0, 2, 3]
 

@@ -58,9 +58,14 @@ def legacy_url(store_url: str) -> str:
 
 
 def test_legacy_store_reads_back_identically(legacy_url: str) -> None:
+    migrated = datetime.now(UTC)
     with closing(open_store(legacy_url)) as store:
         sessions = tuple(Session(i, datetime.fromisoformat(dt), key) for i, key, dt in SESSIONS)
-        assert store.get_conversation(SCOPE) == Conversation("legacy-1", ("Ana", "Ben"), sessions)
+        conv = store.get_conversation(SCOPE)
+        assert conv == Conversation(
+            "legacy-1", ("Ana", "Ben"), sessions, created_at=conv.created_at
+        )
+        assert conv.created_at is not None and conv.created_at >= migrated.replace(microsecond=0)
         assert [(c.namespace, c.id) for c in store.conversations()] == [
             ("default", "legacy-1"),
             ("team", "legacy-2"),

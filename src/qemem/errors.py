@@ -48,6 +48,17 @@ class NotFoundError(StoreError):
     """A conversation, turn, episode or fact that does not exist in the store."""
 
 
+class ConversationGoneError(NotFoundError):
+    """The conversation an operation pinned at its start (a build) was deleted since, and
+    maybe created again under its id: the operation wrote nothing more."""
+
+
+class ConversationChangedError(StoreError):
+    """A message or fact of the conversation an operation pinned at its start (a build) was
+    deleted or redacted since: the operation wrote nothing more (what it would write may
+    derive from the removed text)."""
+
+
 class EmbedderMismatchError(StoreError):
     """Vectors of a different embedder or dimension than the store already holds."""
 

@@ -1,9 +1,10 @@
 """The data model of qemem, in one place.
 
 Three memory spaces are kept per conversation: original turns (U), episodic memories (E) and
-semantic facts (S). Ids are stable and human readable: LoCoMo turn ids such as ``D3:12`` are kept
-as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>`` and facts
-``S<n>``, numbered per conversation.
+semantic facts (S). Ids are stable and human readable: a message's own id (LoCoMo's such as
+``D3:12``) is kept as it is; a message without one gets ``D<session>:<n>``; episodes are ``E<n>``
+and facts ``S<n>``. The numbers come from per-conversation counters that nothing lowers, so an
+id never names two records in one life of a conversation (:func:`highest_numbers`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,22 @@ OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
 """Field metadata: the JSON form leaves the field out while it is None, so a field that only
 results across conversations set keeps every single-conversation form byte for byte."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
+"""The ids qemem numbers (full match): a prefix (``E`` episodes, ``S`` facts, ``D<session>:``
+messages), then a number without leading zeros of at most 15 digits (qemem never gives a
+larger one, so larger ones need no counting)."""
+
+
+def highest_numbers(ids: Iterable[str]) -> dict[str, int]:
+    """The highest number of each prefix among the ``ids`` of a ``NUMBERED_ID`` form."""
+    highest: dict[str, int] = {}
+    for rid in ids:
+        match = NUMBERED_ID.fullmatch(rid)
+        if match:
+            prefix, number = match[1], int(match[2])
+            highest[prefix] = max(highest.get(prefix, 0), number)
+    return highest
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -267,12 +284,16 @@ class Correction:
 
 @dataclass(frozen=True)
 class Conversation:
-    """A conversation: its id, namespace (user/tenant), speakers and sessions."""
+    """A conversation: its id, namespace (user/tenant), speakers and sessions. A stored one
+    has ``created_at`` (UTC): when this life of it began. A conversation deleted and created
+    again under its id is a new one, with a new ``created_at`` and ids counted from 1 again,
+    so a reference kept with the time it was read can be told stale."""
 
     id: str
     speakers: tuple[str, ...]
     sessions: tuple[Session, ...] = ()
     namespace: str = "default"
+    created_at: datetime | None = None
 
     @property
     def span(self) -> tuple[datetime, datetime] | None:

@@ -14,7 +14,6 @@ and the model's answers, never on timing or concurrency.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import deque
@@ -53,10 +52,11 @@ that concurrent builds of several conversations take turns there (the stemmer an
 embedders are not thread-safe) while their LLM calls overlap."""
 
 
-def next_number(ids: Sequence[str], prefix: str) -> int:
-    """One more than the largest ``<prefix><n>`` id among ``ids`` (1 when there is none)."""
-    numbers = [int(m[1]) for i in ids if (m := re.fullmatch(rf"{prefix}(\d+)", i))]
-    return max(numbers, default=0) + 1
+def next_number(store: MemoryStore, scope: Scope, prefix: str) -> int:
+    """The number of the next new id ``<prefix><n>`` of the scope's conversation: one more
+    than its id counter (:meth:`~qemem.store.base.MemoryStore.counters`), so never the number
+    of an id it had before, deleted or not."""
+    return store.counters(scope).get(prefix, 0) + 1
 
 
 def _segments(
@@ -133,10 +133,10 @@ def _extended(
 
 def _to_build(
     store: MemoryStore, scope: Scope, builder: str, rebuild: bool
-) -> tuple[list[Episode], dict[int, list[Turn]]]:
+) -> dict[int, list[Turn]]:
     """Remove the episodes to build again (degraded ones, with ``rebuild`` other LLMs' ones,
-    and the last one of each session with appended turns); return the episodes left and the
-    turns to build, per session (never a redacted one: it has nothing to build from)."""
+    and the last one of each session with appended turns); return the turns to build, per
+    session (never a redacted one: it has nothing to build from)."""
     stale = stale_episodes(store, scope, builder, other_models=rebuild)
     forget(store, scope, stale, builder)
     turns = store.turns(scope)
@@ -149,7 +149,7 @@ def _to_build(
     if extended:
         forget(store, scope, extended, builder)
         episodes = store.episodes(scope)
-    return episodes, _pending(episodes, material)
+    return _pending(episodes, material)
 
 
 def build_memory(
@@ -167,7 +167,11 @@ def build_memory(
 
     Degraded episodes of earlier builds are removed first and built again, and with
     ``rebuild`` so is every episode another LLM built (imported and unrecorded ones too).
-    Episode ids ``E<n>`` and fact ids ``S<n>`` continue the stored numbering; ``progress`` is
+    Episode ids ``E<n>`` and fact ids ``S<n>`` continue the conversation's id counters (an id
+    is never given twice, not after its record was deleted either). The build is pinned to
+    the conversation's life it starts in (:meth:`~qemem.store.base.MemoryStore.pin`): once
+    the conversation is deleted, or a message or fact of it removed by hand, it writes nothing
+    more and raises ``ConversationGoneError`` / ``ConversationChangedError``. ``progress`` is
     called with (turns done, turns pending). Running it again when nothing is pending or
     degraded makes no LLM call. A failed segmentation call falls back to windows, a failed
     narrative to a plain account of the turns, a failed fact extraction to no facts; each is
@@ -176,7 +180,8 @@ def build_memory(
     config = config or BuildConfig()
     started = time.perf_counter()
     builder = builder_id(llm)
-    episodes, pending = _to_build(store, scope, builder, rebuild)
+    scope = store.pin(scope)
+    pending = _to_build(store, scope, builder, rebuild)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
     report = BuildReport(
@@ -200,8 +205,8 @@ def build_memory(
         report,
         facts,
         builder,
-        next_number([e.id for e in episodes], "E"),
-        next_number([f.id for f in store.facts(scope)], "S"),
+        next_number(store, scope, "E"),
+        next_number(store, scope, "S"),
     )
     run.speakers = conversation.speakers
     run.corrections = store.corrections(scope)

@@ -115,11 +115,13 @@ def ingest(
 def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
-    """List the conversations in the store."""
+    """List the conversations in the store, with when each was created (a conversation
+    deleted and ingested again is a new one)."""
     with Memory.open(store, namespace=namespace, read_only=True) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
+                "created_at": c.created_at.isoformat() if c.created_at else None,
                 "speakers": list(c.speakers),
                 "sessions": len(c.sessions),
                 "turns": len(memory.turns(c.id)),
@@ -133,11 +135,14 @@ def conversations(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    table = Table(
+        "id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span"
+    )
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(
             plain(r["id"]),
+            (r["created_at"] or "")[:19].replace("T", " "),
             plain(", ".join(r["speakers"])),
             str(r["sessions"]),
             str(r["turns"]),
@@ -391,7 +396,7 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import jobs, memory_io, query, records, reproduce, serve
+    from qemem.cli import eval_bench, jobs, memory_io, query, records, reproduce, serve
     from qemem.cli.data import data_app
     from qemem.cli.eval import eval_app
 
@@ -401,6 +406,7 @@ def _register_subcommands() -> None:
     serve.register(app)
     jobs.register(app)
     reproduce.register(app)
+    eval_bench.register(eval_app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")
     plain_flag_help(app)

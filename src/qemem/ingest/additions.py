@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,6 +18,7 @@ from qemem.models import (
     check_id,
     check_same_kind,
     check_text,
+    highest_numbers,
 )
 
 MAX_MESSAGE_CHARS = 100_000
@@ -55,15 +57,19 @@ def find_additions(
     conv: ConversationInput,
     existing: Conversation | None,
     existing_turns: list[Turn],
+    counters: Mapping[str, int],
     file: str = "<input>",
 ) -> Additions:
     """Decide which sessions and turns of ``conv`` are new.
 
     A session whose key is stored keeps its index and date; its stored turns must match the
-    input's first turns (speaker and text), and any further turns are appended. Sessions must
-    be in chronological order, new ones after every stored one. A new session gets the
-    index it suggests when free, else the next free one. Turns without an id get
-    ``D<session index>:<position>``.
+    input's first turns (speaker and text), and any further turns are appended after the
+    last stored one. Sessions must be in chronological order, new ones after every stored
+    one. A new session gets the index it suggests when free, else the next free one. Turns
+    without an id get ``D<session index>:<n>``, ``n`` counted on from the conversation's id
+    ``counters`` (:meth:`~qemem.store.base.MemoryStore.counters`, empty for a new
+    conversation) and from the ids of that form the input gives, so never an id the
+    conversation had before, deleted or not.
     """
     _check_names(conv, file)
     additions = Additions(conv)
@@ -73,6 +79,7 @@ def find_additions(
     for turn in existing_turns:
         by_session.setdefault(turn.session, []).append(turn)
     known_ids = {t.id for t in existing_turns}
+    last = _taken_numbers(conv, counters, known_ids)
     latest = max((s.date_time for s in stored.values()), default=None)
     first = existing.sessions[0].date_time if existing and existing.sessions else None
     previous: SessionInput | None = None
@@ -103,7 +110,7 @@ def find_additions(
             if message.id is not None:
                 check_id(message.id, "message id", file=file, record=where, field="id")
             check_same_kind(message.timestamp, first, file=file, record=where, field="timestamp")
-            tid = message.id or f"D{index}:{position + 1}"
+            tid = message.id or _next_id(last, f"D{index}:")
             if tid in known_ids:
                 raise InputError(
                     f"turn id {tid!r} is already used in this conversation",
@@ -112,12 +119,30 @@ def find_additions(
                     field="id",
                 )
             known_ids.add(tid)
+            place = (old[-1].position + 1 if old else 0) + position - len(old)
             additions.turns.append(
-                Turn(
-                    tid, conv.id, index, position, message.speaker, message.text, message.timestamp
-                )
+                Turn(tid, conv.id, index, place, message.speaker, message.text, message.timestamp)
             )
     return additions
+
+
+def _taken_numbers(
+    conv: ConversationInput, counters: Mapping[str, int], stored: Collection[str]
+) -> dict[str, int]:
+    """The highest number taken per id prefix: the conversation's counters (which count the
+    ``stored`` ids), raised to the numbers of the other ids the input gives its messages."""
+    last = dict(counters)
+    given = (t.id for s in conv.sessions for t in s.turns if t.id and t.id not in stored)
+    for prefix, number in highest_numbers(given).items():
+        last[prefix] = max(last.get(prefix, 0), number)
+    return last
+
+
+def _next_id(last: dict[str, int], prefix: str) -> str:
+    """The id ``<prefix><n>`` after the highest number ``last`` holds for ``prefix`` (which
+    it then holds)."""
+    last[prefix] = last.get(prefix, 0) + 1
+    return f"{prefix}{last[prefix]}"
 
 
 def _check_order(

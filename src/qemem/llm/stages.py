@@ -19,8 +19,16 @@ ANSWER_ROUND0 = "answer_round0"
 """The answer over the round-0 cards alone: an analysis call, not part of the method's cost."""
 ANSWER_NEMORI = "answer.nemori"
 """The answer of the NEMORI baseline."""
+ANSWER_RAG = "answer.rag"
+"""The answer of the RAG baseline (top passages by hybrid search, one call)."""
+ANSWER_CONTEXT = "answer.context"
+"""The answer of the full-context baseline (the whole conversation in the prompt)."""
 JUDGE = "judge"
-"""The LoCoMo judge of an answer against the gold one."""
+"""The LoCoMo (and LongMemEval) judge of an answer against the gold one."""
+JUDGE_RUBRIC = "judge.rubric"
+"""BEAM's judge of one rubric item (0 / 0.5 / 1)."""
+JUDGE_ORDER = "judge.order"
+"""BEAM's matching of an answer's lines to the reference event order."""
 BUILD_SEGMENT = "build.segment"
 BUILD_EPISODE = "build.episode"
 BUILD_PREDICT = "build.predict"
@@ -40,7 +48,11 @@ STAGES = (
     ANSWER,
     ANSWER_ROUND0,
     ANSWER_NEMORI,
+    ANSWER_RAG,
+    ANSWER_CONTEXT,
     JUDGE,
+    JUDGE_RUBRIC,
+    JUDGE_ORDER,
     *BUILD,
     CHECK_SPLIT,
     CHECK_CLAIM,

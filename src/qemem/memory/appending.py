@@ -116,13 +116,16 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
     [conv] = parse_generic(records, "<messages>")
     existing = stored_conversation(store, scope)
     stored: list[Turn] = []
+    counters: dict[str, int] = {}
     if existing is not None:
         keys = {s.key for s in conv.sessions}
         sessions = [s.index for s in existing.sessions if s.key in keys]
         ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
         stored = store.turns_of(scope, sessions=sessions, ids=ids)
+        if any(t.id is None for s in conv.sessions for t in s.turns):  # they get numbered ids
+            counters = store.counters(scope)
     counts = after_stored_turns(conv, existing, stored)
-    additions = find_additions(conv, existing, stored, "<messages>")
+    additions = find_additions(conv, existing, stored, counters, "<messages>")
     if existing is not None and additions.turns:
         taken = store.turns_of(scope, ids=[t.id for t in additions.turns])
         if taken:

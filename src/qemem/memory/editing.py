@@ -152,15 +152,15 @@ class MemoryEdits:
         *,
         turns: Sequence[str] = (),
     ) -> Supersession:
-        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>``, of
-        the old one's session) with its own provenance (a :class:`Correction` citing
-        ``turns``, optional turn ids of the conversation, and recording the turns the old
-        fact was learned from), and a manual supersession of the old one from the date it was
-        learned (a correction replaces a wrong fact for all of its history). The old fact
-        keeps its provenance and stays listed with ``include_superseded``; the correction
-        stays when the old fact goes, and a later build that derives a statement near it
-        from those turns sees it superseded by the correction
-        (:mod:`qemem.build.corrections`)."""
+        """Replace a current fact by ``content``, by hand: a new fact (the next ``S<n>`` of the
+        conversation's id counter, never a deleted fact's id; of the old one's session) with
+        its own provenance (a :class:`Correction` citing ``turns``, optional turn ids of the
+        conversation, and recording the turns the old fact was learned from), and a manual
+        supersession of the old one from the date it was learned (a correction replaces a
+        wrong fact for all of its history). The old fact keeps its provenance and stays listed
+        with ``include_superseded``; the correction stays when the old fact goes, and a later
+        build that derives a statement near it from those turns sees it superseded by the
+        correction (:mod:`qemem.build.corrections`)."""
         scope = _scope(self, conversation)
         text = " ".join(check_text(content, "fact").split())
         if not text or len(text) > MAX_FACT_CHARS:
@@ -176,7 +176,7 @@ class MemoryEdits:
                 )
             conv = self.store.get_conversation(scope)
             learned = {s.index: s.date_time for s in conv.sessions}[old.session]
-            number = next_number([f.id for f in self.store.facts(scope)], "S")
+            number = next_number(self.store, scope, "S")
             new = SemanticFact(f"S{number}", conversation, text, old.session, ())
             vector = self.embed_documents([new])
             now = datetime.now(UTC)

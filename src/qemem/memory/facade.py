@@ -254,7 +254,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         Each message goes after the stored turns of its session. A message whose ``id`` is
         already stored with the same speaker and text is acknowledged again and not duplicated
         (safe retries); with other content it raises ``ConflictError``. Messages without an id
-        are appended each time (they get ``D<session>:<position>``) unless the batch carries
+        are appended each time (they get ``D<session>:<n>``, the next number of the session's
+        id counter: never an id the conversation had before) unless the batch carries
         an ``idempotency_key``: a batch appended under that key within ``idempotency_hours``
         gets its first response again, the key with another batch raises ``InputError``.
         """
@@ -279,7 +280,9 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
 
     def delete(self, conversation: str) -> bool:
         """Delete a conversation and everything derived from it, with the LLM cache's
-        exchanges about it."""
+        exchanges about it, and cancel its queued and running jobs (a running build writes
+        nothing more). Created again under the same id it is a new conversation: a new
+        ``created_at``, ids counted from 1 again."""
         deleted = self.store.delete_conversation(self.scope(conversation))
         self._forget_cached(conversation)
         return deleted
@@ -345,6 +348,10 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
         another LLM built. ``lease``: the job lease this build runs under (its build lock is
         abandoned as soon as that lease expires).
+
+        Each conversation's build is pinned to the life of the conversation it started in: when
+        the conversation is deleted meanwhile (``ConversationGoneError``), or a message or fact
+        of it deleted or redacted (``ConversationChangedError``), it writes nothing more.
         """
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
@@ -364,10 +371,10 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
                             sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
                         )
 
-            with writer_lock(self.store, self.scope(cid), "build", lease=lease):
+            with writer_lock(self.store, self.scope(cid), "build", lease=lease) as pinned:
                 return build_memory(
                     self.store,
-                    self.scope(cid),
+                    pinned,
                     self.embedder,
                     llm.about(self.namespace, [cid]),
                     concurrency=llm.concurrency,

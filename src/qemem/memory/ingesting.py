@@ -49,8 +49,8 @@ def ingest_conversations(
     for conv in conversations:
         scope = Scope(conv.id, conv.namespace if conv.namespace != "default" else namespace)
         existing = stored_conversation(store, scope)
-        turns = store.turns(scope) if existing else []
-        pending.append((scope, find_additions(conv, existing, turns, file)))
+        turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+        pending.append((scope, find_additions(conv, existing, turns, counters, file)))
     total = sum(len(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
@@ -83,7 +83,7 @@ def check_ingest(conversations: Sequence[ConversationInput], file: str = "<input
     holds none of them), raising the InputError it would: run before a store is created, a
     refused input creates none."""
     for conv in conversations:
-        find_additions(conv, None, [], file)
+        find_additions(conv, None, [], {}, file)
 
 
 def _recheck(
@@ -92,9 +92,8 @@ def _recheck(
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
-    fresh = find_additions(
-        additions.conversation, existing, store.turns(scope) if existing else [], file
-    )
+    turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+    fresh = find_additions(additions.conversation, existing, turns, counters, file)
     rows = {t.id: n for n, t in enumerate(additions.turns)}
     if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
         raise StoreError(

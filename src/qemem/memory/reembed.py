@@ -11,11 +11,12 @@ swap. Records written meanwhile are embedded before the swap (up to ``rounds`` p
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
-from qemem.errors import StoreError
+from qemem.errors import ConversationChangedError, NotFoundError, StoreError
 from qemem.memory.api import Progress
 from qemem.memory.facade import EMBED_CHARS
 from qemem.models import Space, search_text
@@ -38,10 +39,13 @@ class ReembedReport:
 
 
 def _pending(store: MemoryStore) -> list[tuple[Scope, Space, list[str]]]:
+    """The records without a staged vector, per conversation (pinned to its life: see
+    :func:`_stage_all`) and space; a conversation deleted meanwhile is left out."""
     out: list[tuple[Scope, Space, list[str]]] = []
     for conv in store.conversations():
-        scope = Scope(conv.id, conv.namespace)
-        out.extend((scope, space, ids) for space in SPACES if (ids := store.unstaged(scope, space)))
+        with suppress(NotFoundError):
+            scope = store.pin(Scope(conv.id, conv.namespace))
+            out.extend((scope, s, ids) for s in SPACES if (ids := store.unstaged(scope, s)))
     return out
 
 
@@ -52,17 +56,21 @@ def _stage_all(
     report: ReembedReport,
     progress: Progress | None,
 ) -> None:
+    """Stage new vectors of the pending records, batch by batch. Each conversation is pinned:
+    once it is deleted, or a message or fact of it deleted or redacted, after its records were
+    read, the vectors of that text are not staged (the next round reads what is left)."""
     pending = _pending(store)
     total, done = sum(len(ids) for *_, ids in pending), 0
     for scope, space, ids in pending:
-        for start in range(0, len(ids), batch):
-            records = space_records(store, scope, space, ids[start : start + batch])
-            vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
-            store.stage_vectors(scope, space, [r.id for r in records], vectors)
-            report.embedded[space] += len(records)
-            done += len(records)
-            if progress:
-                progress(done, total)
+        with suppress(NotFoundError, ConversationChangedError):
+            for start in range(0, len(ids), batch):
+                records = space_records(store, scope, space, ids[start : start + batch])
+                vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
+                store.stage_vectors(scope, space, [r.id for r in records], vectors)
+                report.embedded[space] += len(records)
+                done += len(records)
+                if progress:
+                    progress(done, total)
 
 
 def reembed(

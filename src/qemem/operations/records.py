@@ -5,6 +5,7 @@ a fact."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -32,6 +33,7 @@ def conversation_of(data: Mapping[str, Any]) -> Conversation:
         tuple(data["speakers"]),
         tuple(_SESSIONS.validate_python(data["sessions"])),
         data["namespace"],
+        datetime.fromisoformat(created) if (created := data.get("created_at")) else None,
     )
 
 
@@ -85,7 +87,8 @@ CONVERSATIONS = (
             response=list[ConversationOut],
         ),
         tool="list_conversations",
-        tool_doc="List the stored conversations: ids, speakers, number of sessions and the "
+        tool_doc="List the stored conversations: ids, when each was created, speakers, "
+        "number of sessions and the "
         "first and last session dates. Call it first to find the conversation id to use.",
         cli="conversations",
         decode=lambda out: [conversation_of(c) for c in out],

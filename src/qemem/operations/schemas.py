@@ -3,6 +3,8 @@ dataclasses); the operation table names them, the service and the remote clients
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
@@ -54,6 +56,11 @@ class BuildState(BaseModel):
 class ConversationOut(BaseModel):
     id: str
     namespace: str
+    created_at: datetime | None = Field(
+        description="when this conversation was created (UTC; set for every stored one): one "
+        "deleted and created again under the same id is a new conversation, with a new "
+        "created_at and ids counted anew, so a client can tell a stale reference"
+    )
     speakers: list[str]
     sessions: list[Session]
     turns: int

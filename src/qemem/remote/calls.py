@@ -179,7 +179,8 @@ def steps(name: str, args: Mapping[str, Any]) -> Steps[Any]:
 
 # ---------------------------------------------------------------------- composed
 def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict[str, Any]]]:
-    """Each conversation's turns as messages; id-less ones get an embedded ingest's ids."""
+    """Each conversation's turns as messages, with the ids the source gives them (the server
+    gives the others theirs)."""
     return {
         conv.id: [
             {
@@ -187,10 +188,10 @@ def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict
                 "timestamp": turn.timestamp.isoformat(),
                 "speaker": turn.speaker,
                 "text": turn.text,
-                "id": turn.id or f"D{session.index}:{position + 1}",
+                **({"id": turn.id} if turn.id is not None else {}),
             }
             for session in conv.sessions
-            for position, turn in enumerate(session.turns)
+            for turn in session.turns
         ]
         for conv in conversations
     }

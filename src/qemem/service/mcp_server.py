@@ -319,6 +319,7 @@ def _conversation(conversation: Conversation) -> dict[str, Any]:
     span = conversation.span
     return {
         "id": conversation.id,
+        "created_at": created.isoformat() if (created := conversation.created_at) else None,
         "speakers": list(conversation.speakers),
         "sessions": len(conversation.sessions),
         "first": format_datetime(span[0]) if span else None,

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -37,13 +37,31 @@ R = TypeVar("R", Turn, Episode, SemanticFact)
 
 
 @dataclass(frozen=True)
+class Pin:
+    """One life of a conversation as an operation read it at its start (a build): the
+    conversation's store key (never given to another conversation, not even to one
+    re-created under the same id) and how many removals by hand (messages deleted or
+    redacted, facts deleted) it had seen."""
+
+    key: int
+    removals: int
+
+
+@dataclass(frozen=True)
 class Scope:
     """One conversation of one namespace: the unit of storage, search and deletion. Ids that
     no store can keep exactly (see :func:`~qemem.models.check_text`) are refused here, before
-    any store sees them."""
+    any store sees them.
+
+    A scope with a ``pin`` (:meth:`MemoryStore.pin`) names one life of the conversation:
+    every read and write through it first checks, inside its own transaction, that the
+    conversation is still that life and has lost no record by hand since; else it raises
+    ``ConversationGoneError`` or ``ConversationChangedError`` and writes nothing. Scopes
+    compare (and hash) by conversation and namespace only, pinned or not."""
 
     conversation: str
     namespace: str = "default"
+    pin: Pin | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_text(self.conversation, "conversation id", field="conversation")
@@ -102,7 +120,20 @@ class MemoryStore(Protocol):
     def add_sessions(self, scope: Scope, sessions: Sequence[Session]) -> None: ...
 
     def delete_conversation(self, scope: Scope) -> bool:
-        """Remove the conversation and everything derived from it; False if it was absent."""
+        """Remove the conversation and everything derived from it, and cancel its queued and
+        running jobs; False if it was absent. Its ids and id counters go with it."""
+        ...
+
+    def pin(self, scope: Scope) -> Scope:
+        """``scope`` pinned to the conversation's current life (see :class:`Scope`);
+        NotFoundError when absent. A pinned scope is checked and returned as it is."""
+        ...
+
+    def counters(self, scope: Scope) -> dict[str, int]:
+        """The conversation's id counters: for each id prefix (``E``, ``S``, ``D<session>:``)
+        the highest number an id ``<prefix><n>`` of a record has had in this life of the
+        conversation. Writing a record raises its prefix's counter; nothing lowers one (not
+        a delete), so a new id ``<prefix><counter + 1>`` never names an earlier record."""
         ...
 
     # records (vectors are row-aligned with the records; embedder id/dim are checked)

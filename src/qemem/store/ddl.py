@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from qemem.store.dialect import Dialect
 
-_TABLES = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE conversations (
+_CONVERSATIONS = """
+CREATE TABLE {name} (
     pk {key},
     namespace TEXT NOT NULL,
     id TEXT NOT NULL,
     speakers TEXT NOT NULL,
     version {version},
+    created_at TEXT NOT NULL,
+    removals INTEGER NOT NULL DEFAULT 0,
     UNIQUE (namespace, id)
 );
+"""
+
+_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{conversations}
 CREATE TABLE sessions (
     conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
     idx INTEGER NOT NULL,
@@ -172,6 +178,15 @@ JOBS_NOT_BEFORE = "ALTER TABLE jobs ADD COLUMN not_before DOUBLE PRECISION;"
 """The ``not_before`` column of the ``jobs`` table (added after the table, in every store)."""
 
 
+_ID_COUNTERS = """
+CREATE TABLE id_counters (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    prefix TEXT NOT NULL,
+    value BIGINT NOT NULL,
+    PRIMARY KEY (conv, prefix)
+);
+"""
+
 _SUPERSESSIONS = """
 CREATE TABLE supersessions (
     conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
@@ -242,6 +257,22 @@ def fill_corrections(aggregate: str, now: str) -> str:
     return _FILL_CORRECTIONS.format(aggregate=aggregate, now=now)
 
 
+def conversations(dialect: Dialect, name: str = "conversations") -> str:
+    """The ``conversations`` table created as ``name``: ``pk`` is never given to another
+    conversation (not even one re-created under the same id), ``created_at`` is when this
+    life of the conversation began (UTC, ISO 8601), ``removals`` counts the records removed
+    from it by hand (messages deleted or redacted, facts deleted): a build that saw another
+    count at its start writes nothing more."""
+    return _CONVERSATIONS.format(name=name, key=dialect.key_type, version=dialect.version_column)
+
+
+def id_counters(dialect: Dialect) -> str:
+    """The ``id_counters`` table: per conversation and id prefix (``E``, ``S``,
+    ``D<session>:``) the highest number an id ``<prefix><n>`` has had in the conversation's
+    life (raised by every write of such an id, lowered by nothing)."""
+    return _ID_COUNTERS.format(ref=dialect.ref_type)
+
+
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
     """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
     created as ``name``."""
@@ -251,10 +282,9 @@ def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
 def create(dialect: Dialect) -> str:
     """The whole current schema of ``dialect``, for a new store."""
     tables = _TABLES.format(
-        key=dialect.key_type,
+        conversations=conversations(dialect),
         ref=dialect.ref_type,
         vector=dialect.vector_type,
-        version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
     return (
@@ -267,4 +297,5 @@ def create(dialect: Dialect) -> str:
         + supersessions(dialect)
         + corrections(dialect)
         + idempotency_conversation(dialect)
+        + id_counters(dialect)
     )

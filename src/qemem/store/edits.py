@@ -8,7 +8,8 @@ provenance and goes when none is left (a fact written by hand never does: its pr
 its correction), a build supersession loses the turn from the turns it cites (and goes when
 none is left: no supersession without a cited turn), and so does a correction (which stays).
 Each edit is one transaction that gives the conversation a new version, so cached search
-indexes reload.
+indexes reload. Forgetting a turn and deleting facts count as removals by hand
+(:mod:`qemem.store.lives`): a build that started before one writes nothing more.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from qemem.models import REDACTED, Correction, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
+from qemem.store.lives import COUNT_REMOVAL
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
 
@@ -141,7 +143,9 @@ class SQLEdits:
         """Delete facts with their links, vectors and supersessions (a fact they replaced is
         current again)."""
         with self.transaction():
-            drop_facts(self, self._writing(scope), ids)
+            pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
+            drop_facts(self, pk, ids)
             self._forgotten()
 
     def forget_turn(
@@ -155,6 +159,7 @@ class SQLEdits:
         the module's docstring); one transaction."""
         with self.transaction():
             pk = self._writing(scope)
+            self._exec(COUNT_REMOVAL, (pk,))
             self._forgotten()
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
             episodes = sorted({r[0] for r in self._query(citing, (pk, turn_id))})

@@ -17,6 +17,7 @@ from qemem.store.ddl import (
     corrections,
     create,
     fill_corrections,
+    id_counters,
     idempotency_conversation,
     supersessions,
 )
@@ -44,8 +45,26 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
-    # 8: reserved for the fencing step of issue 30 (another branch); nothing to do here
-    8: "SELECT 1",
+    # 8: conversation lives (``pk`` is a sequence's, never reused already): ``created_at``
+    # (the migration's time for the conversations it finds) and ``removals``; the id
+    # counters start at the highest number each id prefix has among the records stored
+    8: """
+    ALTER TABLE conversations ADD COLUMN created_at TEXT;
+    UPDATE conversations SET created_at =
+        to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
+    ALTER TABLE conversations ALTER COLUMN created_at SET NOT NULL;
+    ALTER TABLE conversations ADD COLUMN removals INTEGER NOT NULL DEFAULT 0;
+    """
+    + id_counters(POSTGRES)
+    + """
+    INSERT INTO id_counters (conv, prefix, value)
+        SELECT conv, substring(id from '^(E|S|D(?:0|[1-9][0-9]*):)'),
+            max(substring(id from '([0-9]+)$')::bigint)
+        FROM (SELECT conv, id FROM turns UNION ALL SELECT conv, id FROM episodes
+            UNION ALL SELECT conv, id FROM facts) records
+        WHERE id ~ '^(E|S|D(0|[1-9][0-9]*):)[1-9][0-9]{0,14}$'
+        GROUP BY 1, 2;
+    """,
     # 9: each recorded Idempotency-Key response names its conversation and goes with it
     9: idempotency_conversation(POSTGRES),
     # 10: the provenance of facts corrected by hand (a correction outlives the fact it

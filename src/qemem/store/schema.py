@@ -1,7 +1,9 @@
 """Versioned schema migrations of the SQLite store (``PRAGMA user_version`` is the version).
 
 A new file gets the current schema (:func:`qemem.store.ddl.create`) in one step; a file of an
-older version takes each numbered step after its own, in order.
+older version takes each numbered step after its own, in order (foreign keys are not enforced
+while a step runs, so a step may rebuild a table others refer to; they are checked before it
+commits).
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    conversations,
     corrections,
     create,
     fact_episodes,
     fill_corrections,
+    id_counters,
     idempotency_conversation,
     supersessions,
 )
@@ -52,8 +56,36 @@ UPGRADES: dict[int, str] = {
     7: JOBS_NOT_BEFORE,
     # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     8: supersessions(SQLITE),
-    # 9: reserved for the fencing step of issue 30 (another branch); nothing to do here
-    9: "SELECT 1",
+    # 9: conversation lives. ``conversations`` is rebuilt with AUTOINCREMENT (a re-created
+    # conversation never gets a deleted one's pk), ``created_at`` (the migration's time for
+    # the conversations it finds) and ``removals``; the id counters start at the highest
+    # number each id prefix has among the records the store holds
+    9: conversations(SQLITE, "conversations_9")
+    + """
+    INSERT INTO conversations_9 (pk, namespace, id, speakers, version, created_at)
+        SELECT pk, namespace, id, speakers, version,
+            strftime('%Y-%m-%dT%H:%M:%f+00:00', 'now') FROM conversations;
+    DROP TABLE conversations;
+    ALTER TABLE conversations_9 RENAME TO conversations;
+    """
+    + id_counters(SQLITE)
+    + """
+    INSERT INTO id_counters (conv, prefix, value)
+        SELECT conv, prefix, max(CAST(number AS INTEGER)) FROM (
+            SELECT conv,
+                CASE WHEN id GLOB 'D*' THEN substr(id, 1, instr(id, ':'))
+                    ELSE substr(id, 1, 1) END AS prefix,
+                CASE WHEN id GLOB 'D*' THEN substr(id, instr(id, ':') + 1)
+                    ELSE substr(id, 2) END AS number
+            FROM (SELECT conv, id FROM turns UNION ALL SELECT conv, id FROM episodes
+                UNION ALL SELECT conv, id FROM facts)
+        )
+        WHERE (prefix IN ('E', 'S') OR (prefix GLOB 'D[0-9]*:'
+                AND substr(prefix, 2, length(prefix) - 2) NOT GLOB '*[^0-9]*'
+                AND (prefix = 'D0:' OR prefix NOT GLOB 'D0*')))
+            AND number GLOB '[1-9]*' AND number NOT GLOB '*[^0-9]*' AND length(number) <= 15
+        GROUP BY conv, prefix;
+    """,
     # 10: each recorded Idempotency-Key response names its conversation and goes with it
     10: idempotency_conversation(SQLITE),
     # 11: the provenance of facts corrected by hand (a correction outlives the fact it
@@ -94,20 +126,38 @@ def migrate(conn: sqlite3.Connection, where: str = "") -> int:
             f"({SCHEMA_VERSION}): upgrade qemem"
         )
     before = version
-    while version < SCHEMA_VERSION:
-        target = SCHEMA_VERSION if version == 0 else min(v for v in UPGRADES if v > version)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if _version(conn) == version:  # else another process applied this step meanwhile
-                for statement in (create(SQLITE) if version == 0 else UPGRADES[target]).split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {target}")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        version = _version(conn)
+    enforced = int(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    conn.execute("PRAGMA foreign_keys = OFF")  # (a no-op inside a transaction)
+    try:
+        while version < SCHEMA_VERSION:
+            target = SCHEMA_VERSION if version == 0 else version + 1
+            _step(conn, version, target)
+            version = _version(conn)
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {enforced}")
     if 0 < before < SLASH_RULE:
         warn_slashed(conn.execute(SLASHED_IDS).fetchall(), where)
     return SCHEMA_VERSION
+
+
+def _step(conn: sqlite3.Connection, version: int, target: int) -> None:
+    """Apply the step from ``version`` to ``target`` in one write transaction, unless another
+    process applied it meanwhile; a step that leaves a foreign key broken is rolled back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _version(conn) == version:
+            for statement in (create(SQLITE) if version == 0 else UPGRADES[target]).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+            if broken:
+                raise StoreError(
+                    f"schema migration {target} would break references between tables "
+                    f"({len(broken)} rows, e.g. in table {broken[0][0]}): the store was left "
+                    "unchanged; report this with the store's schema version"
+                )
+            conn.execute(f"PRAGMA user_version = {target}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

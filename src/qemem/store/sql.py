@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
-from qemem.errors import EmbedderMismatchError, InputError, NotFoundError
+from qemem.errors import EmbedderMismatchError, InputError
 from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 from qemem.store import staged
 from qemem.store.base import (
@@ -32,6 +32,7 @@ from qemem.store.base import (
 from qemem.store.dialect import Conflict, Dialect
 from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
 from qemem.store.jobs import JobTable
+from qemem.store.lives import SQLLives, created_stamp
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -55,7 +56,7 @@ T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
-class SQLStore(SQLEdits, ABC):
+class SQLStore(SQLEdits, SQLLives, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -108,18 +109,9 @@ class SQLStore(SQLEdits, ABC):
         return "fail" if self.dialect.serialised_writes else "ignore"
 
     def _row(self, scope: Scope) -> tuple[int, int]:
-        """(pk, version) of the scope's conversation; NotFoundError when absent."""
-        rows = self._query(
-            "SELECT pk, version FROM conversations WHERE namespace = ? AND id = ?",
-            (scope.namespace, scope.conversation),
-        )
-        if not rows:
-            raise NotFoundError(
-                f"no conversation {scope!s} in store {self.path}: ingest it first "
-                f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
-                "(qemem conversations)"
-            )
-        return int(rows[0][0]), int(rows[0][1])
+        """(pk, version) of the scope's conversation (see :meth:`SQLLives._life`)."""
+        pk, version, _ = self._life(scope)
+        return pk, version
 
     def _pk(self, scope: Scope) -> int:
         return self._row(scope)[0]
@@ -170,7 +162,9 @@ class SQLStore(SQLEdits, ABC):
         return self._load(scope, "conversation", lambda pk: self._load_conversation(pk, scope))
 
     def _load_conversation(self, pk: int, scope: Scope) -> Conversation:
-        speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
+        speakers, created = self._query(
+            "SELECT speakers, created_at FROM conversations WHERE pk = ?", (pk,)
+        )[0]
         sessions = tuple(
             Session(int(idx), datetime.fromisoformat(dt), key)
             for idx, dt, key in self._query(
@@ -178,14 +172,19 @@ class SQLStore(SQLEdits, ABC):
             )
         )
         return Conversation(
-            scope.conversation, tuple(json.loads(speakers)), sessions, scope.namespace
+            scope.conversation,
+            tuple(json.loads(speakers)),
+            sessions,
+            scope.namespace,
+            datetime.fromisoformat(created),
         )
 
     def put_conversation(self, scope: Scope, speakers: Sequence[str]) -> None:
         with self.transaction():
+            columns = ("namespace", "id", "speakers", "created_at")
             created = self._exec(
-                self._insert("conversations", ("namespace", "id", "speakers"), "ignore"),
-                (scope.namespace, scope.conversation, json.dumps(list(speakers))),
+                self._insert("conversations", columns, "ignore"),
+                (scope.namespace, scope.conversation, json.dumps(list(speakers)), created_stamp()),
             )
             pk = self._locked_pk(scope)
             known = json.loads(
@@ -208,7 +207,12 @@ class SQLStore(SQLEdits, ABC):
             )
 
     def delete_conversation(self, scope: Scope) -> bool:
+        """Delete the conversation (its rows cascade) and cancel its queued and running jobs,
+        under the scope's write lock (a writer of the conversation finishes first, or finds it
+        gone)."""
         with self.transaction():
+            self.lock_scope(scope)
+            self.jobs.cancel_conversation(scope.namespace, scope.conversation)
             self._forgotten()
             return (
                 self._exec(
@@ -269,6 +273,7 @@ class SQLStore(SQLEdits, ABC):
         self, scope: Scope, turns: Sequence[Turn], vectors: np.ndarray, embedder: str
     ) -> None:
         with self._records(scope, "turn", [t.id for t in turns], vectors, embedder) as pk:
+            self._raise_counters(pk, [t.id for t in turns])
             self._write(
                 self._insert("turns", TURN_COLUMNS, self._racing()),
                 [turn_row(pk, t) for t in turns],
@@ -301,6 +306,7 @@ class SQLStore(SQLEdits, ABC):
     ) -> None:
         ids = [e.id for e in episodes]
         with self._records(scope, "episode", ids, vectors, embedder) as pk:
+            self._raise_counters(pk, ids)
             self._write(
                 self._insert("episodes", EPISODE_COLUMNS), [episode_row(pk, e) for e in episodes]
             )
@@ -352,6 +358,7 @@ class SQLStore(SQLEdits, ABC):
     ) -> None:
         with self._records(scope, "fact", [f.id for f in facts], vectors, embedder) as pk:
             latest = {f.id: f for f in facts}  # a fact given twice: the last one holds
+            self._raise_counters(pk, latest)
             self._write(
                 "DELETE FROM fact_episodes WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
             )

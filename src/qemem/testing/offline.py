@@ -2,7 +2,8 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
+``answer``, ``answer_round0``, ``answer.nemori``, ``answer.rag``, ``answer.context``,
+``judge``, ``judge.rubric``, ``judge.order``, ``audit.*``, ``check.*``; a
 ``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
 structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
 does not know or a request without those inputs, the generic answer of
@@ -19,7 +20,7 @@ from typing import Any
 from qemem.llm import stages
 from qemem.llm.jsonx import extract_json
 from qemem.llm.types import LLMRequest, LLMResponse, estimate_tokens
-from qemem.testing import audit, build, query
+from qemem.testing import audit, beam, build, query
 from qemem.testing.generic import generic_instance, generic_text
 
 OfflineResult = str | dict[str, Any] | list[Any] | LLMResponse
@@ -32,7 +33,11 @@ ANSWERERS: dict[str, Answerer] = {
     stages.ANSWER: query.answer,
     stages.ANSWER_NEMORI: query.short_answer,
     stages.ANSWER_ROUND0: query.answer,
+    stages.ANSWER_RAG: query.answer,
+    stages.ANSWER_CONTEXT: query.answer,
     stages.JUDGE: query.judge,
+    stages.JUDGE_RUBRIC: beam.rubric_item,
+    stages.JUDGE_ORDER: beam.order_matches,
     stages.BUILD_SEGMENT: build.segment,
     stages.BUILD_EPISODE: build.episode,
     stages.BUILD_PREDICT: build.predict,

@@ -26,6 +26,7 @@ def summary(memory: Memory, conversation: str) -> ConversationOut:
     return ConversationOut(
         id=conv.id,
         namespace=conv.namespace,
+        created_at=conv.created_at,
         speakers=list(conv.speakers),
         sessions=list(conv.sessions),
         turns=len(turns),

@@ -1,4 +1,4 @@
-"""Public datasets qemem evaluates on: fetching LoCoMo's ``locomo10.json`` and cutting subsets.
+"""LoCoMo: fetching its ``locomo10.json`` and cutting subsets.
 
 ``download_locomo`` fetches ``data/locomo10.json`` of the dataset's public repository
 (snap-research/locomo on GitHub; Maharana et al., ACL 2024, licence CC BY-NC 4.0), checks its
