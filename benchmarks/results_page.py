@@ -198,8 +198,15 @@ def render_run(folder: Path) -> str:
     manifest, summary = load(folder, "manifest.json"), load(folder, "summary.json")
     if manifest is None or summary is None:
         raise FileNotFoundError(f"{folder} holds no manifest.json and summary.json")
-    parts = [provenance(folder, manifest, summary), accuracy(summary), cost(summary)]
-    parts.append(evidence(summary))
+    parts = [
+        provenance(folder, manifest, summary),
+        "Accuracy by LoCoMo category (token F1 the common way and LoCoMo's):\n",
+        accuracy(summary),
+        "Calls and tokens per question, by stage:\n",
+        cost(summary),
+        "Evidence and grounding:\n",
+        evidence(summary),
+    ]
     if claims := load(folder, "audit-claims.json"):
         parts.append(claim_audit(claims))
     if answers := load(folder, "audit-answers.json"):
