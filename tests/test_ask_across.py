@@ -93,7 +93,7 @@ def test_context_many_ranks_the_conversation_holding_the_evidence_first(threads:
     turns = [item for item in block.items if item.ref.space == "turn"]
     assert turns[0].ref == Ref("turn", "D1:3", "demo-2") and turns[0].conversation == "demo-2"
     assert turns[0].session == 1 and turns[0].text == TORTOISE
-    assert block.conversation == "" and block.conversations == ["demo-1", "demo-2"]
+    assert block.conversation is None and block.conversations == ["demo-1", "demo-2"]
     assert f"[demo-2/D1:3] Priya: {TORTOISE}" in block.text
     cat = threads.context_many(["demo-1", "c1"], "grey cat named Pixel", budget_tokens=600)
     assert next(i.ref for i in cat.items if i.ref.space == "turn") == Ref("turn", "m1", "c1")

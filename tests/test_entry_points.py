@@ -6,9 +6,9 @@ table (``qemem.operations``) get theirs from their declaration (``op_driver``,
 ``route_driver``, ``tool_driver``: the text in each text slot, the others filled), so an
 operation added later joins the property test by its declaration alone; an entry point whose
 slots these cannot fill, or that needs a sharper check, has a hand-written driver, which
-takes precedence. Each driver puts the text
-into every text slot the entry point has (conversation id, speaker, message text, query,
-question, namespace, label, key id, file path) and the outcome must be one of two:
+takes precedence. Each driver puts the text into every text slot the entry point has
+(conversation id, speaker, message text, message id, query, question, namespace, label, key
+id, file path; record and job ids looked up) and the outcome must be one of two:
 
 - accepted, and what was stored reads back byte-exact (then the test deletes it again);
 - refused with a clear error: a ``QememError`` (library, CLI), a 4xx (HTTP) or an MCP tool
@@ -52,6 +52,7 @@ from qemem.keys import open_key_store
 from qemem.memory import Memory, MemoryAPI
 from qemem.memory_file import MemoryFile
 from qemem.operations import OPERATIONS, Operation, tools
+from qemem.operations.schemas import MAX_ID_CHARS
 from qemem.store import parse_store_url
 from service_helpers import Served, served
 
@@ -79,7 +80,7 @@ BASE = [
     {"session_id": "s1", "timestamp": "2024-03-14T19:15:00", "speaker": "Ana", "text": t}
     for t in ("I adopted a grey cat named Pixel.", "I started pottery classes.")
 ]
-SLOTS = ("conversation", "speaker", "text")
+SLOTS = ("conversation", "speaker", "text", "id")
 runner = CliRunner()
 CLI_ENV = {"QEMEM_EMBEDDER": "hash", "QEMEM_LLM": None, "QEMEM_STORE": None, "COLUMNS": "200"}
 
@@ -171,29 +172,52 @@ def world(backend_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 def message(world: World, text: str, slot: str) -> tuple[str, dict[str, str]]:
-    """A fresh conversation id and one message, with ``text`` in ``slot``."""
-    cid = text if slot == "conversation" else world.fresh()
+    """A fresh conversation id and one message, with ``text`` in ``slot``; a message id goes
+    to a new session of the stored conversation ``base`` (its id is looked up among the
+    stored turns before it is stored)."""
+    cid = text if slot == "conversation" else "base" if slot == "id" else world.fresh()
     record = {"session_id": "s1", "timestamp": "2024-03-14T19:15:00", "id": "m1"}
     record |= {"speaker": "Ana", "text": "hello"} | ({slot: text} if slot != "conversation" else {})
-    return cid, record
+    return cid, record | ({"session_id": "s-id"} if slot == "id" else {})
 
 
-def check_stored(memory: Memory, cid: str, record: dict[str, str], text: str, refusal: str) -> None:
+def check_stored(
+    memory: Memory,
+    cid: str,
+    record: dict[str, str],
+    text: str,
+    refusal: str,
+    limit: int | None = None,
+) -> None:
     """After an append of ``record`` to ``cid`` (``refusal``: the error, or "" when accepted):
-    refused exactly when no store can keep ``text``, else stored byte-exact (then deleted)."""
+    refused exactly when no store can keep ``text`` (or it is longer than ``limit``, the
+    bound of the entry point), else stored byte-exact (then deleted)."""
     if refusable(text):
         assert refusal, f"accepted {text[:80]!r}"
         return
     if refusal:  # an id or text that is blank, or a conversation id the URL cannot carry
-        assert not text.strip() or "/" in text or text in (".", ".."), refusal
+        too_long = limit is not None and len(text) > limit
+        assert too_long or not text.strip() or "/" in text or text in (".", ".."), refusal
         return
     [conversation] = [c for c in memory.conversations() if c.id == cid]
-    [turn] = memory.turns(cid)
+    base = [t.id for t in memory.turns(cid) if t.text in [m["text"] for m in BASE]]
+    [turn] = [t for t in memory.turns(cid) if t.id not in base]
     # two normalizations of ingest, kept: a speaker's name on one line, a text without
-    # surrounding whitespace (qemem.models.fold_caption); everything else byte-exact
+    # surrounding whitespace (qemem.models.fold_caption); everything else byte-exact; a
+    # message with an empty id gets one of the store's
     speaker, said = " ".join(record["speaker"].split()), record["text"].strip()
     assert (conversation.id, turn.speaker, turn.text) == (cid, speaker, said)
-    assert memory.delete(cid)
+    assert turn.id == record["id"] or (record["id"] == "" and turn.id.startswith("D"))
+    if cid == "base":  # the message (and the session it made) go, the conversation stays
+        assert memory.delete_message(cid, turn.id).sessions
+    else:
+        assert memory.delete(cid)
+
+
+def bound(slot: str) -> int | None:
+    """The most characters the HTTP API and the MCP server take in a message's ``slot`` (a
+    conversation id travels in the URL, cut to ``URL_CHARS``)."""
+    return {"speaker": MAX_ID_CHARS, "id": MAX_ID_CHARS}.get(slot)
 
 
 def library(call: Callable[[], object], text: str, checked: bool = True) -> str:
@@ -426,6 +450,7 @@ HAND_MEMORY: dict[str, Driver] = {
         library(lambda: w.memory.jobs(before=t), t),
     ),
     "close": _namespace,  # a Memory of namespace TEXT: listed, then closed with its store
+    "ping": lambda w, t: library(w.memory.ping, t, checked=False),
     "conversations": _namespace,
     "embed_documents": _embed,
     "episode_turns": _both(lambda m, c, e: m.episode_turns(c, e), "e1", False),
@@ -482,7 +507,8 @@ def _http_append(world: World, text: str) -> None:
         cid, record = message(world, sent, slot)
         body = {"messages": [record]}
         response = _post(world, f"/v1/conversations/{quoted(cid)}/messages", body)
-        check_stored(world.alice, cid, record, sent, status(response, sent, checked=False))
+        refusal = status(response, sent, checked=False)
+        check_stored(world.alice, cid, record, sent, refusal, bound(slot))
 
 
 def _http_query(
@@ -576,6 +602,8 @@ HAND_HTTP: dict[str, Driver] = {
     "GET /healthz": _http_plain("/healthz"),
     "GET /readyz": _http_plain("/readyz"),
     "GET /metrics": _http_plain("/metrics"),
+    "GET /docs": _http_plain("/docs"),
+    "GET /docs/oauth2-redirect": _http_plain("/docs/oauth2-redirect"),
     "POST /v1/conversations/{conversation}/messages": _http_append,
     "POST /v1/conversations/{conversation}/search": _http_query("query", {"k": 3}),
     "POST /v1/search": _http_search_many,
@@ -602,7 +630,7 @@ def _remember(world: World, text: str) -> None:
     for slot in SLOTS:
         cid, record = message(world, text, slot)
         refusal = tool(world, "remember", text, False, conversation=cid, messages=[record])
-        check_stored(world.memory, cid, record, text, refusal)
+        check_stored(world.memory, cid, record, text, refusal, bound(slot))
 
 
 HAND_MCP: dict[str, Driver] = {

@@ -173,4 +173,7 @@ def test_a_remote_ingest_leaves_message_ids_to_the_server(tmp_path: Path) -> Non
         local.delete_message("c1", "D1:1")
         local.ingest(source)
         assert sorted(stored) == sorted(t.id for t in local.turns("c1"))
-    assert "D1:1" not in stored and "D1:2" in stored
+    # the session D1:1 left empty went with it, and its number is not given again (issue 34)
+    assert (
+        "D1:1" not in stored and "D2:1" in stored and not any(i.startswith("D1:") for i in stored)
+    )

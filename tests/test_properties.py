@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 
 from qemem.answer.extract import extract_final_answer
 from qemem.embed import HashEmbedder, open_embedder
-from qemem.errors import QememError, StructuredOutputError
+from qemem.errors import InputError, QememError, StructuredOutputError
 from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times
 from qemem.ingest.reader import read_conversations
-from qemem.lexicon import parse_datetime
+from qemem.lexicon import FIRST_YEAR, LAST_YEAR, parse_datetime
 from qemem.llm import LLMClient, LLMRequest, Message, extract_json, make_provider
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
@@ -259,12 +259,28 @@ offsets = st.builds(
 
 
 @QUICK
-@given(moment=st.datetimes(timezones=st.one_of(st.none(), offsets)))
+@given(
+    moment=st.datetimes(
+        min_value=datetime(FIRST_YEAR, 1, 1),
+        max_value=datetime(LAST_YEAR, 12, 31, 23, 59, 59),
+        timezones=st.one_of(st.none(), offsets),
+    )
+)
 def test_parse_datetime_round_trips_local_time_and_offset(moment: datetime) -> None:
     parsed = parse_datetime(moment.isoformat())
     assert parsed.replace(tzinfo=None) == moment.replace(tzinfo=None)  # the wall time
     assert parsed.utcoffset() == moment.utcoffset()
     assert parsed.date() == moment.date()  # the speaker's calendar date, not UTC's
+
+
+@QUICK
+@given(moment=st.datetimes(timezones=st.one_of(st.none(), offsets)))
+def test_parse_datetime_refuses_dates_outside_the_plausible_years(moment: datetime) -> None:
+    if FIRST_YEAR <= moment.year <= LAST_YEAR:
+        assert parse_datetime(moment.isoformat()).year == moment.year
+    else:
+        with pytest.raises(InputError, match=f"years {FIRST_YEAR} to {LAST_YEAR}"):
+            parse_datetime(moment.isoformat())
 
 
 time_words = st.lists(

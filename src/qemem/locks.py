@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from qemem.errors import NotFoundError, StoreError
+from qemem.errors import BusyError, NotFoundError
 from qemem.store.base import MemoryStore, Scope
 from qemem.store.jobs import JobTable, Lease
 
@@ -67,7 +67,7 @@ def writer_lock(
     :class:`~qemem.store.base.Scope`); ``lease``: that of the job doing it (the lock lasts no
     longer than the lease).
 
-    Raises StoreError when a live process (or a job under an unexpired lease) holds it.
+    Raises BusyError when a live process (or a job under an unexpired lease) holds it.
     """
     state_key = f"lock.{what}"
     key = (id(store), scope, what)
@@ -77,7 +77,7 @@ def writer_lock(
         owner = json.loads(raw) if raw else {}
         if _alive(store, owner, key):
             started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
-            raise StoreError(
+            raise BusyError(
                 f"another {what} of conversation {scope} is running (process {owner['pid']} on "
                 f"{owner['host']}, since {started}): wait for it to finish, then run this again "
                 "(it does only what is still missing)"

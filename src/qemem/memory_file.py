@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import IO, Any, cast
 
 from qemem.errors import InputError, OutputError, StoreError
+from qemem.lexicon import check_year
 from qemem.models import (
     Correction,
     Episode,
@@ -184,13 +185,7 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         where = f"episode {n}"
         if not isinstance(raw, dict):
             raise InputError("an episode must be a JSON object", file=file, record=where)
-        stamp = _field(raw, "timestamp", str, where, file)
-        try:
-            when = datetime.fromisoformat(stamp)
-        except ValueError:
-            raise InputError(
-                f"timestamp {stamp!r} is not ISO 8601", file=file, record=where, field="timestamp"
-            ) from None
+        when = _moment(raw, "timestamp", where, file)
         episodes.append(
             Episode(
                 _record_id(raw, where, file),
@@ -228,13 +223,18 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
 
 
 def _moment(raw: Mapping[str, Any], name: str, where: str, file: str) -> datetime:
+    """The ISO 8601 date-time of field ``name``, of the years qemem takes (InputError else)."""
     stamp = _field(raw, name, str, where, file)
     try:
-        return datetime.fromisoformat(stamp)
+        moment = datetime.fromisoformat(stamp)
+        check_year(moment, stamp, name)
     except ValueError:
         raise InputError(
             f"{name} {stamp!r} is not ISO 8601", file=file, record=where, field=name
         ) from None
+    except InputError as exc:
+        raise InputError(str(exc), file=file, record=where, field=name) from None
+    return moment
 
 
 def _supersessions(data: Mapping[str, Any], file: str) -> tuple[Supersession, ...]:

@@ -34,6 +34,12 @@ NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
 messages), then a number without leading zeros of at most 15 digits (qemem never gives a
 larger one, so larger ones need no counting)."""
 
+SESSION_COUNTER = "session"
+"""The id counter (beside those of the ``NUMBERED_ID`` prefixes, which it cannot be) holding
+the highest number of a session that was removed (its last message deleted): new sessions are
+numbered above it, so that a session number, and the ids ``D<session>:<n>`` of its messages,
+never name two different things."""
+
 
 def highest_numbers(ids: Iterable[str]) -> dict[str, int]:
     """The highest number of each prefix among the ``ids`` of a ``NUMBERED_ID`` form."""

@@ -33,6 +33,7 @@ from typing import Any
 from qemem.build.origin import IMPORTED, Origin, record_origin
 from qemem.build.pipeline import next_number
 from qemem.embed.base import Embedder
+from qemem.embed.documents import embed_documents
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime
 from qemem.models import Conversation, Episode, SemanticFact, Turn, check_path, search_text
@@ -257,8 +258,8 @@ def _write(
 ) -> None:
     """Embed, then store the imported episodes (marked as imported) and facts in one
     transaction."""
-    episode_vectors = embedder.embed([search_text(e) for e in episodes])
-    fact_vectors = embedder.embed([search_text(f) for f in facts])
+    episode_vectors = embed_documents(embedder, [search_text(e) for e in episodes])
+    fact_vectors = embed_documents(embedder, [search_text(f) for f in facts])
     with store.transaction():
         if episodes:
             store.add_episodes(scope, episodes, episode_vectors, embedder.id)

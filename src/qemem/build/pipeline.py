@@ -21,8 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
-import numpy as np
-
 from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
 from qemem.build.corrections import corrected_again, touching
 from qemem.build.episodes import write_episode
@@ -39,6 +37,7 @@ from qemem.build.origin import (
 )
 from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
+from qemem.embed.documents import document_text, embed_documents
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Correction, Episode, Supersession, Turn, search_text, unredacted
@@ -187,6 +186,7 @@ def build_memory(
     report = BuildReport(
         scope.conversation,
         sessions=sorted(pending),
+        messages=sum(len(turns) for turns in pending.values()),
         calibrate_rule=config.calibrate_rule,
         rules=config.rules(),
     )
@@ -332,7 +332,7 @@ class _Run:
             reasons.append(f"narrative built from the turns ({why})")
         with CPU:
             known = self.facts.related(
-                self.embedder.embed([search_text(episode)], query=True)[0],
+                self.embedder.embed([document_text(search_text(episode))], query=True)[0],
                 tokenize(search_text(episode)),
                 self.config.related_facts,
                 episode_number(episode.id) - lag,
@@ -402,8 +402,7 @@ class _Run:
         """Store ``episode``, its merged facts, the supersessions its new facts claim (of
         facts still current) or that corrections make of them (:mod:`~qemem.build.corrections`)
         and its origin in one transaction."""
-        dim = self.facts.matrix.shape[1]
-        vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
+        vectors = embed_documents(self.embedder, texts)
         merge = self.facts.merge(
             episode,
             texts,
@@ -431,7 +430,7 @@ class _Run:
             fresh = fact.id not in again and old not in {s.old for s in replaced}
             if fresh and old in self.facts.rows:
                 replaced.append(Supersession(old, fact.id, turns, episode.timestamp, "build", now))
-        episode_vector = self.embedder.embed([search_text(episode)])
+        episode_vector = embed_documents(self.embedder, [search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
             store.add_episodes(scope, [episode], episode_vector, embedder)

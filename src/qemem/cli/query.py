@@ -90,7 +90,8 @@ def build(
     ] = CalibrateChoice.complete,
 ) -> None:
     """Build the episodes and semantic facts the store lacks, and rebuild degraded ones (needs
-    an LLM; resumable). Exits with status 3 when any call degraded."""
+    an LLM; resumable). A conversation another process is building is left to it (and said
+    so) when several are built. Exits with status 3 when any call degraded."""
     memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
         config = BuildConfig(calibrate_rule=cast(CalibrateRule, str(calibrate_rule)))
@@ -101,6 +102,9 @@ def build(
         return
     table = Table("conversation", "step", "calls", "tokens in", "tokens out", "cost USD")
     for r in reports:
+        if r.busy is not None:
+            console.print(f"{markup_safe(r.conversation)}: not built here: {markup_safe(r.busy)}")
+            continue
         for step, tally in r.llm.items():
             cost = tally.cost_spent_usd
             table.add_row(
@@ -120,6 +124,14 @@ def build(
             f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
+        if r.messages:
+            rate = r.per_thousand()
+            usd = "" if rate.cost_usd is None else f", ${rate.cost_usd:.2f}"
+            console.print(
+                f"  build cost per 1,000 messages ({r.messages} built): {rate.calls:,.0f} "
+                f"calls, {rate.input_tokens:,.0f} tokens in, "
+                f"{rate.output_tokens:,.0f} tokens out{usd}"
+            )
     console.print(table)
     show_faults(memory)
     _exit_if_degraded(reports)

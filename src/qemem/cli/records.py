@@ -75,6 +75,7 @@ def _show(done: Forgotten, as_json: bool) -> None:
         f"facts that lost an episode: {' '.join(done.unlinked) or 'none'}",
         f"supersessions removed: {' '.join(done.supersessions) or 'none'}",
         f"current again: {' '.join(done.restored)}" if done.restored else "",
+        f"session {done.sessions[0]} left empty and removed" if done.sessions else "",
     ]
     console.print(plain("; ".join(p for p in parts if p), None))
 

@@ -38,9 +38,17 @@ HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
 PortOpt = Annotated[int, typer.Option("--port", help="TCP port.")]
 
 
+CREATE_HINT = (
+    "pass --create to start with a new, empty store (or fill one first with qemem ingest "
+    "FILE --store PATH)"
+)
+"""How ``serve`` and ``mcp`` say to get a store when theirs is missing."""
+
+
 def _server_extra() -> None:
     try:
         import fastapi  # noqa: F401
+        import fastapi_offline  # noqa: F401
         import mcp  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
@@ -126,7 +134,7 @@ def serve(
     _check_auto_build(auto_build, llm)  # refused here rather than in each worker
     if auto_build is not None:
         os.environ["QEMEM_AUTO_BUILD"] = repr(auto_build)
-    store = store if create else existing_store(store)
+    store = store if create else existing_store(store, CREATE_HINT)
     os.environ["QEMEM_STORE"] = str(store)
     os.environ["QEMEM_MAX_BODY"] = str(max_body)
     os.environ["QEMEM_JOB_LEASE"] = str(job_lease)
@@ -180,7 +188,7 @@ def mcp(
     --auto-build, the server also runs the store's build jobs while it is up."""
     _server_extra()
     _check_auto_build(auto_build, llm)
-    store = store if create else existing_store(store)
+    store = store if create else existing_store(store, CREATE_HINT)
     from qemem.service.mcp_server import create_mcp_server, running_jobs
 
     read_only = False

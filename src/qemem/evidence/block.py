@@ -49,9 +49,9 @@ class Context:
     """The block (``text``), the items it shows in exposure order, its estimated ``tokens``
     and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
     fit; ``planner`` is "rule" or "llm". A block across conversations has ``conversation``
-    "" and ``conversations`` the ones ranked together (``qemem.evidence.many``)."""
+    None and ``conversations`` the ones ranked together (``qemem.evidence.many``)."""
 
-    conversation: str
+    conversation: str | None
     question: str
     text: str
     items: list[ContextItem] = field(default_factory=list)

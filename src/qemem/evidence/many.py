@@ -206,5 +206,5 @@ class ManyIndex(SourceIndex):
             for item in context.items
         ]
         return dataclasses.replace(
-            context, conversation="", items=items, conversations=list(self.conversations)
+            context, conversation=None, items=items, conversations=list(self.conversations)
         )

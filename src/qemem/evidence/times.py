@@ -40,7 +40,11 @@ Conventions (documented choices):
   after it; "this": the one containing the anchor, else the nearest one.
 
 Matching is case-insensitive on whole words; matches do not overlap (the earliest, then the
-longest, wins) and are returned in text order.
+longest, wins) and are returned in text order. An expression whose resolution would leave
+Python's calendar (years 1 to 9999: "5000 years ago", "999999999 days ago", or any relative
+time said on a date at an end of it) is not resolved; qemem takes dates of the years 1900 to
+2200 only (``qemem.lexicon.FIRST_YEAR``), where the calendar leaves room for every count up to
+several thousand years.
 """
 
 from __future__ import annotations
@@ -323,8 +327,11 @@ def _resolve(text: str, day: date) -> tuple[TimeResolution, ...]:
     for start, _, match, handler in found:
         if start < taken_until:
             continue
+        try:
+            first, last, granularity, phrase = handler(match, day)
+        except (OverflowError, ValueError):  # a count past the calendar ("5000 years ago")
+            continue  # is no date: the expression stays as said
         taken_until = match.end()
-        first, last, granularity, phrase = handler(match, day)
         resolutions.append(
             TimeResolution(
                 match.group(), first, last, granularity, phrase, position=start, anchor=day

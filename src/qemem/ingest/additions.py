@@ -9,6 +9,7 @@ from datetime import datetime
 from qemem.errors import InputError
 from qemem.models import (
     REDACTED,
+    SESSION_COUNTER,
     Conversation,
     ConversationInput,
     Session,
@@ -22,8 +23,12 @@ from qemem.models import (
 )
 
 MAX_MESSAGE_CHARS = 100_000
-"""Longer messages are refused at ingest (split them); only the first
-``qemem.memory.EMBED_CHARS`` characters of a message are embedded."""
+"""Longer messages are refused at ingest (split them). The bound is the build's, not search's
+(passages make every part of a long message searchable): a message is never split between
+episodes, so an episode's narrative and fact prompts show it whole, with up to three messages
+before it as context; at 100,000 characters (about 25,000 tokens) the largest such prompt stays
+near 100,000 tokens, inside the context window of every supported model. HTTP request bodies
+are capped at 1 MB on their own."""
 
 
 @dataclass
@@ -65,11 +70,12 @@ def find_additions(
     A session whose key is stored keeps its index and date; its stored turns must match the
     input's first turns (speaker and text), and any further turns are appended after the
     last stored one. Sessions must be in chronological order, new ones after every stored
-    one. A new session gets the index it suggests when free, else the next free one. Turns
-    without an id get ``D<session index>:<n>``, ``n`` counted on from the conversation's id
-    ``counters`` (:meth:`~qemem.store.base.MemoryStore.counters`, empty for a new
-    conversation) and from the ids of that form the input gives, so never an id the
-    conversation had before, deleted or not.
+    one. A new session gets the index it suggests when free and above the conversation's
+    ``SESSION_COUNTER`` (the highest number of a removed session), else the next index above
+    both. Turns without an id get ``D<session index>:<n>``, ``n`` counted on from the
+    conversation's id ``counters`` (:meth:`~qemem.store.base.MemoryStore.counters`, empty
+    for a new conversation) and from the ids of that form the input gives, so never an id
+    the conversation had before, deleted or not.
     """
     _check_names(conv, file)
     additions = Additions(conv)
@@ -80,6 +86,7 @@ def find_additions(
         by_session.setdefault(turn.session, []).append(turn)
     known_ids = {t.id for t in existing_turns}
     last = _taken_numbers(conv, counters, known_ids)
+    retired = counters.get(SESSION_COUNTER, 0)
     latest = max((s.date_time for s in stored.values()), default=None)
     first = existing.sessions[0].date_time if existing and existing.sessions else None
     previous: SessionInput | None = None
@@ -95,7 +102,8 @@ def find_additions(
             old = by_session.get(index, [])
         else:
             _check_after_latest(session, latest, file, where)
-            index = session.index if session.index not in used else max(used, default=0) + 1
+            free = session.index not in used and session.index > retired
+            index = session.index if free else max(*used, retired, 0) + 1
             used.add(index)
             additions.sessions.append(Session(index, session.date_time, session.key))
             old = []
@@ -181,7 +189,8 @@ def _check_after_latest(
     if latest is not None and session.date_time < latest:
         raise InputError(
             f"new session dated {session.date_time.isoformat()} is before the latest stored "
-            f"session ({latest.isoformat()}); sessions can only be appended in date order",
+            f"session ({latest.isoformat()}); sessions can only be appended in date order (a "
+            "session dated wrongly goes when its last message is deleted)",
             file=file,
             record=where,
             field="date",

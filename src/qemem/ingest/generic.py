@@ -28,6 +28,7 @@ from qemem.models import (
     SessionInput,
     TurnInput,
     check_same_kind,
+    check_text,
     fold_caption,
 )
 
@@ -127,6 +128,10 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
                     record=where,
                     field=name,
                 )
+        for name in (*REQUIRED, "id", "image_caption", "namespace"):
+            if isinstance(record.get(name), str):  # before a store sees it (an id is looked up)
+                what = name.replace("_", " ")
+                check_text(record[name], what, file=file, record=where, field=name)
         try:
             timestamp = parse_datetime(record["timestamp"])
         except InputError as exc:

@@ -118,9 +118,11 @@ class Forgotten:
     episodes citing them, the facts removed (left without provenance, or deleted; a fact
     written by hand, a correction, is only removed by deleting it), the facts that lost an
     episode but stay (``unlinked``), the supersessions that went (by the id of the fact they
-    replaced) and the facts current again because the fact that replaced them went
+    replaced), the facts current again because the fact that replaced them went
     (``restored``: deleting a correction restores the fact it corrected; deleting a corrected
-    fact removes its supersession and keeps the correction)."""
+    fact removes its supersession and keeps the correction), and the session a deleted
+    message left empty (removed, so that a session dated wrongly can be replaced; its number
+    is not used again)."""
 
     conversation: str
     deleted: list[str] = field(default_factory=list)
@@ -130,6 +132,7 @@ class Forgotten:
     unlinked: list[str] = field(default_factory=list)
     supersessions: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    sessions: list[int] = field(default_factory=list)
 
 
 @runtime_checkable

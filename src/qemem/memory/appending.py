@@ -122,8 +122,7 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
         sessions = [s.index for s in existing.sessions if s.key in keys]
         ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
         stored = store.turns_of(scope, sessions=sessions, ids=ids)
-        if any(t.id is None for s in conv.sessions for t in s.turns):  # they get numbered ids
-            counters = store.counters(scope)
+        counters = store.counters(scope)  # numbered ids and new sessions' numbers
     counts = after_stored_turns(conv, existing, stored)
     additions = find_additions(conv, existing, stored, counters, "<messages>")
     if existing is not None and additions.turns:

@@ -21,6 +21,7 @@ from qemem.build.pipeline import next_number
 from qemem.build.supersede import AsOf, known_facts, parse_as_of
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, NotFoundError
+from qemem.lexicon import check_year
 from qemem.locks import writer_lock
 from qemem.memory.api import MAX_FACT_CHARS, Forgotten
 from qemem.models import (
@@ -57,7 +58,10 @@ def _turn(store: MemoryStore, scope: Scope, turn_id: str) -> Turn:
     found = store.turns(scope, [check_text(turn_id, "message id")])
     if not found:
         raise NotFoundError(
-            f"no message {turn_id!r} in conversation {scope}: list its turns to find the id"
+            f"no message {turn_id!r} in conversation {scope}: list its turns to find the id",
+            kind="message",
+            name=turn_id,
+            conversation=scope.conversation,
         )
     return found[0]
 
@@ -66,7 +70,10 @@ def _fact(store: MemoryStore, scope: Scope, fact_id: str) -> SemanticFact:
     found = store.facts(scope, [check_text(fact_id, "fact id")])
     if not found:
         raise NotFoundError(
-            f"no fact {fact_id!r} in conversation {scope}: list them (qemem facts) to find the id"
+            f"no fact {fact_id!r} in conversation {scope}: list them (qemem facts) to find the id",
+            kind="fact",
+            name=fact_id,
+            conversation=scope.conversation,
         )
     return found[0]
 
@@ -95,6 +102,8 @@ class MemoryEdits:
         if ids is not None:
             return facts
         when = parse_as_of(as_of) if isinstance(as_of, str) else as_of
+        if when is not None:
+            check_year(when, when, "as-of date", "as_of")
         dates = {s.index: s.date_time for s in self.store.get_conversation(scope).sessions}
         return known_facts(
             facts,
@@ -116,7 +125,9 @@ class MemoryEdits:
         (their other turns are built again by the next build), the facts left without an
         episode (never a correction: its provenance is its own), the turn from the
         supersessions and corrections citing it (a build supersession citing no turn left
-        goes). A fact also learned elsewhere keeps its other episodes. The LLM cache's
+        goes). A fact also learned elsewhere keeps its other episodes. A session left without
+        messages is removed (``Forgotten.sessions``): a session appended with a wrong date no
+        longer blocks later appends, and its number is not used again. The LLM cache's
         exchanges about the conversation go too (which of them quoted the message is not
         recorded)."""
         return _forget(self, conversation, message, redact=False)
@@ -209,6 +220,7 @@ def _forget(host: _Host, conversation: str, message: str, *, redact: bool) -> Fo
         unlinked=list(removed.unlinked),
         supersessions=list(removed.supersessions),
         restored=[f for f in removed.supersessions if f not in removed.facts],
+        sessions=list(removed.sessions),
     )
 
 

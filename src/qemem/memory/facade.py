@@ -26,8 +26,10 @@ from qemem.build import (
     import_nemori,
 )
 from qemem.embed.base import Embedder
+from qemem.embed.documents import EMBED_CHARS as EMBED_CHARS  # the cut, re-exported
+from qemem.embed.documents import embed_documents
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, LLMError
+from qemem.errors import BusyError, EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
@@ -70,9 +72,6 @@ from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease
-
-EMBED_CHARS = 4000
-"""Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
 class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, MemoryAPI):
@@ -132,6 +131,11 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         self.store.close()
         if self._llm is not None:
             self._llm.close()
+
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise (a readiness probe:
+        one small query)."""
+        self.store.ping()
 
     def __enter__(self) -> Memory:
         return self
@@ -204,15 +208,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
         self._check_embedder()
-        texts = [search_text(r)[:EMBED_CHARS] for r in records]
-        parts = []
-        for start in range(0, len(texts), self.embed_batch):
-            parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
-            if progress:
-                progress(min(start + self.embed_batch, len(texts)), len(texts))
-        if not parts:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.vstack(parts)
+        texts = [search_text(r) for r in records]
+        return embed_documents(self.embedder, texts, batch=self.embed_batch, progress=progress)
 
     # ------------------------------------------------------------------ ingest
     def scope(self, conversation: str) -> Scope:
@@ -347,7 +344,9 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
         episodes are built again); after new sessions are ingested it processes only those;
         an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
         another LLM built. ``lease``: the job lease this build runs under (its build lock is
-        abandoned as soon as that lease expires).
+        abandoned as soon as that lease expires). Over several conversations (None, or a
+        list), one that another process is building is left to it, and its report says so
+        (``busy``); a single conversation built elsewhere raises BusyError.
 
         Each conversation's build is pinned to the life of the conversation it started in: when
         the conversation is deleted meanwhile (``ConversationGoneError``), or a message or fact
@@ -371,17 +370,22 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, M
                             sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
                         )
 
-            with writer_lock(self.store, self.scope(cid), "build", lease=lease) as pinned:
-                return build_memory(
-                    self.store,
-                    pinned,
-                    self.embedder,
-                    llm.about(self.namespace, [cid]),
-                    concurrency=llm.concurrency,
-                    progress=step,
-                    config=config,
-                    rebuild=rebuild,
-                )
+            try:
+                with writer_lock(self.store, self.scope(cid), "build", lease=lease) as pinned:
+                    return build_memory(
+                        self.store,
+                        pinned,
+                        self.embedder,
+                        llm.about(self.namespace, [cid]),
+                        concurrency=llm.concurrency,
+                        progress=step,
+                        config=config,
+                        rebuild=rebuild,
+                    )
+            except BusyError as exc:
+                if isinstance(conversation, str):
+                    raise
+                return BuildReport(cid, busy=str(exc))
 
         with ThreadPoolExecutor(max(1, min(len(targets), llm.concurrency))) as builds:
             return list(builds.map(one, targets))

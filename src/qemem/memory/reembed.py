@@ -15,10 +15,10 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 
 from qemem.embed.base import Embedder
+from qemem.embed.documents import document_text
 from qemem.embed.spec import open_embedder
 from qemem.errors import ConversationChangedError, NotFoundError, StoreError
 from qemem.memory.api import Progress
-from qemem.memory.facade import EMBED_CHARS
 from qemem.models import Space, search_text
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
@@ -65,7 +65,7 @@ def _stage_all(
         with suppress(NotFoundError, ConversationChangedError):
             for start in range(0, len(ids), batch):
                 records = space_records(store, scope, space, ids[start : start + batch])
-                vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
+                vectors = embedder.embed([document_text(search_text(r)) for r in records])
                 store.stage_vectors(scope, space, [r.id for r in records], vectors)
                 report.embedded[space] += len(records)
                 done += len(records)

@@ -181,7 +181,10 @@ RECORDS = (
             "DELETE",
             f"{_CONVERSATION}/messages/{{message}}",
             "delete_message",
-            "Delete one message with the episodes citing it and the facts left without source.",
+            """
+    Delete one message with the episodes citing it and the facts left without source; a
+    session left without messages goes too (``sessions``), so a session dated wrongly can be
+    replaced (its number is not used again).""",
             "records",
             (403, 404),
             response=Forgotten,

@@ -4,37 +4,72 @@ dataclasses); the operation table names them, the service and the remote clients
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from qemem.answer.ask import Mode
 from qemem.answer.memory_audit import MAX_SAMPLE
+from qemem.ingest.additions import MAX_MESSAGE_CHARS
 from qemem.memory import AUDIT_SAMPLE, SearchResult
-from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
+from qemem.memory.api import (
+    CONTEXT_BUDGET,
+    MAX_CHECK_CHARS,
+    MAX_CONTEXT_BUDGET,
+    MAX_FACT_CHARS,
+    MAX_QUESTION_CHARS,
+    ContextMode,
+)
 from qemem.memory.jobs import MAX_JOBS_PAGE
+from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
 from qemem.models import Pool, Ref, Session, Space
 from qemem.store.jobs import JobStatus
 
 MAX_K = 1000
-"""The most search results one request may ask for (HTTP and MCP alike)."""
+"""The most search results one request may ask for (HTTP and MCP alike); ``k: null`` (every
+ranked record) is cut to it too."""
+MAX_ID_CHARS = 1000
+"""The longest id (message, session, conversation, turn cited) and speaker a request may send."""
+MAX_MESSAGES = 1000
+"""The most messages one append may carry (the body limit, 1 MB by default, applies too)."""
+MAX_REFS = 1000
+"""The most records one request may name (records to exclude, turns a correction cites)."""
+
+Id = Annotated[str, Field(max_length=MAX_ID_CHARS)]
+Query = Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]
+Queries = (
+    Annotated[str, Field(max_length=MAX_QUESTION_CHARS)]
+    | Annotated[list[Query], Field(max_length=MAX_SEARCH_QUERIES)]
+)
+Conversations = Annotated[list[Id], Field(max_length=MAX_CONVERSATIONS)]
+K = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        le=MAX_K,
+        description=f"results (1 to {MAX_K}); null: every ranked record, at most {MAX_K}",
+    ),
+]
 
 
 class MessageIn(BaseModel):
     """One message to append; ``id`` makes retries safe (a stored id is acknowledged again)."""
 
-    session_id: str = Field(description="the sitting; sessions are ordered by first appearance")
+    session_id: Id = Field(description="the sitting; sessions are ordered by first appearance")
     timestamp: str = Field(
+        max_length=100,
         description="ISO 8601 local time, with its UTC offset when known, e.g. "
-        "2024-03-14T19:15:00+05:30; a conversation's timestamps all have an offset or none"
+        "2024-03-14T19:15:00+05:30, years 1900 to 2200; a conversation's timestamps all have "
+        "an offset or none",
     )
-    speaker: str
-    text: str
-    id: str | None = Field(default=None, description="stable message id (recommended)")
-    image_caption: str | None = None
+    speaker: Id
+    text: str = Field(max_length=MAX_MESSAGE_CHARS)
+    id: Id | None = Field(default=None, description="stable message id (recommended)")
+    image_caption: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
 
 
 class MessagesIn(BaseModel):
-    messages: list[MessageIn]
+    messages: list[MessageIn] = Field(max_length=MAX_MESSAGES)
 
 
 class Appended(BaseModel):
@@ -70,12 +105,14 @@ class ConversationOut(BaseModel):
 
 
 class SearchIn(BaseModel):
-    query: str | list[str] = Field(description="one query, or several fused together")
-    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
+    query: Queries = Field(description=f"one query, or up to {MAX_SEARCH_QUERIES} fused together")
+    k: K = 10
     pool: bool = Field(default=False, description="return the evidence pool of all spaces")
     space: Space = Field(default="turn", description="space searched when pool is false")
     exclude: list[Ref] = Field(
-        default_factory=list, description="with pool: records never to return"
+        default_factory=list,
+        max_length=MAX_REFS,
+        description="with pool: records never to return",
     )
 
 
@@ -87,11 +124,11 @@ class SearchOut(BaseModel):
 
 
 class SearchManyIn(BaseModel):
-    conversations: list[str] = Field(
+    conversations: Conversations = Field(
         description="conversations of the namespace to search together (duplicates ignored)"
     )
-    query: str | list[str] = Field(description="one query, or several fused together")
-    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
+    query: Queries = Field(description=f"one query, or up to {MAX_SEARCH_QUERIES} fused together")
+    k: K = 10
     space: Space = Field(default="turn", description="space searched")
 
 
@@ -102,12 +139,12 @@ class SearchManyOut(BaseModel):
 
 
 class AskIn(BaseModel):
-    question: str
+    question: Query
     mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")
 
 
 class ContextIn(BaseModel):
-    question: str
+    question: Query
     budget_tokens: int = Field(
         default=CONTEXT_BUDGET, ge=1, le=MAX_CONTEXT_BUDGET, description="tokens of the block"
     )
@@ -115,38 +152,48 @@ class ContextIn(BaseModel):
 
 
 class AskManyIn(AskIn):
-    conversations: list[str] = Field(
+    conversations: Conversations = Field(
         description="conversations of the namespace to answer over together (duplicates ignored)"
     )
 
 
 class ContextManyIn(ContextIn):
-    conversations: list[str] = Field(
+    conversations: Conversations = Field(
         description="conversations of the namespace to draw the block from (duplicates ignored)"
     )
 
 
 class CheckIn(BaseModel):
-    text: str = Field(description="the answer or statement whose claims to check")
+    text: str = Field(
+        max_length=MAX_CHECK_CHARS, description="the answer or statement whose claims to check"
+    )
 
 
 class CorrectIn(BaseModel):
-    content: str = Field(description="the fact as it should read (names, no pronouns)")
-    turns: list[str] = Field(default_factory=list, description="turn ids that show it")
+    content: str = Field(
+        max_length=MAX_FACT_CHARS, description="the fact as it should read (names, no pronouns)"
+    )
+    turns: list[Id] = Field(
+        default_factory=list, max_length=MAX_REFS, description="turn ids that show it"
+    )
 
 
 class AuditIn(BaseModel):
     sample: int = Field(
         default=AUDIT_SAMPLE, ge=1, le=MAX_SAMPLE, description="facts and episodes to judge"
     )
-    seed: int = Field(default=0, description="the same seed draws the same sample")
+    seed: int = Field(
+        default=0, ge=0, le=2**63 - 1, description="the same seed draws the same sample"
+    )
 
 
 class FactsQuery(BaseModel):
     """The parameters of listing facts."""
 
     as_of: str | None = Field(
-        default=None, description="ISO 8601 date or date-time: the facts known then"
+        default=None,
+        max_length=100,
+        description="ISO 8601 date or date-time (years 1900 to 2200): the facts known then",
     )
     include_superseded: bool = Field(
         default=False, description="also the facts a later one replaced"
@@ -159,5 +206,7 @@ class JobsQuery(BaseModel):
     status: JobStatus | None = None
     limit: int = Field(default=50, ge=1, le=MAX_JOBS_PAGE, description="jobs per page")
     cursor: str | None = Field(
-        default=None, description="the page after this one: a response's X-Next-Cursor"
+        default=None,
+        max_length=MAX_ID_CHARS,
+        description="the page after this one: a response's X-Next-Cursor",
     )

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from qemem import __version__
 from qemem.embed.base import Embedder
@@ -28,6 +29,9 @@ from qemem.store import MemoryStore, open_store
 DEFAULT_MAX_BODY = 1_000_000
 """Default request-body limit in bytes (413 above it)."""
 
+DOCS_ASSETS = "/docs-assets"
+"""Where the scripts and styles of ``/docs`` (Swagger UI) are served from (``fastapi-offline``,
+a dependency of the ``server`` extra): the page loads nothing from elsewhere."""
 DESCRIPTION = (
     "Long-term conversational memory: append messages, search, and ask "
     "questions answered with cited, verified evidence. Every /v1 route needs "
@@ -82,7 +86,14 @@ def create_app(
         auto_build=auto_build,
     )
     _ = root.embedder  # load the model once, before the first request
-    app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
+    app = FastAPIOffline(  # /docs from assets of the server extra: no CDN
+        title="qemem",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+        static_url=DOCS_ASSETS,
+        redoc_url=None,  # its bundle fetches a logo from a CDN: /docs is the one viewer
+    )
     state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
     app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)

@@ -20,16 +20,16 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
-from typing import Any, Literal, TypeVar, cast, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, cast, get_type_hints
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from qemem import __version__
 from qemem.answer.ask import Mode
 from qemem.answer.wire import answer_brief, check_to_json, record_brief
-from qemem.errors import QememError
+from qemem.errors import NotFoundError, QememError, without_paths
 from qemem.memory import Memory, MemoryAPI
 from qemem.memory.api import MAX_CONTEXT_BUDGET
 from qemem.memory.jobs import check_auto_build
@@ -40,10 +40,11 @@ from qemem.models import (
     format_datetime,
 )
 from qemem.operations import Operation, Tool, operation, tools
-from qemem.operations.schemas import MAX_K, MessageIn
+from qemem.operations.schemas import MAX_K, MAX_MESSAGES, MessageIn
 from qemem.service.state import Tenants
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "Long-term memory of conversations. Store what is said with `remember`, look things up "
@@ -178,9 +179,22 @@ def running_jobs(
         worker.close()
 
 
+NOT_FOUND = {
+    "conversation": "no conversation {name!r}: remember stores messages in a new one; "
+    "list_conversations shows the stored ones",
+    "message": "no message {name!r} in conversation {conversation!r}: recall shows the ids "
+    "of its messages",
+    "episode": "no episode {name!r} in conversation {conversation!r}",
+    "fact": "no fact {name!r} in conversation {conversation!r}: the facts tool lists them "
+    "with their ids",
+    "job": "no job {name!r}",
+}
+"""What a tool says when a record is missing, in the tools' words (not the command line's)."""
+
+
 class Guard:
-    """Runs a tool's call: qemem errors become tool errors (never naming the server's store
-    path)."""
+    """Runs a tool's call: qemem errors become tool errors in the tools' words, never naming a
+    server path (the log keeps it)."""
 
     def __init__(self, store_path: str = "") -> None:
         self.store_path = store_path
@@ -188,10 +202,15 @@ class Guard:
     def __call__(self, fn: Callable[[], T]) -> T:
         try:
             return fn()
+        except NotFoundError as exc:
+            if exc.kind not in NOT_FOUND:
+                raise ToolError(without_paths(str(exc), [self.store_path])) from exc
+            advice = NOT_FOUND[exc.kind].format(name=exc.name, conversation=exc.conversation)
+            raise ToolError(advice) from exc
         except QememError as exc:
-            message = str(exc)
-            if self.store_path and self.store_path != ":memory:":
-                message = message.replace(self.store_path, "the server's store")
+            message = without_paths(str(exc), [self.store_path])
+            if message != str(exc):
+                log.warning("tool error: %s", exc)
             raise ToolError(message) from exc
 
 
@@ -200,7 +219,9 @@ def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[s
     conversations with ``recall_across``) and ``context`` (a ready-to-paste block)."""
 
     def remember(
-        conversation: str, messages: list[MessageIn], idempotency_key: str | None = None
+        conversation: str,
+        messages: Annotated[list[MessageIn], Field(max_length=MAX_MESSAGES)],
+        idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         records = [m.model_dump(exclude_none=True) for m in messages]
         done = run(

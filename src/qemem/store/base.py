@@ -88,13 +88,15 @@ class IndexRows:
 @dataclass(frozen=True)
 class TurnRemoval:
     """What forgetting a turn removed from the store: the episodes citing it, the facts left
-    without provenance, the facts that lost an episode but stay, and the supersessions that
-    lost their last cited turn (or one of their facts), by the id of the fact they replaced."""
+    without provenance, the facts that lost an episode but stay, the supersessions that
+    lost their last cited turn (or one of their facts), by the id of the fact they replaced,
+    and the session it leaves empty (removed; see :data:`~qemem.models.SESSION_COUNTER`)."""
 
     episodes: tuple[str, ...]
     facts: tuple[str, ...]
     unlinked: tuple[str, ...]
     supersessions: tuple[str, ...]
+    sessions: tuple[int, ...] = ()
 
 
 class MemoryStore(Protocol):
@@ -105,6 +107,10 @@ class MemoryStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise."""
+        ...
 
     # conversations and sessions
     def conversations(self, namespace: str | None = None) -> list[Conversation]: ...

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from qemem.models import REDACTED, Correction, Supersession, Turn
+from qemem.models import REDACTED, SESSION_COUNTER, Correction, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.lives import COUNT_REMOVAL
@@ -156,9 +156,13 @@ class SQLEdits:
     ) -> TurnRemoval:
         """Delete turn ``turn_id``, or with ``redacted`` (the redacted turn, its vector and
         the embedder id) replace its text and vector, removing what was derived from it (see
-        the module's docstring); one transaction."""
+        the module's docstring); one transaction. A session a delete leaves without turns,
+        episodes and facts is removed too (``_retire``)."""
         with self.transaction():
             pk = self._writing(scope)
+            [(session,)] = self._query(
+                "SELECT session FROM turns WHERE conv = ? AND id = ?", (pk, turn_id)
+            )
             self._exec(COUNT_REMOVAL, (pk,))
             self._forgotten()
             citing = "SELECT episode FROM episode_turns WHERE conv = ? AND turn = ?"
@@ -190,12 +194,36 @@ class SQLEdits:
             _uncite(self, pk, turn_id)
             drop_facts(self, pk, orphans)
             after = {s.old for s in _load_supersessions(self, pk)}
+            retired = () if redacted is not None else _retire(self, pk, int(session))
         return TurnRemoval(
             tuple(episodes),
             tuple(orphans),
             tuple(sorted(touched - set(orphans))),
             tuple(sorted(before - after)),
+            retired,
         )
+
+
+def _retire(host: _Host, pk: int, session: int) -> tuple[int, ...]:
+    """Remove ``session`` when no turn, episode or fact is left in it, and raise the
+    conversation's ``SESSION_COUNTER`` to its number (new sessions are numbered above it);
+    the removed sessions' numbers."""
+    held = host._query(
+        "SELECT (SELECT count(*) FROM turns WHERE conv = ? AND session = ?) + "
+        "(SELECT count(*) FROM episodes WHERE conv = ? AND session = ?) + "
+        "(SELECT count(*) FROM facts WHERE conv = ? AND session = ?)",
+        (pk, session) * 3,
+    )
+    if held[0][0]:
+        return ()
+    host._exec("DELETE FROM sessions WHERE conv = ? AND idx = ?", (pk, session))
+    host._exec(
+        "INSERT INTO id_counters (conv, prefix, value) VALUES (?, ?, ?) "
+        "ON CONFLICT (conv, prefix) DO UPDATE SET value = excluded.value "
+        "WHERE id_counters.value < excluded.value",
+        (pk, SESSION_COUNTER, session),
+    )
+    return (session,)
 
 
 def _drop_vectors(host: _Host, pk: int, space: str, ids: Sequence[str]) -> None:

@@ -107,7 +107,9 @@ class SQLLives:
             raise NotFoundError(
                 f"no conversation {scope!s} in store {self.path}: ingest it first "
                 f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
-                "(qemem conversations)"
+                "(qemem conversations)",
+                kind="conversation",
+                name=scope.conversation,
             )
         return int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
 

@@ -148,6 +148,9 @@ class SQLStore(SQLEdits, SQLLives, ABC):
             return load(pk)
         return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
 
+    def ping(self) -> None:
+        self._query("SELECT 1 FROM conversations LIMIT 1")
+
     # ------------------------------------------------------------------ conversations
     def conversations(self, namespace: str | None = None) -> list[Conversation]:
         sql = "SELECT namespace, id FROM conversations"

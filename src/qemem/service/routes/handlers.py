@@ -12,7 +12,7 @@ from fastapi import Response
 from qemem.errors import InputError, NotFoundError
 from qemem.memory import Memory
 from qemem.operations.jobs import NEXT_CURSOR
-from qemem.operations.schemas import BuildState, ConversationOut, SearchOut
+from qemem.operations.schemas import MAX_K, BuildState, ConversationOut, SearchOut
 from qemem.service.routes.operations import Handler, Invocation, require, run
 from qemem.service.state import existing_conversation
 
@@ -51,7 +51,9 @@ def conversation(call: Invocation) -> ConversationOut:
 def delete(call: Invocation) -> Response:
     conversation = call.args["conversation"]
     if not call.memory.delete(conversation):
-        raise NotFoundError(f"no conversation {conversation!r}")
+        raise NotFoundError(
+            f"no conversation {conversation!r}", kind="conversation", name=conversation
+        )
     return Response(status_code=204)
 
 
@@ -67,8 +69,19 @@ def search(call: Invocation) -> SearchOut:
         if len(queries) != 1:
             raise InputError("the pool takes one query (the question)", field="query")
         return SearchOut(pool=memory.retrieve(conversation, queries[0], exclude=args["exclude"]))
-    found = memory.search(conversation, queries, k=args["k"], space=args["space"])
+    found = memory.search(conversation, queries, k=_k(args["k"]), space=args["space"])
     return SearchOut(results=found)
+
+
+def _k(k: int | None) -> int:
+    """A request's ``k``: null (every ranked record) is at most ``MAX_K`` too."""
+    return MAX_K if k is None else k
+
+
+def search_many(call: Invocation) -> Any:
+    """Hits across conversations, ``k`` null cut to ``MAX_K``."""
+    call.args["k"] = _k(call.args["k"])
+    return run(call)
 
 
 def _not_blank(field: str, message: str) -> Handler:
@@ -106,6 +119,7 @@ HANDLERS: dict[str, Handler] = {
     "conversation": conversation,
     "delete": delete,
     "search": search,
+    "search_many": search_many,
     "ask": _not_blank("question", "the question is empty"),
     "ask_many": _not_blank("question", "the question is empty"),
     "check": _not_blank("text", "the text to check is empty: send the statement"),
