@@ -200,6 +200,7 @@ def test_the_answer_prompt_carries_them_in_full_and_respond_mode(memory: Memory)
         own = request.messages[0].parts[1].text
         assert f'[S2] instruction (11 March 2024): User asked: "{INSTRUCTION}"' in own
         assert [r.id for r in answer.evidence.shown.standing] == ["S1", "S2"]
+        assert {"S1", "S2"} <= set(answer.sources.facts) and "m3" in answer.sources.turns
     assert request.messages[0].parts[1].text.startswith("Your task: the reply, by these")
     assert answer.text.startswith(
         "Following your standing instructions and preferences [S1], [S2]:"
@@ -207,6 +208,7 @@ def test_the_answer_prompt_carries_them_in_full_and_respond_mode(memory: Memory)
     assert answer.text == answer.reasoning
 
 
+@pytest.mark.slow
 def test_respond_reaches_every_adapter(tmp_path: Path) -> None:
     with served() as s:
         headers = s.auth(s.alice)
@@ -239,6 +241,7 @@ async def _mcp(memory: Memory) -> dict[str, Any]:
         return {"ask": json.loads(asked.content[0].text)}
 
 
+@pytest.mark.slow
 def test_mcp_remember_keeps_roles_and_ask_responds() -> None:
     with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm="fake") as memory:
         out = anyio.run(_mcp, memory)
@@ -247,6 +250,7 @@ def test_mcp_remember_keeps_roles_and_ask_responds() -> None:
         assert out["ask"]["answer"].startswith("Following your standing instructions")
 
 
+@pytest.mark.slow
 def test_the_cli_asks_in_respond_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = str(tmp_path / "m.db")
     runner = CliRunner()

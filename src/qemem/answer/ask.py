@@ -495,6 +495,7 @@ def _finish(
         answer.cards,
         answer.evidence.shown.turns,
         episode_turns=config.episode_turns,
+        standing=answer.evidence.shown.standing,
     )
     answer.evidence.degradations = degradations
     answer.trace.record(ledger, started)
