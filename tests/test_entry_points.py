@@ -759,6 +759,7 @@ def _cli(*argvs: list[str], checked: bool = True) -> Callable[[World, str], None
 
 
 NEMORI = "nemori-empty"
+BEAM_FIXTURE = Path(__file__).parent / "fixtures" / "beam"
 CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "ingest": _cli_ingest,
     "conversations": _cli(["conversations", "--store", "STORE", "--namespace", "TEXT", "--json"]),
@@ -827,6 +828,18 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
         checked=False,
     ),
     "data locomo": _cli_data,
+    "data beam": _cli(
+        ["data", "beam", "--from", "TEXT", "--out", "beam.json"],
+        ["data", "beam", "--from", str(BEAM_FIXTURE), "--out", "beam.json", "--chats", "TEXT"],
+        checked=False,
+    ),
+    "data longmemeval": _cli(["data", "longmemeval", "TEXT", "--out", "lme.json"], checked=False),
+    "eval beam": _cli(
+        ["eval", "beam", "--data", "TEXT", "--out", "run", "--llm", "fake"], checked=False
+    ),
+    "eval longmemeval": _cli(
+        ["eval", "longmemeval", "--data", "TEXT", "--out", "run", "--llm", "fake"], checked=False
+    ),
     "facts": _cli(
         ["facts", "--store", "STORE", "-c", "TEXT", "--json"],
         ["facts", "--store", "STORE", "-c", "base", "--as-of", "TEXT"],
@@ -923,7 +936,19 @@ def test_every_entry_point_has_a_driver(surface: str) -> None:
 
 STORELESS = {
     ("memory", "open"),  # the text is the store path
-    *(("cli", name) for name in ("serve", "mcp", "demo", "time", "data locomo", "reproduce")),
+    *(
+        ("cli", name)
+        for name in (
+            "serve",
+            "mcp",
+            "demo",
+            "time",
+            "data locomo",
+            "data beam",
+            "data longmemeval",
+            "reproduce",
+        )
+    ),
     *(("cli", name) for name in CLI_DRIVERS if name.startswith("eval ")),
 }
 """Entry points whose text never reaches the world's store: driven on one backend only."""

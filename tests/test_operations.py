@@ -109,7 +109,7 @@ def test_the_mcp_server_offers_the_declared_tools() -> None:
         assert [(t.name, t.description) for t in listed] == [
             (t.name, t.description) for t in declared.values()
         ]
-        tailored = tailored_tools(memory, Guard())
+        tailored = tailored_tools(Guard())
     assert set(tailored) <= set(declared)
     assert all(len(declared[name].operations) == 1 for name in set(declared) - set(tailored))
 

@@ -1,5 +1,6 @@
 """``qemem reproduce`` (issue 24): the conditions file, grading, re-recording, the bundled
-sample's pinned figures (the CI regression check) and the README tables generated from them."""
+sample's pinned figures (the CI regression check) and the results page's tables generated from
+them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from qemem.reproduce.report import readme_blocks, render_readme
 from qemem.reproduce.runner import Completed, Runner, Settings, run_conditions, subprocess_executor
 
 runner = CliRunner()
-README = Path(__file__).resolve().parents[1] / "README.md"
+RESULTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 ENV = {"COLUMNS": "200", "QEMEM_LLM": None, "QEMEM_EMBEDDER": None}
 
 
@@ -307,13 +308,13 @@ def test_conditions_files_are_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_readme_tables_are_the_pinned_figures() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert readme_blocks(text), "the README marks its result tables"
+def test_the_results_page_tables_are_the_pinned_figures() -> None:
+    text = RESULTS_PAGE.read_text(encoding="utf-8")
+    assert readme_blocks(text), "the results page marks its tables of pinned figures"
     conditions = load_conditions()
     assert render_readme(text, conditions, load_pinned(conditions.pinned_path)) == text, (
-        "a README result table differs from conditions.pinned.yaml: run "
-        "`qemem reproduce --readme README.md` after re-recording"
+        "a results page table differs from conditions.pinned.yaml: run "
+        "`qemem reproduce --readme docs/results.md` after re-recording"
     )
 
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem import __version__
 from qemem.answer.ask import Mode
 from qemem.answer.wire import pool_to_json
 from qemem.cli.common import (
@@ -45,6 +46,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=FlagGroup,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(plain(f"qemem {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print qemem's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Long-term conversational memory with query-specific evidence construction."""
 
 
 class InputFormat(StrEnum):

@@ -7,22 +7,24 @@ against the conversation), ``list_conversations``, ``forget`` (a conversation), 
 ``forget_message``, ``forget_fact`` and ``correct_fact``; across several conversations of the
 user, ``recall_across``, ``context_across`` and ``ask_across``. A tool whose arguments and
 answer are its operation's is made from the ``MemoryAPI`` method (``_generic_tool``); the
-others are written here. ``running_jobs`` runs the store's build jobs beside the server
-(``qemem mcp --auto-build``).
+others are written here. Each call acts for a ``Caller`` found from its context: on stdio
+(``create_mcp_server``) one namespace's ``Memory``; inside ``qemem serve``
+(:mod:`qemem.service.mcp_http`) that of the request's API key. ``running_jobs`` runs the
+store's build jobs beside the stdio server (``qemem mcp --auto-build``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, cast, get_type_hints
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, TypeAdapter
 
@@ -81,54 +83,107 @@ def _ref(ref: Ref) -> dict[str, Any]:
     return {"conversation": ref.conversation, "space": ref.space, "id": ref.id}
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Whom a tool call acts for: the ``Memory`` of its namespace, and whether it may write."""
+
+    memory: Memory
+    read_only: bool = False
+
+
+CallerOf = Callable[[Context], Caller]
+"""The caller of a tool call, from the call's context (over HTTP: its request's API key)."""
+
+Body = Callable[..., dict[str, Any]]
+"""A tool's body: the caller's ``Memory``, then the tool's arguments; its answer as JSON."""
+
+READ_ONLY = "this API key is read-only: remember, forget and corrections are refused"
+
+
 def create_mcp_server(memory: Memory, *, read_only: bool = False) -> MCPServer:
-    """An MCP server over ``memory`` (its namespace): a tool for each tool of the operation
-    table, with its description; ``read_only`` refuses the tools that write."""
+    """An MCP server over ``memory`` (its namespace), as ``qemem mcp`` serves it on stdio;
+    ``read_only`` refuses the tools that write."""
+    caller = Caller(memory, read_only)
+    return tenant_mcp_server(lambda ctx: caller, str(getattr(memory.store, "path", "")))
+
+
+def tenant_mcp_server(caller_of: CallerOf, store_path: str = "") -> MCPServer:
+    """An MCP server with a tool for each tool of the operation table, with its description;
+    every call acts on the ``Memory`` that ``caller_of`` finds from its context, and a tool
+    that writes is refused to a read-only caller. ``store_path`` is never shown in an error."""
     server: MCPServer = MCPServer(name="qemem", instructions=INSTRUCTIONS, version=__version__)
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # its DEBUG lines are not for hosts
-    run = Guard(str(getattr(memory.store, "path", "")))
-    tailored = tailored_tools(memory, run)
+    run = Guard(store_path)
+    tailored = tailored_tools(run)
     for tool in tools().values():
-        fn = tailored.get(tool.name) or _generic_tool(tool, memory, run)
-        if read_only and tool.scope == "write":
-            fn = _refused(fn)
-        server.add_tool(fn, name=tool.name, description=tool.description)
+        body = tailored.get(tool.name) or _generic_tool(tool, run)
+        server.add_tool(_bound(tool, body, caller_of), description=tool.description)
     return server
 
 
-def tailored_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
-    """The tools whose arguments or answer differ from their operation's, by name (every
-    other tool of the table is ``_generic_tool``)."""
+def tailored_tools(run: Guard) -> dict[str, Body]:
+    """The bodies of the tools whose arguments or answer differ from their operation's, by
+    name (every other tool of the table is ``_generic_tool``)."""
     return (
-        _message_tools(memory, run)
-        | _answer_tools(memory, run)
-        | _across_tools(memory, run)
-        | _conversation_tools(memory, run)
-        | _edit_tools(memory, run)
+        _message_tools(run)
+        | _answer_tools(run)
+        | _across_tools(run)
+        | _conversation_tools(run)
+        | _edit_tools(run)
     )
 
 
-def _generic_tool(tool: Tool, memory: Memory, run: Guard) -> Callable[..., dict[str, Any]]:
-    """The tool of one operation: the ``MemoryAPI`` method's parameters, its result as the
-    operation's JSON (under the operation's name when that is not an object)."""
+def _bound(tool: Tool, body: Body, caller_of: CallerOf) -> Callable[..., dict[str, Any]]:
+    """The function served as ``tool``: ``body``'s parameters but the ``Memory`` (the
+    caller's, found from the call's context), refused to a read-only caller when the tool
+    writes."""
+    hints = get_type_hints(body)
+    params = [
+        p.replace(annotation=hints[p.name])
+        for p in list(inspect.signature(body).parameters.values())[1:]
+    ]
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)
+
+    def call(ctx: Context, **arguments: Any) -> dict[str, Any]:
+        caller = caller_of(ctx)
+        if caller.read_only and tool.scope == "write":
+            raise ToolError(READ_ONLY)
+        return body(caller.memory, **arguments)
+
+    return _signed(call, tool.name, [*params, context])
+
+
+def _generic_tool(tool: Tool, run: Guard) -> Body:
+    """The body of one operation's tool: the ``MemoryAPI`` method's parameters, its result as
+    the operation's JSON (under the operation's name when that is not an object)."""
     [op] = tool.operations
     method = getattr(MemoryAPI, op.name)
     hints = get_type_hints(method)
+    memory = inspect.Parameter("memory", inspect.Parameter.POSITIONAL_ONLY, annotation=Memory)
     params = [
         p.replace(annotation=hints[p.name])
         for p in inspect.signature(method).parameters.values()
         if p.name != "self"
     ]
 
-    def call(**arguments: Any) -> dict[str, Any]:
+    def call(memory: Memory, /, **arguments: Any) -> dict[str, Any]:
         _need_llm(memory, op, arguments)
         result = run(lambda: getattr(memory, op.name)(**arguments))
         data = op.encode(result) if op.encode else _json(op.name, result)
         return data if isinstance(data, dict) else {op.name: data}
 
-    call.__name__ = tool.name
-    call.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
-    return call
+    return _signed(call, tool.name, [memory, *params])
+
+
+def _signed(fn: Body, name: str, params: list[inspect.Parameter]) -> Body:
+    """``fn`` named ``name`` with the parameters ``params`` (annotated with types, not
+    strings) as its signature and annotations, which the MCP SDK reads."""
+    fn.__name__ = name
+    fn.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=dict[str, Any]
+    )
+    fn.__annotations__ = {p.name: p.annotation for p in params} | {"return": dict[str, Any]}
+    return fn
 
 
 @cache
@@ -147,16 +202,6 @@ def _need_llm(memory: Memory, op: Operation, arguments: Mapping[str, Any]) -> No
         refusal = op.llm.refusal(arguments, START_WITH_LLM)
         if refusal:
             raise ToolError(refusal)
-
-
-def _refused(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
-    """``fn`` refused (its parameters kept): a read-only session may not write."""
-
-    @functools.wraps(fn)
-    def refused(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        raise ToolError("this API key is read-only: remember, forget and corrections are refused")
-
-    return refused
 
 
 @contextmanager
@@ -214,11 +259,12 @@ class Guard:
             raise ToolError(message) from exc
 
 
-def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
+def _message_tools(run: Guard) -> dict[str, Body]:
     """``remember`` (append messages), ``recall`` (the raw evidence for a query, across
     conversations with ``recall_across``) and ``context`` (a ready-to-paste block)."""
 
     def remember(
+        memory: Memory,
         conversation: str,
         messages: Annotated[list[MessageIn], Field(max_length=MAX_MESSAGES)],
         idempotency_key: str | None = None,
@@ -229,7 +275,9 @@ def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[s
         )
         return {"ids": done.ids, "turns_added": done.turns_added}
 
-    def recall(conversation: str, query: str, k: int = 8, pool: bool = True) -> dict[str, Any]:
+    def recall(
+        memory: Memory, conversation: str, query: str, k: int = 8, pool: bool = True
+    ) -> dict[str, Any]:
         _check_k(k)
         if pool:
             found = run(lambda: memory.retrieve(conversation, query))
@@ -241,14 +289,18 @@ def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[s
         results = run(lambda: memory.search(conversation, query, k=k))
         return {"turns": [record_brief(r.record) for r in results]}
 
-    def recall_across(conversations: list[str], query: str, k: int = 8) -> dict[str, Any]:
+    def recall_across(
+        memory: Memory, conversations: list[str], query: str, k: int = 8
+    ) -> dict[str, Any]:
         _check_k(k)
         results = run(lambda: memory.search_many(conversations, query, k=k))
         return {
             "turns": [{"conversation": r.conversation, **record_brief(r.record)} for r in results]
         }
 
-    def context(conversation: str, question: str, budget_tokens: int = 2000) -> dict[str, Any]:
+    def context(
+        memory: Memory, conversation: str, question: str, budget_tokens: int = 2000
+    ) -> dict[str, Any]:
         _check_budget(budget_tokens)
         block = run(lambda: memory.context(conversation, question, budget_tokens=budget_tokens))
         return {"text": block.text, "tokens": block.tokens, "ids": [i.ref.id for i in block.items]}
@@ -256,11 +308,12 @@ def _message_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[s
     return {f.__name__: f for f in (remember, recall, recall_across, context)}
 
 
-def _answer_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
+def _answer_tools(run: Guard) -> dict[str, Body]:
     """``ask``: an answer with cited, verified evidence (the evidence only without an LLM);
     ``check``: the claims of a statement, labelled against the conversation."""
 
     def ask(
+        memory: Memory,
         conversation: str,
         question: str,
         mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
@@ -268,19 +321,19 @@ def _answer_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
         chosen = _ask_mode(memory, "ask", mode)
         return answer_brief(run(lambda: memory.ask(conversation, question, mode=chosen)))
 
-    def check(conversation: str, text: str) -> dict[str, Any]:
+    def check(memory: Memory, conversation: str, text: str) -> dict[str, Any]:
         _need_llm(memory, operation("check"), {})
         return check_to_json(run(lambda: memory.check(conversation, text)))
 
     return {"ask": ask, "check": check}
 
 
-def _across_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
+def _across_tools(run: Guard) -> dict[str, Body]:
     """``context_across`` and ``ask_across``: ``context`` and ``ask`` over several
     conversations of the user ranked together (``recall_across`` is their search)."""
 
     def context_across(
-        conversations: list[str], question: str, budget_tokens: int = 2000
+        memory: Memory, conversations: list[str], question: str, budget_tokens: int = 2000
     ) -> dict[str, Any]:
         _check_budget(budget_tokens)
         block = run(
@@ -293,6 +346,7 @@ def _across_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
         }
 
     def ask_across(
+        memory: Memory,
         conversations: list[str],
         question: str,
         mode: Literal["full", "respond", "no-refine", "direct", "retrieval"] | None = None,
@@ -303,32 +357,34 @@ def _across_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[st
     return {"context_across": context_across, "ask_across": ask_across}
 
 
-def _conversation_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
+def _conversation_tools(run: Guard) -> dict[str, Body]:
     """``list_conversations`` and ``forget`` (delete one conversation)."""
 
-    def list_conversations() -> dict[str, Any]:
+    def list_conversations(memory: Memory) -> dict[str, Any]:
         return {"conversations": [_conversation(c) for c in run(memory.conversations)]}
 
-    def forget(conversation: str) -> dict[str, Any]:
+    def forget(memory: Memory, conversation: str) -> dict[str, Any]:
         return {"deleted": run(lambda: memory.delete(conversation))}
 
     return {"list_conversations": list_conversations, "forget": forget}
 
 
-def _edit_tools(memory: Memory, run: Guard) -> dict[str, Callable[..., dict[str, Any]]]:
+def _edit_tools(run: Guard) -> dict[str, Body]:
     """``facts`` (what is known, now or on a date), ``forget_message`` (delete or redact)
     and ``correct_fact``."""
 
-    def facts(conversation: str, as_of: str | None = None) -> dict[str, Any]:
+    def facts(memory: Memory, conversation: str, as_of: str | None = None) -> dict[str, Any]:
         found = run(lambda: memory.facts(conversation, as_of=as_of))
         return {"facts": [record_brief(f) for f in found]}
 
-    def forget_message(conversation: str, message: str, redact: bool = False) -> dict[str, Any]:
+    def forget_message(
+        memory: Memory, conversation: str, message: str, redact: bool = False
+    ) -> dict[str, Any]:
         forget = memory.redact_message if redact else memory.delete_message
         return dataclasses.asdict(run(lambda: forget(conversation, message)))
 
     def correct_fact(
-        conversation: str, fact: str, content: str, turns: list[str] | None = None
+        memory: Memory, conversation: str, fact: str, content: str, turns: list[str] | None = None
     ) -> dict[str, Any]:
         done = run(lambda: memory.correct_fact(conversation, fact, content, turns=turns or ()))
         return {"old": done.old, "new": done.new, "turns": list(done.turn_ids)}
