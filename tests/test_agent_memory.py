@@ -276,3 +276,12 @@ def test_the_cli_asks_in_respond_mode(tmp_path: Path, monkeypatch: pytest.Monkey
     assert answer["mode"] == "respond"
     assert answer["text"].startswith("Following your standing instructions and preferences")
     assert [r["id"] for r in answer["evidence"]["shown"]["standing"]] == ["S1", "S2"]
+
+
+def test_a_memory_file_fact_of_an_unknown_kind_is_refused_and_its_turns_are_read() -> None:
+    fact = {"id": "S1", "content": "User asked: x", "session": 1, "episode_ids": []}
+    base = {"format": "qemem-memory/2", "conversation": "c1", "episodes": [], "supersessions": []}
+    with pytest.raises(InputError, match="'kind' must be one of fact, instruction, preference"):
+        parse({**base, "facts": [{**fact, "kind": "rule"}]})
+    read = parse({**base, "facts": [{**fact, "kind": "instruction", "turn_ids": ["m3"]}]})
+    assert read.facts[0].kind == "instruction" and read.facts[0].turn_ids == ("m3",)
