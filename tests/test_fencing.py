@@ -6,6 +6,7 @@ interleaving is held by the gate of ``BlockingLLM`` (no sleeps) or by a hook."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from fence_helpers import gated_memory, in_thread, messages, stored_text
 from qemem.embed import HashEmbedder
 from qemem.errors import ConversationChangedError, ConversationGoneError
-from qemem.llm import LLMClient
+from qemem.llm import LLMCache, LLMClient
 from qemem.memory import Memory
 from qemem.memory.reembed import reembed
 from qemem.memory.worker import JobWorker
@@ -169,3 +170,23 @@ def test_blocking_llm_lets_calls_through_one_by_one() -> None:
         unreleased.complete(llm.waited[0])
     with pytest.raises(RuntimeError, match="expected at the gate"):
         unreleased.wait_for_calls(1)
+
+
+def test_a_fenced_build_leaves_no_exchange_of_the_removed_text_in_the_llm_cache(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Found by the state machine: deleting a conversation forgets the LLM cache's exchanges
+    about it, but its build, waiting at a fact extraction, made that call afterwards and the
+    cache recorded it (quoting the deleted text) before the build was fenced."""
+    cache = LLMCache(tmp_path / "llm.db")
+    llm = BlockingLLM(stages={"build.calibrate"})
+    client = LLMClient(llm, cache=cache, concurrency=1)
+    with Memory(open_store(store_url), HashEmbedder(), llm=client) as memory:
+        memory.add_messages("c1", messages("secret", sessions=1))
+        build, errors = in_thread(lambda: memory.build("c1"))
+        llm.wait_for_calls(1)
+        assert memory.delete("c1")
+        llm.open()
+        build.join()
+        assert [type(e) for e in errors] == [ConversationGoneError]
+        assert cache.count() == 0

@@ -39,6 +39,7 @@ from qemem.build.origin import (
 )
 from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
+from qemem.errors import ConversationChangedError, ConversationGoneError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
 from qemem.models import Correction, Episode, Supersession, Turn, search_text, unredacted
@@ -171,7 +172,9 @@ def build_memory(
     is never given twice, not after its record was deleted either). The build is pinned to
     the conversation's life it starts in (:meth:`~qemem.store.base.MemoryStore.pin`): once
     the conversation is deleted, or a message or fact of it removed by hand, it writes nothing
-    more and raises ``ConversationGoneError`` / ``ConversationChangedError``. ``progress`` is
+    more and raises ``ConversationGoneError`` / ``ConversationChangedError``, and the LLM
+    cache forgets its exchanges about the conversation (the calls it made since may quote the
+    removed text). ``progress`` is
     called with (turns done, turns pending). Running it again when nothing is pending or
     degraded makes no LLM call. A failed segmentation call falls back to windows, a failed
     narrative to a plain account of the turns, a failed fact extraction to no facts; each is
@@ -216,10 +219,16 @@ def build_memory(
         run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
     workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
+    fenced = False
     try:
         run.execute(workers, pending, progress)
+    except (ConversationGoneError, ConversationChangedError):
+        fenced = True
+        raise
     finally:
         workers.shutdown(wait=True, cancel_futures=True)
+        if fenced:  # its calls since the removal may quote what was removed: no cache keeps them
+            llm.forget()
         report.llm = tally_steps(ledger)
         report.seconds = time.perf_counter() - started
     return report

@@ -127,6 +127,12 @@ class LLMClient:
         view.subjects = tuple(dict.fromkeys((namespace, c) for c in conversations))
         return view
 
+    def forget(self) -> None:
+        """Remove the cache's exchanges about this client's conversations (``about``)."""
+        if self.cache is not None:
+            for namespace, conversation in self.subjects:
+                self.cache.forget(namespace, conversation)
+
     def __repr__(self) -> str:
         return f"LLMClient({self.provider.name}:{self.provider.model})"
 
