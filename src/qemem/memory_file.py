@@ -39,6 +39,7 @@ from typing import IO, Any, cast
 
 from qemem.errors import InputError, OutputError, StoreError
 from qemem.models import (
+    REDACTED,
     Correction,
     Episode,
     SemanticFact,
@@ -356,36 +357,16 @@ def check_provenance(
     sessions: Sequence[int],
 ) -> None:
     """The provenance rules ``build`` keeps, checked before anything is written: every turn id
-    is a stored turn; an episode's turns lie in its session, each once, in conversation order;
-    its session exists; a fact's episodes are in the file or the store, and its session is
-    one of theirs or later (a fact is learned no earlier than its first source episode).
+    is a stored turn, none of an episode's is redacted (the episode would bring its text
+    back); an episode's turns lie in its session, each once, in conversation order; its
+    session exists; a fact's episodes are in the file or the store, and its session is one
+    of theirs or later (a fact is learned no earlier than its first source episode).
     Raises InputError naming the first offending record."""
-    position = {t.id: n for n, t in enumerate(turns)}
-    session_of = {t.id: t.session for t in turns}
+    stored = {t.id: (n, t) for n, t in enumerate(turns)}
     known_sessions = set(sessions)
     episode_session = {e.id: e.session for e in stored_episodes}
     for episode in memory.episodes:
-        where = f"episode {episode.id}"
-        unknown = [t for t in episode.turn_ids if t not in position]
-        if unknown:
-            raise InputError(
-                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "
-                f"{memory.conversation!r}: ingest the conversation first (qemem ingest), "
-                "then import its memory",
-                record=where,
-            )
-        if episode.session not in known_sessions:
-            raise InputError(f"session {episode.session} is not stored", record=where)
-        first_turn = turns[position[episode.turn_ids[0]]]
-        check_same_kind(episode.timestamp, first_turn.timestamp, record=where, field="timestamp")
-        if any(session_of[t] != episode.session for t in episode.turn_ids):
-            raise InputError(
-                f"every turn must belong to the episode's session {episode.session}",
-                record=where,
-            )
-        order = [position[t] for t in episode.turn_ids]
-        if order != sorted(order):
-            raise InputError("turn ids must be in conversation order", record=where)
+        _check_episode(episode, memory.conversation, stored, known_sessions)
         episode_session[episode.id] = episode.session
     corrected = {c.fact for c in memory.corrections}
     for fact in memory.facts:
@@ -408,6 +389,38 @@ def check_provenance(
                 "session is earlier than every episode it was learned from",
                 record=f"fact {fact.id}",
             )
+
+
+def _check_episode(
+    episode: Episode, conversation: str, stored: Mapping[str, tuple[int, Turn]], sessions: set[int]
+) -> None:
+    """An episode of a file cites ``stored`` turns (by id: position and turn), none redacted,
+    of its stored session, in conversation order, with their kind of timestamp."""
+    where = f"episode {episode.id}"
+    unknown = [t for t in episode.turn_ids if t not in stored]
+    if unknown:
+        raise InputError(
+            f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "
+            f"{conversation!r}: ingest the conversation first (qemem ingest), then import its "
+            "memory",
+            record=where,
+        )
+    order, cited = zip(*(stored[t] for t in episode.turn_ids), strict=True)
+    if redacted := [t.id for t in cited if t.text == REDACTED]:
+        raise InputError(
+            f"turns {', '.join(redacted[:5])} were redacted after this file was written: its "
+            "episode would bring their text back (export again, or build instead)",
+            record=where,
+        )
+    if episode.session not in sessions:
+        raise InputError(f"session {episode.session} is not stored", record=where)
+    check_same_kind(episode.timestamp, cited[0].timestamp, record=where, field="timestamp")
+    if any(t.session != episode.session for t in cited):
+        raise InputError(
+            f"every turn must belong to the episode's session {episode.session}", record=where
+        )
+    if list(order) != sorted(order):
+        raise InputError("turn ids must be in conversation order", record=where)
 
 
 def check_supersessions(
