@@ -100,15 +100,25 @@ def check_provenance(
 ) -> None:
     """The provenance rules ``build`` keeps, checked before anything is written: every turn id
     is a stored turn, none of an episode's is redacted (the episode would bring its text
-    back); an episode's turns lie in its session, each once, in conversation order; its
-    session exists; a fact's episodes are in the file or the store, and its session is one
-    of theirs or later (a fact is learned no earlier than its first source episode).
+    back); an episode's turns lie in its session, each once, in conversation order, and in
+    no other episode (a file written before its turns were built again would give them two);
+    its session exists; a fact's episodes are in the file or the store, and its session is
+    one of theirs or later (a fact is learned no earlier than its first source episode).
     Raises InputError naming the first offending record."""
     stored = {t.id: (n, t) for n, t in enumerate(turns)}
     known_sessions = set(sessions)
     episode_session = {e.id: e.session for e in stored_episodes}
+    covered = {t: e.id for e in stored_episodes for t in e.turn_ids}
     for episode in memory.episodes:
         _check_episode(episode, memory.conversation, stored, known_sessions)
+        others = {covered[t] for t in episode.turn_ids if covered.get(t, episode.id) != episode.id}
+        if others:
+            raise InputError(
+                f"its turns are already in the stored episode {', '.join(sorted(others))}: this "
+                "file was written before they were built again (export again, or build instead)",
+                record=f"episode {episode.id}",
+            )
+        covered |= dict.fromkeys(episode.turn_ids, episode.id)
         episode_session[episode.id] = episode.session
     corrected = {c.fact for c in memory.corrections}
     for fact in memory.facts:
