@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from qemem.embed import HashEmbedder
-from qemem.errors import ConflictError
+from qemem.errors import ConflictError, InputError
 from qemem.llm import LLMCache, LLMClient
 from qemem.memory import Memory
 from qemem.models import REDACTED
@@ -192,3 +192,19 @@ def test_a_memory_without_an_llm_still_forgets_the_cache_it_would_use(
     with Memory.open(url, embedder=HashEmbedder()) as plain:  # as `qemem delete` opens it
         assert plain.delete("c")
     assert _exchanges(cache, SECRET) == 0
+
+
+def test_a_memory_file_never_brings_a_redacted_message_back(memory: Memory, tmp_path: Path) -> None:
+    """Found by the state machine: a memory file exported before a message was redacted
+    imported the episodes quoting it again (their turn ids are still stored)."""
+    memory.add_messages("c", _talk())
+    memory.build("c")
+    memory.export_memory("c", tmp_path / "c.mem.json")
+    memory.redact_message("c", "D1:3")
+    with pytest.raises(InputError, match="D1:3 were redacted after this file was written"):
+        memory.import_memory(tmp_path / "c.mem.json")
+    assert all("D1:3" not in e.turn_ids for e in memory.episodes("c"))
+    assert SECRET not in " ".join(e.content for e in memory.episodes("c"))
+    memory.build("c")
+    memory.export_memory("c", tmp_path / "again.mem.json")
+    assert memory.import_memory(tmp_path / "again.mem.json").episodes_added == 0
