@@ -148,7 +148,12 @@ export class QememClient extends GeneratedMethods {
     const { progress, idempotency_key, signal } = options;
     const grouped = new Map<string, MessageIn[]>();
     for (const { conversation_id, ...message } of records) {
-      grouped.set(conversation_id, [...(grouped.get(conversation_id) ?? []), message]);
+      const batch = grouped.get(conversation_id);
+      if (batch === undefined) {
+        grouped.set(conversation_id, [message]);
+      } else {
+        batch.push(message);
+      }
     }
     const total = [...grouped.values()].reduce((sum, batch) => sum + batch.length, 0);
     const report: IngestReport = { added: {}, seconds: 0 };
