@@ -1,5 +1,7 @@
-"""Write the TypeScript client's generated modules: ``python clients/typescript/scripts/generate.py``
-(``--check``: compare instead of writing, and fail when they drifted).
+"""Write the TypeScript client's generated modules (``--check``: compare instead of writing,
+and fail when they drifted)::
+
+    .venv/bin/python clients/typescript/scripts/generate.py
 
 - ``src/generated/types.ts``: a type for every schema of ``docs/openapi.json`` (the request
   and response bodies of the HTTP API), with their descriptions.
@@ -230,7 +232,9 @@ def _method(op: Operation, place: Place, document: dict[str, Any]) -> tuple[list
     return interface, method
 
 
-ROUTES_HEAD = "/** Each operation's HTTP request (by its Python name). */\nexport const ROUTES = {\n"
+ROUTES_HEAD = (
+    "/** Each operation's HTTP request (by its Python name). */\nexport const ROUTES = {\n"
+)
 
 
 def _imports(code: str, document: dict[str, Any]) -> str:
