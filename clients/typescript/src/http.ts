@@ -217,7 +217,7 @@ export class Transport {
     for (let attempt = 0; ; attempt++) {
       const response = await this.#exchange(request, signal);
       if (response.status < 400) {
-        return { body: response.text === "" ? undefined : JSON.parse(response.text), headers: response.headers };
+        return { body: this.#json(response.text, response.status), headers: response.headers };
       }
       const error = errorOf(response.status, response.text);
       const retryable =
@@ -226,6 +226,22 @@ export class Transport {
         throw error;
       }
       await sleep(this.#delay(attempt, response.headers), signal);
+    }
+  }
+
+  /** A successful answer's JSON (undefined when empty). */
+  #json(text: string, status: number): unknown {
+    if (text === "") {
+      return undefined;
+    }
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new QememError(
+        `the server at ${this.baseUrl} answered HTTP ${status} with something other than JSON: ` +
+          `${text.slice(0, 200)} (is it a qemem server?)`,
+        status,
+      );
     }
   }
 

@@ -17,6 +17,8 @@ interface Scripted {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** The body as it is (not JSON). */
+  raw?: string;
   /** Never answer (a server that hangs). */
   hang?: boolean;
 }
@@ -37,7 +39,7 @@ function answer(request: IncomingMessage, response: ServerResponse): void {
     "Content-Type": problem ? "application/problem+json" : "application/json",
     ...next.headers,
   });
-  response.end(next.body === undefined ? "" : JSON.stringify(next.body));
+  response.end(next.raw ?? (next.body === undefined ? "" : JSON.stringify(next.body)));
 }
 
 function problem(status: number, detail: string): { status: number; title: string; detail: string } {
@@ -130,6 +132,11 @@ describe("retries", () => {
     const error = await client().conversations().catch((exc: unknown) => exc);
     assert.ok(error instanceof QememError && error.constructor === QememError);
     assert.equal(seen.length, 1);
+  });
+
+  it("says so when a success is not JSON (not a qemem server)", async () => {
+    script = [{ status: 200, raw: "<html>a login page</html>" }];
+    await assert.rejects(client().conversations(), /answered HTTP 200 with something other than JSON/);
   });
 
   it("reads Retry-After in seconds, milliseconds or as an HTTP date", () => {
