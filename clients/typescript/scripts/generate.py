@@ -54,7 +54,7 @@ def _union(parts: list[str]) -> str:
 
 
 def _array(item: str) -> str:
-    return f"({item})[]" if " " in item else f"{item}[]"
+    return f"({item})[]" if " | " in item else f"{item}[]"
 
 
 def ts_type(schema: dict[str, Any], indent: str = "") -> str:

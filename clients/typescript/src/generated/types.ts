@@ -523,7 +523,7 @@ export interface Round0Answer {
  * (repairs included).
  */
 export interface RoundTrace {
-  calls?: (Record<string, unknown>)[];
+  calls?: Record<string, unknown>[];
   cards?: ViewCard[];
   degraded?: string | null;
   feedback?: Feedback | null;
@@ -688,7 +688,7 @@ export interface TimeResolution {
  */
 export interface Trace {
   abstention_retry?: boolean;
-  calls?: (Record<string, unknown>)[];
+  calls?: Record<string, unknown>[];
   seconds?: number;
   totals?: Record<string, unknown>;
 }
