@@ -143,7 +143,10 @@ export class QememClient extends GeneratedMethods {
    * Appends message records (the JSON Lines format's: each with its `conversation_id`),
    * grouped by conversation in order of first appearance, `BATCH` messages per request.
    */
-  async ingest(records: Iterable<MessageRecord>, options: IngestOptions = {}): Promise<IngestReport> {
+  async ingest(
+    records: Iterable<MessageRecord>,
+    options: IngestOptions = {},
+  ): Promise<IngestReport> {
     const started = performance.now();
     const { progress, idempotency_key, signal } = options;
     const grouped = new Map<string, MessageIn[]>();
@@ -166,7 +169,10 @@ export class QememClient extends GeneratedMethods {
         const key = idempotency_key === undefined ? undefined : `${idempotency_key}-${batch}`;
         batch += 1;
         const chunk = messages.slice(start, start + BATCH);
-        const appended = await this.addMessages(conversation, chunk, { idempotency_key: key, signal });
+        const appended = await this.addMessages(conversation, chunk, {
+          idempotency_key: key,
+          signal,
+        });
         sessions += appended.sessions_added;
         turns += appended.turns_added;
         done += appended.ids.length;
@@ -209,7 +215,10 @@ export class QememClient extends GeneratedMethods {
    * Every job of the caller (only those of `status`, when given), newest first, fetched a
    * page at a time (following each answer's `X-Next-Cursor`) as the iteration goes.
    */
-  async *iterJobs(status?: Job["status"] | null, options: IterJobsOptions = {}): AsyncGenerator<Job> {
+  async *iterJobs(
+    status?: Job["status"] | null,
+    options: IterJobsOptions = {},
+  ): AsyncGenerator<Job> {
     const { signal, limit } = options;
     let before: string | null = null;
     do {

@@ -66,6 +66,14 @@ function encode(value: string): string {
   );
 }
 
+/** `value` when a header can carry it (printable ASCII), else InputError saying so. */
+function headerValue(header: string, value: string): string {
+  if (!/^[\x20-\x7e]*$/.test(value)) {
+    throw new InputError(`the ${header} must be printable ASCII characters (a UUID, say)`);
+  }
+  return value;
+}
+
 function queryValue(value: unknown): string {
   return value instanceof Date ? value.toISOString() : String(value);
 }
@@ -101,7 +109,7 @@ export function requestOf(route: RouteSpec, args: Record<string, unknown>): Requ
   for (const [param, header] of Object.entries(route.headers)) {
     const value = take(param);
     if (value !== undefined && value !== null) {
-      headers[header] = String(value);
+      headers[header] = headerValue(header, String(value));
     }
   }
   const query = route.query
@@ -206,7 +214,8 @@ export class Transport {
     this.#retryBaseMs = options.retryBaseMs ?? 500;
     this.#retryMaxMs = options.retryMaxMs ?? 8_000;
     this.#maxRetryAfterMs = options.maxRetryAfterMs ?? 300_000;
-    this.#fetch = options.fetch ?? globalThis.fetch;
+    // called as a plain function: a browser's fetch refuses another `this`
+    this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
   }
 
   /**
@@ -269,11 +278,6 @@ export class Transport {
     if (request.body !== undefined) {
       headers["Content-Type"] = "application/json";
     }
-    for (const [header, value] of Object.entries(request.headers)) {
-      if (!/^[\x20-\x7e]*$/.test(value)) {
-        throw new InputError(`the ${header} must be printable ASCII characters`);
-      }
-    }
     try {
       const response = await this.#fetch(this.baseUrl + request.path, {
         method: request.method,
@@ -292,7 +296,8 @@ export class Transport {
             "(raise timeoutMs for long operations)",
         );
       }
-      const cause = exc instanceof Error && exc.cause instanceof Error ? exc.cause.message : String(exc);
+      const cause =
+        exc instanceof Error && exc.cause instanceof Error ? exc.cause.message : String(exc);
       throw new QememError(
         `cannot reach the qemem server at ${this.baseUrl}: ${cause} (is \`qemem serve\` running there?)`,
       );

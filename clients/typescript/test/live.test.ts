@@ -22,9 +22,27 @@ const ODD_MESSAGE = "m #1?x y";
 
 function messages(session: string, day: string): MessageIn[] {
   return [
-    { session_id: session, timestamp: `${day}T10:00:00`, speaker: "Alice", role: "user", text: "I adopted a dog named Rex last week." },
-    { session_id: session, timestamp: `${day}T10:01:00`, speaker: "Bot", role: "assistant", text: "Congratulations on adopting Rex!" },
-    { session_id: session, timestamp: `${day}T10:02:00`, speaker: "Alice", role: "user", text: "I moved to Berlin for a new job at a bakery." },
+    {
+      session_id: session,
+      timestamp: `${day}T10:00:00`,
+      speaker: "Alice",
+      role: "user",
+      text: "I adopted a dog named Rex last week.",
+    },
+    {
+      session_id: session,
+      timestamp: `${day}T10:01:00`,
+      speaker: "Bot",
+      role: "assistant",
+      text: "Congratulations on adopting Rex!",
+    },
+    {
+      session_id: session,
+      timestamp: `${day}T10:02:00`,
+      speaker: "Alice",
+      role: "user",
+      text: "I moved to Berlin for a new job at a bakery.",
+    },
   ];
 }
 
@@ -72,7 +90,10 @@ describe("appending", () => {
       ...messages("s1", "2024-04-01").map((m) => ({ ...m, conversation_id: "ingest-b" })),
     ];
     const seen: number[] = [];
-    const report = await memory.ingest(records, { idempotency_key: "ingest-1", progress: (done) => seen.push(done) });
+    const report = await memory.ingest(records, {
+      idempotency_key: "ingest-1",
+      progress: (done) => seen.push(done),
+    });
     assert.deepEqual(report.added, { "ingest-a": [1, 3], "ingest-b": [1, 3] });
     assert.deepEqual(seen, [3, 6]);
     await memory.ingest(records, { idempotency_key: "ingest-1" });
@@ -129,7 +150,9 @@ describe("building and asking", () => {
     assert.equal(respond.mode, "respond");
     assert.match(respond.text, /Rex/);
     assert.ok(respond.citations.includes(ODD_MESSAGE));
-    const many = await memory.askMany([ODD, "append"], "What is the dog's name?", { mode: "retrieval" });
+    const many = await memory.askMany([ODD, "append"], "What is the dog's name?", {
+      mode: "retrieval",
+    });
     assert.deepEqual(many.across?.conversations, [ODD, "append"]);
   });
 
@@ -153,14 +176,28 @@ describe("building and asking", () => {
     const current = (await memory.facts(ODD)).map((f) => f.id);
     assert.ok(!current.includes(old.id) && current.includes(supersession.new));
     const chosen = await memory.facts(ODD, [supersession.new, old.id, "no-such-fact"]);
-    assert.deepEqual(chosen.map((f) => f.id), [supersession.new, old.id]);
-    assert.equal((await memory.facts(ODD, null, { include_superseded: true })).length, facts.length + 1);
+    assert.deepEqual(
+      chosen.map((f) => f.id),
+      [supersession.new, old.id],
+    );
+    assert.equal(
+      (await memory.facts(ODD, null, { include_superseded: true })).length,
+      facts.length + 1,
+    );
     assert.equal((await memory.supersessions(ODD)).length, 1);
+    assert.deepEqual(
+      await memory.facts(ODD, null, { as_of: new Date("2000-01-01T00:00:00Z") }),
+      [],
+    );
+    assert.equal((await memory.facts(ODD, null, { as_of: "2100-01-01" })).length, current.length);
     const forgotten = await memory.deleteFact(ODD, supersession.new);
     assert.deepEqual(forgotten.restored, [old.id]);
     const episodes = await memory.episodes(ODD);
     const picked = await memory.episodes(ODD, [episodes[0]!.id, "nope"]);
-    assert.deepEqual(picked.map((e) => e.id), [episodes[0]!.id]);
+    assert.deepEqual(
+      picked.map((e) => e.id),
+      [episodes[0]!.id],
+    );
   });
 
   it("redacts and deletes a message whose id holds #, ? and a space", async () => {
@@ -224,13 +261,21 @@ describe("errors", () => {
   it("maps an unknown conversation, message or job to NotFoundError (404)", async () => {
     await assert.rejects(memory.conversation("no such conversation"), NotFoundError);
     await assert.rejects(memory.deleteMessage("append", "no#such?message"), NotFoundError);
-    await assert.rejects(memory.job("no-such-job"), (exc: unknown) => exc instanceof NotFoundError && exc.status === 404);
+    await assert.rejects(
+      memory.job("no-such-job"),
+      (exc: unknown) => exc instanceof NotFoundError && exc.status === 404,
+    );
   });
 
   it("maps bad input to InputError (422), storing nothing", async () => {
-    await assert.rejects(memory.ask("append", "   "), (exc: unknown) => exc instanceof InputError && exc.status === 422);
     await assert.rejects(
-      memory.addMessages("append", [{ session_id: "s1", timestamp: "not a date", speaker: "A", text: "x" }]),
+      memory.ask("append", "   "),
+      (exc: unknown) => exc instanceof InputError && exc.status === 422,
+    );
+    await assert.rejects(
+      memory.addMessages("append", [
+        { session_id: "s1", timestamp: "not a date", speaker: "A", text: "x" },
+      ]),
       InputError,
     );
     await assert.rejects(memory.addMessages("bad/slash", messages("s1", "2024-03-01")), InputError);
@@ -244,6 +289,9 @@ describe("errors", () => {
 
   it("says when the server cannot be reached", async () => {
     const nowhere = new QememClient("http://127.0.0.1:9", "k", { maxRetries: 0 });
-    await assert.rejects(nowhere.conversations(), (exc: unknown) => exc instanceof QememError && /cannot reach/.test(exc.message));
+    await assert.rejects(
+      nowhere.conversations(),
+      (exc: unknown) => exc instanceof QememError && /cannot reach/.test(exc.message),
+    );
   });
 });
