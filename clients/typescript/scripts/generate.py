@@ -146,6 +146,7 @@ class Place:
         params = self.spec.get("parameters", [])
         self.query = {p["name"]: p["schema"] for p in params if p["in"] == "query"}
         self.headers = {h.param: h.header for h in route.headers}
+        self.header_schemas = {p["name"]: p["schema"] for p in params if p["in"] == "header"}
         body = self.spec.get("requestBody", {}).get("content", {}).get("application/json")
         schemas = document["components"]["schemas"]
         self.body: dict[str, Any] = (
@@ -154,8 +155,10 @@ class Place:
         self.has_body = body is not None
 
     def schema(self, wire: str, op: Operation) -> dict[str, Any]:
-        if wire in self.route.params or wire in self.headers:
+        if wire in self.route.params:
             return {"type": "string"}
+        if wire in self.headers:
+            return dict(self.header_schemas[self.headers[wire]])
         if wire in self.query:
             return dict(self.query[wire])
         if wire in self.body:
@@ -177,9 +180,12 @@ class Place:
 
 
 def _param_type(annotation: str, schema: dict[str, Any]) -> str:
-    """A parameter's type: the wire's, narrowed to ``string`` where Python takes only a str."""
-    narrow = {"str": "string", "str | None": "string | null"}
-    return narrow.get(annotation, ts_type(schema, "  "))
+    """A parameter's type: the wire's, narrowed to its string (and null) alternatives where
+    Python takes only a str (or None): a question, where the wire also takes a list."""
+    if annotation in ("str", "str | None") and "anyOf" in schema:
+        kinds = ("string", "null") if annotation == "str | None" else ("string",)
+        schema = {"anyOf": [s for s in schema["anyOf"] if s.get("type") in kinds]}
+    return ts_type(schema, "  ")
 
 
 def _route_entry(op: Operation, place: Place) -> list[str]:

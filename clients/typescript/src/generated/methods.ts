@@ -262,7 +262,7 @@ export abstract class GeneratedMethods {
    * more follow, the ``X-Next-Cursor`` header holds the ``cursor`` of the next page (and the
    * ``Link`` header its URL, ``rel="next"``).
    */
-  jobs(status?: string | null, options: JobsOptions = {}): Promise<Job[]> {
+  jobs(status?: "queued" | "running" | "done" | "failed" | "cancelled" | null, options: JobsOptions = {}): Promise<Job[]> {
     return this.call(ROUTES.jobs, { status }, options) as Promise<Job[]>;
   }
 
