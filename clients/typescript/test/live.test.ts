@@ -224,13 +224,13 @@ describe("jobs", () => {
     const page = await memory.jobs(null, { limit: 2 });
     assert.equal(page.length, 2);
     const next = await memory.jobs(null, { limit: 2, before: page[1]!.id });
-    assert.notEqual(next[0]?.id, page[0]?.id);
+    assert.ok(next.length > 0 && next.every((j) => !page.some((p) => p.id === j.id)));
     const listed: string[] = [];
     for await (const job of memory.iterJobs(null, { limit: 2 })) {
       listed.push(job.id);
     }
-    assert.ok(listed.length >= 5, `${listed.length} jobs listed`);
     assert.equal(new Set(listed).size, listed.length);
+    // four new jobs, two a page: each listed means the iterator went past the first page
     for (const id of ids) {
       assert.ok(listed.includes(id));
     }
