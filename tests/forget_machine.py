@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -45,6 +46,7 @@ from qemem.errors import (
     ConversationChangedError,
     ConversationGoneError,
     InputError,
+    NotFoundError,
     QememError,
     StoreError,
 )
@@ -396,7 +398,7 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         done = call(conv, mid)
         assert (done.redacted if redact else done.deleted) == [mid], done
         assert not fixes & set(done.facts), f"forgetting {mid} removed corrections {done.facts}"
-        self.oracle.lives[conv].messages[mid].state = "redacted" if redact else "deleted"
+        self.oracle.forgot(conv, mid, redact=redact)
         self._removed(conv)
 
     @rule(pick=PICK, correction=st.booleans())
@@ -494,10 +496,16 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         again = self.memory.import_memory(path)
         added = (again.episodes_added, again.facts_added, again.supersessions_added)
         assert (*added, again.corrections_added) == (0, 0, 0, 0), again
+        records = self._turn_records(conv)
         with Memory(open_store(None), HashEmbedder(), namespace="copy") as copy:
-            copy.add_messages(conv, self._turn_records(conv))
-            copy.import_memory(path)
-            assert copy.export_memory(conv) == exported
+            if not records:  # every message deleted: no store holding its turns can exist
+                with pytest.raises(NotFoundError):
+                    copy.import_memory(path)
+                self.tally["export: of a conversation without messages"] += 1
+            else:
+                copy.add_messages(conv, records)
+                copy.import_memory(path)
+                assert copy.export_memory(conv) == exported
         self.exports[conv] = (self.oracle.lives[conv].number, path)
 
     def _turn_records(self, conv: str) -> list[dict[str, str]]:
