@@ -18,12 +18,14 @@ from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.ingesting import check_ingest
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
+from qemem.memory.searching import MAX_CONVERSATIONS
 
 __all__ = [
     "AUDIT_SAMPLE",
     "EMBED_CHARS",
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
+    "MAX_CONVERSATIONS",
     "MAX_CHECK_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
