@@ -11,8 +11,10 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from qemem.errors import ConfigError, ConflictError
+from qemem.errors import ConfigError, ConflictError, NotFoundError
+from qemem.evidence.block import Context
 from qemem.memory import MAX_CONVERSATIONS, Memory, MemoryAPI
+from qemem.memory.api import CONTEXT_BUDGET
 from qemem.models import Conversation
 from qemem.remote import AsyncRemoteMemory
 
@@ -147,3 +149,55 @@ async def aappend_all(
             except ConflictError:
                 continue
         return count
+
+
+CONTEXT_HEADER = (
+    "Long-term memory: what the user's conversations hold on their latest message (cite a "
+    "record by the id in its brackets)."
+)
+"""The line an adapter puts before the context block in front of a model call."""
+
+
+class ContextReader:
+    """qemem's cited context block for a question asked in a conversation (a framework's
+    thread or session): across the user's conversations (the current one first, then the
+    newest: at most ``MAX_CONVERSATIONS``) or, without ``across_threads``, the current one's
+    alone; None when memory holds nothing for it yet."""
+
+    def __init__(self, budget_tokens: int = CONTEXT_BUDGET, across_threads: bool = True) -> None:
+        self.budget_tokens = budget_tokens
+        self.across_threads = across_threads
+
+    def text(self, memory: MemoryAPI, conversation: str, question: str) -> str | None:
+        """The block's text, from a blocking memory."""
+        if not self.across_threads:
+            try:
+                return _text(
+                    memory.context(conversation, question, budget_tokens=self.budget_tokens)
+                )
+            except NotFoundError:
+                return None
+        spanned = recent_conversations(memory.conversations(), conversation)
+        if not spanned:
+            return None
+        return _text(memory.context_many(spanned, question, budget_tokens=self.budget_tokens))
+
+    async def atext(self, memory: AnyMemory, conversation: str, question: str) -> str | None:
+        """The block's text from asynchronous code, never blocking the event loop."""
+        if not isinstance(memory, AsyncRemoteMemory):
+            text: str | None = await areach(memory, lambda m: self.text(m, conversation, question))
+            return text
+        budget = self.budget_tokens
+        if not self.across_threads:
+            try:
+                return _text(await memory.context(conversation, question, budget_tokens=budget))
+            except NotFoundError:
+                return None
+        spanned = recent_conversations(await memory.conversations(), conversation)
+        if not spanned:
+            return None
+        return _text(await memory.context_many(spanned, question, budget_tokens=budget))
+
+
+def _text(block: Context) -> str | None:
+    return block.text if block.items else None

@@ -33,9 +33,11 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
 from qemem.answer.wire import answer_brief
-from qemem.errors import ConfigError, NotFoundError
+from qemem.errors import ConfigError
 from qemem.integrations.bridge import (
+    CONTEXT_HEADER,
     AnyMemory,
+    ContextReader,
     Memories,
     MemorySource,
     Role,
@@ -46,10 +48,9 @@ from qemem.integrations.bridge import (
     reach,
     recent_conversations,
 )
-from qemem.memory import MAX_QUESTION_CHARS, MemoryAPI
+from qemem.memory import MAX_QUESTION_CHARS
 from qemem.memory.api import CONTEXT_BUDGET
 from qemem.models import Conversation
-from qemem.remote import AsyncRemoteMemory
 
 THREAD_KEY = "thread_id"
 USER_KEY = "user_id"
@@ -115,13 +116,6 @@ def latest_question(messages: Sequence[BaseMessage]) -> str | None:
     return None
 
 
-CONTEXT_HEADER = (
-    "Long-term memory: what the user's conversations hold on their latest message (cite a "
-    "record by the id in its brackets)."
-)
-"""The line the hook puts before the context block."""
-
-
 def with_context(
     messages: Sequence[BaseMessage], block: str | None, header: str = CONTEXT_HEADER
 ) -> list[BaseMessage]:
@@ -137,50 +131,10 @@ def with_context(
     return [SystemMessage(block), *messages]
 
 
-class ThreadContext:
-    """qemem's cited context block for a question asked in a thread: across the user's threads
-    (the current one first, then the newest: at most 50) or, without ``across_threads``, the
-    thread's alone; None when memory holds nothing for it yet."""
-
-    def __init__(self, budget_tokens: int = CONTEXT_BUDGET, across_threads: bool = True) -> None:
-        self.budget_tokens = budget_tokens
-        self.across_threads = across_threads
-
-    def text(self, memory: MemoryAPI, conversation: str, question: str) -> str | None:
-        """The block's text, from a blocking memory."""
-        if not self.across_threads:
-            try:
-                return _text(
-                    memory.context(conversation, question, budget_tokens=self.budget_tokens)
-                )
-            except NotFoundError:
-                return None
-        spanned = recent_conversations(memory.conversations(), conversation)
-        if not spanned:
-            return None
-        return _text(memory.context_many(spanned, question, budget_tokens=self.budget_tokens))
-
-    async def atext(self, memory: AnyMemory, conversation: str, question: str) -> str | None:
-        """The block's text from asynchronous code, never blocking the event loop."""
-        if not isinstance(memory, AsyncRemoteMemory):
-            text: str | None = await areach(memory, lambda m: self.text(m, conversation, question))
-            return text
-        budget = self.budget_tokens
-        if not self.across_threads:
-            try:
-                return _text(await memory.context(conversation, question, budget_tokens=budget))
-            except NotFoundError:
-                return None
-        spanned = recent_conversations(await memory.conversations(), conversation)
-        if not spanned:
-            return None
-        return _text(await memory.context_many(spanned, question, budget_tokens=budget))
-
-
 class MemoryHook:
-    """The pre-model hook (see the module's docstring and ``ThreadContext`` for the block)."""
+    """The pre-model hook (see the module's docstring and ``ContextReader`` for the block)."""
 
-    def __init__(self, threads: Threads, context: ThreadContext, header: str) -> None:
+    def __init__(self, threads: Threads, context: ContextReader, header: str) -> None:
         self.threads = threads
         self.context = context
         self.header = header
@@ -228,7 +182,7 @@ def memory_hook(
     one); ``budget_tokens``: its size; ``header``: the line before it; ``thread_key`` and
     ``user_key``: where in ``configurable`` the thread and user ids are."""
     hook = MemoryHook(
-        Threads(memory, thread_key, user_key), ThreadContext(budget_tokens, across_threads), header
+        Threads(memory, thread_key, user_key), ContextReader(budget_tokens, across_threads), header
     )
     return RunnableLambda(hook.__call__, afunc=hook.acall, name="qemem_memory")
 
@@ -236,10 +190,6 @@ def memory_hook(
 def _messages(state: Any) -> list[BaseMessage]:
     messages = state.get("messages") if isinstance(state, dict) else state.messages
     return list(messages or [])
-
-
-def _text(block: Any) -> str | None:
-    return str(block.text) if block.items else None
 
 
 def memory_tools(
@@ -264,7 +214,7 @@ def memory_tools(
     """
     tools = MemoryTools(
         Threads(memory, thread_key, user_key),
-        ThreadContext(budget_tokens, across_threads),
+        ContextReader(budget_tokens, across_threads),
         ask_mode,
     )
     return [
@@ -302,7 +252,7 @@ def memory_tools(
 class MemoryTools:
     """The bodies of ``memory_tools``: each reads the thread from the run's config."""
 
-    def __init__(self, threads: Threads, context: ThreadContext, ask_mode: Mode) -> None:
+    def __init__(self, threads: Threads, context: ContextReader, ask_mode: Mode) -> None:
         self.threads = threads
         self.reader = context
         self.ask_mode = ask_mode
@@ -360,7 +310,7 @@ class MemoryTools:
         return f"Stored in the memory of conversation {thread.conversation}."
 
     def _spanned(self, known: Sequence[Conversation], thread: Thread) -> list[str]:
-        """The conversations an answer spans (see ``ThreadContext``)."""
+        """The conversations an answer spans (see ``ContextReader``)."""
         spanned = recent_conversations(known, thread.conversation)
         return spanned if self.reader.across_threads else spanned[:1]
 
