@@ -1,5 +1,6 @@
-"""A LangGraph agent with qemem memory: what a user said in one thread reaches the model in
-another, cited, through the pre-model hook; the agent can also call qemem's tools.
+"""A LangGraph agent (LangChain's ``create_agent``) with qemem memory: what a user said in one
+thread reaches the model in another, cited, through ``MemoryMiddleware``, which also gives
+the agent qemem's tools.
 
     pip install 'qemem[langgraph]'
     python examples/langgraph_agent.py
@@ -14,17 +15,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.prebuilt import create_react_agent
-from langgraph.warnings import LangGraphDeprecatedSinceV10
 
 from qemem import Memory
-from qemem.integrations.langgraph import memory_hook, memory_tools
+from qemem.integrations.langgraph import MemoryMiddleware
 from qemem.testing.chat_model import ScriptedChatModel
 
 
@@ -47,14 +46,12 @@ def main() -> None:
         Memory.open(Path(tmp) / "memory.db", llm=llm) as memory,
     ):
         model = ScriptedChatModel(script=script)
-        with warnings.catch_warnings():  # LangGraph 1.x points to langchain.agents; still works
-            warnings.simplefilter("ignore", LangGraphDeprecatedSinceV10)
-            agent = create_react_agent(
-                model,
-                memory_tools(memory),
-                pre_model_hook=memory_hook(memory),
-                checkpointer=InMemorySaver(),
-            )
+        agent = create_agent(
+            model,
+            middleware=[MemoryMiddleware(memory)],
+            system_prompt="You are a travel assistant.",
+            checkpointer=InMemorySaver(),
+        )
 
         def say(thread: str, text: str) -> str:
             config = {"configurable": {"thread_id": thread, "user_id": "ana"}}
@@ -63,7 +60,7 @@ def main() -> None:
 
         print("thread-1:", say("thread-1", "I booked the flights to Lisbon for May 14."))
         print("thread-2:", say("thread-2", "When am I flying to Lisbon?"))
-        print("the model's input in thread-2 opened with:")
+        print("the model's system message in thread-2:")
         print(model.calls[1][0].content)
 
         # Episodes and facts come from a build (the hook never runs one): here, by hand.

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
@@ -24,6 +25,7 @@ from qemem import AsyncRemoteMemory, RemoteMemory
 from qemem.embed import HashEmbedder
 from qemem.errors import ConfigError
 from qemem.integrations.langgraph import (
+    MemoryMiddleware,
     memory_hook,
     memory_tools,
     records_of,
@@ -152,6 +154,31 @@ def test_the_hook_needs_a_thread_and_a_remote_client_needs_a_client_per_user(
     with pytest.raises(ConfigError, match="namespace of its API key"):
         _run(agent, "t-1", FACT)
     remote.close()
+
+
+def test_create_agent_with_the_middleware(memory: Memory) -> None:
+    model = ScriptedChatModel(script=_script)
+    agent = create_agent(
+        model,
+        middleware=[MemoryMiddleware(memory)],
+        system_prompt="Be brief.",
+        checkpointer=InMemorySaver(),
+    )
+    said = _run(agent, "t-1", FACT)["messages"][0]
+    asked = _run(agent, "t-2", f"[context] {QUESTION}")["messages"]
+    system = model.calls[1][0]
+    assert isinstance(system, SystemMessage) and str(system.content).startswith("Be brief.\n\n")
+    assert f"[t-1/{said.id}] user: {FACT[:-1]}" in str(system.content)
+    assert FACT[:-1] in str(next(m for m in asked if isinstance(m, ToolMessage)).content)
+    assert [t.text for t in _ana(memory).turns("t-2")] == [f"[context] {QUESTION}"]
+
+    async def again() -> None:
+        config = {"configurable": {"thread_id": "t-2", "user_id": "ana"}}
+        await agent.ainvoke({"messages": [HumanMessage("Thanks!")]}, config)
+
+    anyio.run(again)
+    assert [t.text for t in _ana(memory).turns("t-2")][-1] == "Thanks!"
+    assert str(model.calls[-1][0].content).startswith("Be brief.")
 
 
 def test_the_model_input_keeps_one_system_message() -> None:

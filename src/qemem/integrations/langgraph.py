@@ -1,34 +1,37 @@
-"""qemem for LangGraph (the ``langgraph`` extra): a pre-model hook and LangChain tools.
+"""qemem for LangGraph (the ``langgraph`` extra): middleware for LangChain's ``create_agent``,
+a pre-model hook for ``create_react_agent``-style graphs, and LangChain tools.
 
 qemem is conversation memory, not a key-value store, so it is not a ``BaseStore``: a graph's
 thread is a qemem conversation and its user a namespace, both read from the run's
 ``config["configurable"]`` (``thread_id``, ``user_id``)::
 
-    agent = create_react_agent(
-        model, memory_tools(memory), pre_model_hook=memory_hook(memory), checkpointer=saver
-    )
+    agent = create_agent(model, middleware=[MemoryMiddleware(memory)], checkpointer=saver)
+    # or: create_react_agent(model, memory_tools(memory), pre_model_hook=memory_hook(memory))
     agent.invoke({"messages": [("user", "Hi")]},
                  {"configurable": {"thread_id": "t-1", "user_id": "ana"}})
 
-``memory_hook`` runs before every model call: it puts qemem's cited context block for the
-latest user message (across the user's threads) in front of the model's input, then appends
-the thread's new user and assistant messages to its conversation (tool calls and tool results
-are not evidence and stay out). Episodes and facts come from a build, which the hook never
-runs (it calls an LLM and takes seconds): the messages are searchable as turns right away;
-build with ``Memory.build`` / ``enqueue_build``, or let ``auto_build`` schedule it.
+Before every model call, qemem's cited context block for the latest user message (across
+the user's threads) goes in front of the model's input, then the thread's new user and
+assistant messages are appended to its conversation (tool calls and tool results are not
+evidence and stay out). Episodes and facts come from a build, which never runs on the model's
+path (it calls an LLM and takes seconds): the messages are searchable as turns right away;
+build with ``Memory.build`` / ``enqueue_build``, or let ``auto_build`` queue it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
+from langchain.agents import AgentState
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from langgraph.config import get_config
 
 from qemem.answer.ask import Mode
 from qemem.answer.check import CheckResult
@@ -132,16 +135,19 @@ def with_context(
 
 
 class MemoryHook:
-    """The pre-model hook (see the module's docstring and ``ContextReader`` for the block)."""
+    """What runs before every model call (see the module's docstring and ``ContextReader``
+    for the block): as a ``pre_model_hook`` (``__call__``, ``acall``) or inside
+    ``MemoryMiddleware`` (``block``, ``ablock``)."""
 
     def __init__(self, threads: Threads, context: ContextReader, header: str) -> None:
         self.threads = threads
         self.context = context
         self.header = header
 
-    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    def block(self, messages: Sequence[BaseMessage], config: RunnableConfig) -> str | None:
+        """The context block for the latest user message (None when memory holds nothing for
+        it yet); then the messages since the model's last reply are appended."""
         thread = self.threads.of(config)
-        messages = _messages(state)
         question = latest_question(messages)
         block = None
         if question is not None:
@@ -151,11 +157,11 @@ class MemoryHook:
         records = records_of(since_last_reply(messages))
         if records:
             reach(thread.memory, lambda m: append_all(m, thread.conversation, records))
-        return {"llm_input_messages": with_context(messages, block, self.header)}
+        return block
 
-    async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+    async def ablock(self, messages: Sequence[BaseMessage], config: RunnableConfig) -> str | None:
+        """``block`` from asynchronous code, never blocking the event loop."""
         thread = self.threads.of(config)
-        messages = _messages(state)
         question = latest_question(messages)
         block = None
         if question is not None:
@@ -163,6 +169,16 @@ class MemoryHook:
         records = records_of(since_last_reply(messages))
         if records:
             await aappend_all(thread.memory, thread.conversation, records)
+        return block
+
+    def __call__(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages = _messages(state)
+        block = self.block(messages, config)
+        return {"llm_input_messages": with_context(messages, block, self.header)}
+
+    async def acall(self, state: Any, config: RunnableConfig) -> dict[str, Any]:
+        messages = _messages(state)
+        block = await self.ablock(messages, config)
         return {"llm_input_messages": with_context(messages, block, self.header)}
 
 
@@ -185,6 +201,68 @@ def memory_hook(
         Threads(memory, thread_key, user_key), ContextReader(budget_tokens, across_threads), header
     )
     return RunnableLambda(hook.__call__, afunc=hook.acall, name="qemem_memory")
+
+
+class MemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """The hook as middleware of LangChain's ``create_agent`` (which replaces
+    ``create_react_agent`` since LangGraph 1.0): before every model call the context block
+    joins the request's system message (the thread's state is unchanged) and the thread's new
+    messages are appended; ``tools`` registers ``memory_tools`` with the agent. The options
+    are those of ``memory_hook`` and ``memory_tools``."""
+
+    def __init__(
+        self,
+        memory: MemorySource,
+        *,
+        tools: bool = True,
+        budget_tokens: int = CONTEXT_BUDGET,
+        across_threads: bool = True,
+        ask_mode: Mode = "full",
+        thread_key: str = THREAD_KEY,
+        user_key: str = USER_KEY,
+        header: str = CONTEXT_HEADER,
+    ) -> None:
+        reader = ContextReader(budget_tokens, across_threads)
+        self.hook = MemoryHook(Threads(memory, thread_key, user_key), reader, header)
+        self.tools = (
+            memory_tools(
+                memory,
+                budget_tokens=budget_tokens,
+                across_threads=across_threads,
+                ask_mode=ask_mode,
+                thread_key=thread_key,
+                user_key=user_key,
+            )
+            if tools
+            else []
+        )
+
+    def wrap_model_call(
+        self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
+    ) -> ModelResponse[Any]:
+        block = self.hook.block(request.messages, get_config())
+        return handler(self._with(request, block))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        block = await self.hook.ablock(request.messages, get_config())
+        return await handler(self._with(request, block))
+
+    def _with(self, request: ModelRequest[Any], block: str | None) -> ModelRequest[Any]:
+        """The request with the block (after the header) added to its system message."""
+        if not block:
+            return request
+        text = f"{self.hook.header}\n{block}" if self.hook.header else block
+        system = request.system_message
+        if system is None:
+            return request.override(system_message=SystemMessage(text))
+        if isinstance(system.content, str):
+            return request.override(system_message=SystemMessage(f"{system.content}\n\n{text}"))
+        added = {"type": "text", "text": text}
+        return request.override(system_message=SystemMessage([*system.content, added]))
 
 
 def _messages(state: Any) -> list[BaseMessage]:
