@@ -25,6 +25,7 @@ from qemem import AsyncRemoteMemory, RemoteMemory
 from qemem.embed import HashEmbedder
 from qemem.errors import ConfigError
 from qemem.integrations.langgraph import (
+    NOTHING,
     MemoryMiddleware,
     memory_hook,
     memory_tools,
@@ -103,6 +104,28 @@ def test_a_second_thread_sees_the_first_threads_fact_cited(memory: Memory) -> No
     assert [m.text for m in rest] == [QUESTION]  # the thread's own state is unchanged
     assert [t.text for t in _ana(memory).turns("t-1")] == [FACT]
     assert memory.conversations() == []  # ana's threads are in ana's namespace only
+
+
+def test_a_thread_alone_when_asked_to(memory: Memory) -> None:
+    model = ScriptedChatModel(script=_script)
+    agent = _agent(model, memory, across_threads=False)
+    _run(agent, "t-1", FACT)
+    _run(agent, "t-2", QUESTION)
+    _run(agent, "t-1", QUESTION)
+    assert not isinstance(model.calls[1][0], SystemMessage)  # t-2 sees nothing of t-1
+    assert FACT[:-1] in str(model.calls[2][0].content)
+
+
+def test_tools_without_the_hook_keep_to_their_thread_when_asked_to(memory: Memory) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LangGraphDeprecatedSinceV10)
+        agent = create_react_agent(
+            ScriptedChatModel(script=_script), memory_tools(memory, across_threads=False)
+        )
+    _run(agent, "t-1", f"[remember] {FACT}")
+    answered = _run(agent, "t-2", f"[ask] {QUESTION}")["messages"]
+    assert [t.text for t in _ana(memory).turns("t-1")] == [FACT]
+    assert next(m for m in answered if isinstance(m, ToolMessage)).content == NOTHING
 
 
 def test_messages_are_appended_once_with_roles_and_tool_steps_left_out(memory: Memory) -> None:

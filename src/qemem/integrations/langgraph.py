@@ -388,9 +388,10 @@ class MemoryTools:
         return f"Stored in the memory of conversation {thread.conversation}."
 
     def _spanned(self, known: Sequence[Conversation], thread: Thread) -> list[str]:
-        """The conversations an answer spans (see ``ContextReader``)."""
-        spanned = recent_conversations(known, thread.conversation)
-        return spanned if self.reader.across_threads else spanned[:1]
+        """The stored conversations an answer spans (see ``ContextReader``)."""
+        if not self.reader.across_threads:
+            return [c.id for c in known if c.id == thread.conversation]
+        return recent_conversations(known, thread.conversation)
 
     def _ask(self, memory: Any, spanned: list[str], question: str) -> Any:
         """``ask`` over one conversation, ``ask_many`` over several (a coroutine for an
