@@ -18,6 +18,7 @@ from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.ingesting import check_ingest
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
+from qemem.memory.searching import MAX_CONVERSATIONS
 
 __all__ = [
     "AUDIT_SAMPLE",
@@ -25,6 +26,7 @@ __all__ = [
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
     "MAX_CHECK_CHARS",
+    "MAX_CONVERSATIONS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Forgotten",
