@@ -20,6 +20,7 @@ from qemem.store.ddl import (
     fill_corrections,
     id_counters,
     idempotency_conversation,
+    items,
     supersessions,
 )
 from qemem.store.dialect import POSTGRES
@@ -75,6 +76,8 @@ UPGRADES: dict[int, str] = {
         "json_agg(turn ORDER BY session, position)::text",
         "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS+00:00')",
     ),
+    # 11: the history items of agent frameworks (an Agents SDK session), per conversation
+    11: items(POSTGRES),
     # 12: memory for an assistant: the role of a message, the kind of a fact (instruction,
     # preference) and the messages a fact was read from directly
     12: agent_memory(POSTGRES),

@@ -25,6 +25,7 @@ from qemem.store.ddl import (
     fill_corrections,
     id_counters,
     idempotency_conversation,
+    items,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
@@ -93,6 +94,8 @@ UPGRADES: dict[int, str] = {
     # corrected); filled from the manual supersessions and the facts without an episode
     11: corrections(SQLITE)
     + fill_corrections("json_group_array(turn)", "strftime('%Y-%m-%dT%H:%M:%S+00:00', 'now')"),
+    # 12: the history items of agent frameworks (an Agents SDK session), per conversation
+    12: items(SQLITE),
     # 13: memory for an assistant: the role of a message, the kind of a fact (instruction,
     # preference) and the messages a fact was read from directly
     13: agent_memory(SQLITE),
