@@ -54,12 +54,18 @@ class _Host(Protocol):
 
 
 def item_json(item: Any, index: int) -> str:
-    """The JSON text an item is kept as (its keys in their order, so it reads back equal),
-    else InputError saying why: an item is a JSON object of at most MAX_ITEM_CHARS."""
+    """The JSON text an item is kept as (its keys in their order, control characters escaped,
+    so it reads back equal), else InputError saying why: an item is a JSON object of at most
+    MAX_ITEM_CHARS characters, of Unicode text (no lone surrogate)."""
     if not isinstance(item, Mapping):
         raise InputError(f"item {index} is a {type(item).__name__}: an item is a JSON object")
     try:
-        text = json.dumps(dict(item), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(dict(item), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InputError(
+            f"item {index} holds text that is not Unicode (a lone surrogate): send it as UTF-8"
+        ) from None
     except (TypeError, ValueError) as exc:
         raise InputError(f"item {index} is not plain JSON ({exc}): send it as JSON") from None
     if len(text) > MAX_ITEM_CHARS:
