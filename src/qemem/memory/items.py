@@ -21,14 +21,17 @@ import numpy as np
 
 from qemem.embed.base import Embedder
 from qemem.errors import InputError
+from qemem.ingest.additions import MAX_MESSAGE_CHARS
 from qemem.locks import writer_lock
 from qemem.memory.appending import append_messages
 from qemem.models import Episode, Item, SemanticFact, Turn
 from qemem.store import MemoryStore, Scope
 
+__all__ = ["MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_MESSAGE_CHARS", "MemoryItems", "item_json"]
+
 MAX_ITEMS = 1000
 """The most items one call may append."""
-MAX_ITEM_CHARS = 200_000
+MAX_ITEM_CHARS = 1_000_000
 """The longest item (its JSON text) that is kept."""
 
 
