@@ -390,7 +390,8 @@ def _items(world: World, text: str) -> None:
     surrogate = any(0xD800 <= ord(c) <= 0xDFFF for c in text)
     for item in ({"type": "function_call_output", "output": text}, {text: 1}):
         cid = world.fresh()
-        refusal = library(lambda: world.memory.add_items(cid, [item]), text, checked=False)
+        add = partial(world.memory.add_items, cid, [item])
+        refusal = library(add, text, checked=False)
         assert bool(refusal) == surrogate, refusal
         if not refusal:
             assert [i.data for i in world.memory.items(cid)] == [item]

@@ -112,11 +112,9 @@ def check_history(memory: Backend, run: Callable[[Any], Any]) -> None:
     assert len(items) == 8  # 3 user, 3 assistant messages, one tool call and its output
     assert run(session.get_items(2)) == items[-2:]
     assert ours.inputs[1][: len(items[:2])] == items[:2]  # run 2 saw run 1's history
-    turns = run(call(memory, "items", "chat-1"))
-    assert [i.turn is not None for i in turns] == [True, True, True, False, False, True] + [
-        True,
-        True,
-    ]
+    stored = run(call(memory, "items", "chat-1"))
+    said = [True, True, True, False, False, True, True, True]  # the tool call and its output
+    assert [i.turn is not None for i in stored] == said
 
 
 def test_a_run_history_round_trips_through_the_session(store_url: str) -> None:
@@ -183,7 +181,7 @@ def test_a_later_run_recalls_an_earlier_sessions_fact(tmp_path: Path) -> None:
         assert "Porto" in block
         assert answer and "error" not in answer.lower()
         assert checked.startswith("- ")
-        assert [t.text for t in memory.turns("chat-2")][0] == "Where does my sister live?"
+        assert memory.turns("chat-2")[0].text == "Where does my sister live?"
 
 
 def test_a_tool_failure_reaches_the_model_as_text(empty_memory: Memory) -> None:

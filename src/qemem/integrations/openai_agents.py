@@ -20,8 +20,8 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agents import FunctionTool, RunContextWrapper, function_tool
-from agents.tool import default_tool_error_function
 from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.tool import default_tool_error_function
 
 from qemem.answer.check import CheckedClaim
 from qemem.errors import QememError
