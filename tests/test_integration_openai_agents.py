@@ -287,3 +287,17 @@ def test_a_quiet_session_gets_built(tmp_path: Path) -> None:
             assert job.kind == "build" and job.status == "queued"
 
         asyncio.run(queued())
+
+
+def test_a_failed_automatic_build_is_logged(
+    empty_memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> list[Any]:
+        session = QememSession(empty_memory, "c", build_after=0.01)  # no LLM to build with
+        await session.add_items(items_of("Pixel sleeps all day."))
+        await asyncio.sleep(0.05)
+        return list(await asyncio.gather(*session.builds))
+
+    assert asyncio.run(main()) == [None]
+    assert "the automatic build of conversation c failed" in caplog.text
+    assert "needs an LLM" in caplog.text

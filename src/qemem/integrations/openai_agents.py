@@ -15,6 +15,8 @@ loop), a ``RemoteMemory`` (likewise) or an ``AsyncRemoteMemory`` (awaited).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -24,10 +26,14 @@ from agents.memory.session_settings import SessionSettings, resolve_session_limi
 from agents.tool import default_tool_error_function
 
 from qemem.answer.check import CheckedClaim
-from qemem.errors import QememError
+from qemem.errors import NotFoundError, QememError
 from qemem.memory import MAX_CONVERSATIONS, MAX_MESSAGE_CHARS, Memory, MemoryAPI, SearchResult
 from qemem.models import Episode, Item, Turn
 from qemem.remote import AsyncRemoteMemory
+
+log = logging.getLogger(__name__)
+NOTHING = "Nothing is remembered yet."
+"""What a tool answers while none of its conversations exists."""
 
 Backend = MemoryAPI | AsyncRemoteMemory
 """A memory the adapter works with: ``Memory``, ``RemoteMemory`` or ``AsyncRemoteMemory``."""
@@ -139,6 +145,7 @@ class QememSession:
         self.build_in: BuildIn = build_in or ("thread" if isinstance(memory, Memory) else "job")
         self.forget_on_clear = forget_on_clear
         self._idle: asyncio.TimerHandle | None = None
+        self._unbuilt = False
         self.builds: list[asyncio.Task[Any]] = []
         """The automatic builds started so far (await them to wait for one to end)."""
 
@@ -149,9 +156,10 @@ class QememSession:
         wanted = resolve_session_limit(limit, self.session_settings)
         if wanted is not None and wanted <= 0:
             return []
-        if not await self._exists():
+        try:
+            items: list[Item] = await call(self.memory, "items", self.session_id, wanted)
+        except NotFoundError:  # no item was added yet
             return []
-        items: list[Item] = await call(self.memory, "items", self.session_id, wanted)
         return [item.data for item in items]
 
     async def add_items(self, items: list[Any]) -> None:
@@ -162,15 +170,16 @@ class QememSession:
         now = self.clock()
         messages = [self._message(item, now) for item in items]
         await call(self.memory, "add_items", self.session_id, list(items), messages=messages)
-        if any(messages):
-            self._quiet_then_build()
+        self._unbuilt = self._unbuilt or any(messages)
+        self._quiet_then_build()
 
     async def pop_item(self) -> Any | None:
         """Remove and return the last item (None when there is none), forgetting the message
         it was stored as."""
-        if not await self._exists():
+        try:
+            item: Item | None = await call(self.memory, "pop_item", self.session_id)
+        except NotFoundError:
             return None
-        item: Item | None = await call(self.memory, "pop_item", self.session_id)
         return None if item is None else item.data
 
     async def clear_session(self) -> None:
@@ -178,13 +187,11 @@ class QememSession:
         conversation with everything derived from it."""
         if self.forget_on_clear:
             await call(self.memory, "delete", self.session_id)
-        elif await self._exists():
+            return
+        with contextlib.suppress(NotFoundError):
             await call(self.memory, "clear_items", self.session_id)
 
     # ---------------------------------------------------------------- helpers
-    async def _exists(self) -> bool:
-        conversations = await call(self.memory, "conversations")
-        return any(c.id == self.session_id for c in conversations)
 
     def _message(self, item: Any, now: datetime) -> dict[str, Any] | None:
         """The message a user's or assistant's text item is stored as (None for others);
@@ -206,9 +213,9 @@ class QememSession:
         }
 
     def _quiet_then_build(self) -> None:
-        """(Re)start the idle timer: ``build_after`` seconds after the last message added,
-        start a build (it runs beside the loop; a failed build is logged by its task)."""
-        if self.build_after is None:
+        """While messages wait to be built, (re)start the idle timer: ``build_after``
+        seconds after the last item added (on this event loop), start a build."""
+        if self.build_after is None or not self._unbuilt:
             return
         if self._idle is not None:
             self._idle.cancel()
@@ -216,9 +223,24 @@ class QememSession:
         self._idle = loop.call_later(self.build_after, self._start_build)
 
     def _start_build(self) -> None:
+        """Start a build beside the loop; while the previous one still runs, wait another
+        ``build_after`` seconds (one build of a conversation at a time)."""
         self._idle = None
+        if self.builds and not self.builds[-1].done():
+            self._quiet_then_build()
+            return
+        self._unbuilt = False
+        self.builds.append(asyncio.ensure_future(self._build()))
+
+    async def _build(self) -> Any:
+        """The build (a thread) or its job (queued); a qemem error is logged, not raised: no
+        caller waits for an automatic build."""
         name = "build" if self.build_in == "thread" else "enqueue_build"
-        self.builds.append(asyncio.ensure_future(call(self.memory, name, self.session_id)))
+        try:
+            return await call(self.memory, name, self.session_id)
+        except QememError as exc:
+            log.warning("the automatic build of conversation %s failed: %s", self.session_id, exc)
+            return None
 
     def close(self) -> None:
         """Stop waiting for the session to go quiet (a build already started goes on)."""
@@ -238,16 +260,38 @@ def memory_tools(
     evidence block), ``ask`` (a cited answer; needs an LLM) and ``check`` (claims checked
     against the messages; needs an LLM) over ``conversations``: one conversation id, several
     (ranked together; ``check`` uses the first), or None for the memory's newest
-    conversations (up to 50). Conversations that do not exist yet are left out."""
+    conversations (up to 50). Conversations that do not exist yet are left out. A tool that
+    fails answers the model with qemem's error message (``tool_error``)."""
 
-    async def targets() -> list[str]:
-        stored = await call(memory, "conversations")
-        if conversations is None:
-            newest = sorted(stored, key=lambda c: str(c.created_at), reverse=True)
+    named = [conversations] if isinstance(conversations, str) else conversations
+
+    async def stored() -> list[str]:
+        """The named conversations that exist, else the namespace's newest."""
+        listed = await call(memory, "conversations")
+        if named is None:
+            newest = sorted(listed, key=lambda c: str(c.created_at), reverse=True)
             return [c.id for c in newest[:MAX_CONVERSATIONS]]
-        wanted = [conversations] if isinstance(conversations, str) else list(conversations)
-        known = {c.id for c in stored}
-        return [c for c in wanted if c in known]
+        known = {c.id for c in listed}
+        return [c for c in named if c in known]
+
+    async def on(names: list[str], one: str, many: str, *args: Any, **kwargs: Any) -> Any:
+        if not names:
+            return None
+        if len(names) == 1:
+            return await call(memory, one, names[0], *args, **kwargs)
+        return await call(memory, many, names, *args, **kwargs)
+
+    async def over(one: str, many: str, *args: Any, **kwargs: Any) -> Any:
+        """``one`` over a single conversation, or ``many`` over several (None when none
+        exists); named conversations are tried as named, and again without the absent ones
+        (the namespace is listed only then)."""
+        names = list(named) if named is not None else await stored()
+        try:
+            return await on(names, one, many, *args, **kwargs)
+        except NotFoundError:
+            if named is None:
+                raise
+            return await on(await stored(), one, many, *args, **kwargs)
 
     async def recall(query: str) -> str:
         """Search long-term memory for past messages about something.
@@ -255,15 +299,10 @@ def memory_tools(
         Args:
             query: the words to look for (names, topics, what was said).
         """
-        found = await targets()
-        if not found:
-            return "Nothing is remembered yet."
-        many = len(found) > 1
-        hits = await (
-            call(memory, "search_many", found, query, k=k)
-            if many
-            else call(memory, "search", found[0], query, k=k)
-        )
+        hits = await over("search", "search_many", query, k=k)
+        if hits is None:
+            return NOTHING
+        many = named is None or len(named) > 1  # ids name their conversation
         return "\n".join(hit_lines(hits, many)) or "Nothing in memory matches."
 
     async def context(question: str) -> str:
@@ -272,15 +311,8 @@ def memory_tools(
         Args:
             question: what you need to know from earlier conversations.
         """
-        found = await targets()
-        if not found:
-            return "Nothing is remembered yet."
-        block = await (
-            call(memory, "context_many", found, question, budget_tokens=budget_tokens)
-            if len(found) > 1
-            else call(memory, "context", found[0], question, budget_tokens=budget_tokens)
-        )
-        return str(block.text) or "Nothing in memory bears on this."
+        block = await over("context", "context_many", question, budget_tokens=budget_tokens)
+        return NOTHING if block is None else str(block.text) or "Nothing in memory bears on it."
 
     async def ask(question: str) -> str:
         """Answer a question from long-term memory, citing the messages it rests on.
@@ -288,14 +320,9 @@ def memory_tools(
         Args:
             question: the question about earlier conversations.
         """
-        found = await targets()
-        if not found:
-            return "Nothing is remembered yet."
-        answer = await (
-            call(memory, "ask_many", found, question)
-            if len(found) > 1
-            else call(memory, "ask", found[0], question)
-        )
+        answer = await over("ask", "ask_many", question)
+        if answer is None:
+            return NOTHING
         cited = f" (messages {', '.join(answer.citations)})" if answer.citations else ""
         return f"{answer.text}{cited}"
 
@@ -305,10 +332,13 @@ def memory_tools(
         Args:
             statement: the answer or statement to check.
         """
-        found = await targets()
-        if not found:
-            return "Nothing is remembered yet."
-        result = await call(memory, "check", found[0], statement)
+        names = list(named[:1]) if named is not None else (await stored())[:1]
+        try:
+            result = await on(names, "check", "check", statement)
+        except NotFoundError:
+            result = await on((await stored())[:1], "check", "check", statement)
+        if result is None:
+            return NOTHING
         return "\n".join(check_lines(result.claims)) or "No factual claim to check."
 
     functions = (recall, context, ask, check)
