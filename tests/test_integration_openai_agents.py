@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import Session, SessionSettings
 from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
 
 from forget_checks import leaks, postgres_cells, sqlite_cells
@@ -103,6 +104,7 @@ def check_history(memory: Backend, run: Callable[[Any], Any]) -> None:
     turns are the user's and the assistant's texts."""
     ours, reference = ScriptedModel(script()), ScriptedModel(script())
     session = QememSession(memory, "chat-1")
+    assert isinstance(session, Session)  # the SDK's protocol, checked at run time
     kept = run(converse(session, ours))
     assert kept is None
     sdk = SQLiteSession("chat-1")
@@ -171,6 +173,7 @@ def test_a_later_run_recalls_an_earlier_sessions_fact(tmp_path: Path) -> None:
                 ]
             )
             tools = memory_tools(memory)  # every conversation of the namespace
+            assert [t.name for t in tools] == ["recall", "context", "ask", "check"]
             agent = Agent(name="Assistant", model=model, tools=tools)
             later = QememSession(memory, "chat-2")
             await Runner.run(agent, "Where does my sister live?", session=later)
@@ -233,6 +236,9 @@ def test_pop_forgets_the_message_and_clear_keeps_the_memory(store_url: str) -> N
             assert [t.text for t in memory.turns("c")] == ["Find the report about Zanzibar."]
             await session.add_items(items_of("Again."))
             assert [i.id for i in memory.items("c")] == ["I5", "I6", "I7", "I8"]  # not reused
+            capped = QememSession(memory, "c", session_settings=SessionSettings(limit=2))
+            assert await capped.get_items() == items_of("")[2:]
+            assert await capped.get_items(1) == items_of("")[3:]
             [asked, *_] = memory.items("c")
             memory.redact_message("c", str(asked.turn))  # its item goes with its text
             assert await session.get_items() == items_of("")[1:]

@@ -249,6 +249,97 @@ class QememSession:
             self._idle = None
 
 
+class MemoryTools:
+    """What the function tools of ``memory_tools`` do, over one memory and its conversations
+    (``conversations``: an id, several ids, or None for the namespace's newest)."""
+
+    def __init__(
+        self,
+        memory: Backend,
+        conversations: str | Sequence[str] | None,
+        k: int,
+        budget_tokens: int,
+    ) -> None:
+        self.memory = memory
+        self.named = [conversations] if isinstance(conversations, str) else conversations
+        self.k = k
+        self.budget_tokens = budget_tokens
+
+    async def recall(self, query: str) -> str:
+        """Search long-term memory for past messages about something.
+
+        Args:
+            query: the words to look for (names, topics, what was said).
+        """
+        hits = await self._over("search", "search_many", query, k=self.k)
+        if hits is None:
+            return NOTHING
+        many = self.named is None or len(self.named) > 1  # ids name their conversation
+        return "\n".join(hit_lines(hits, many)) or "Nothing in memory matches."
+
+    async def context(self, question: str) -> str:
+        """Get the remembered evidence for a question, with cited message ids and dates.
+
+        Args:
+            question: what you need to know from earlier conversations.
+        """
+        budget = self.budget_tokens
+        block = await self._over("context", "context_many", question, budget_tokens=budget)
+        return NOTHING if block is None else str(block.text) or "Nothing in memory bears on it."
+
+    async def ask(self, question: str) -> str:
+        """Answer a question from long-term memory, citing the messages it rests on.
+
+        Args:
+            question: the question about earlier conversations.
+        """
+        answer = await self._over("ask", "ask_many", question)
+        if answer is None:
+            return NOTHING
+        cited = f" (messages {', '.join(answer.citations)})" if answer.citations else ""
+        return f"{answer.text}{cited}"
+
+    async def check(self, statement: str) -> str:
+        """Check a statement's claims against what was said in earlier conversations.
+
+        Args:
+            statement: the answer or statement to check.
+        """
+        result = await self._over("check", None, statement)
+        if result is None:
+            return NOTHING
+        return "\n".join(check_lines(result.claims)) or "No factual claim to check."
+
+    async def _stored(self) -> list[str]:
+        """The named conversations that exist, else the namespace's newest."""
+        listed = await call(self.memory, "conversations")
+        if self.named is None:
+            newest = sorted(listed, key=lambda c: str(c.created_at), reverse=True)
+            return [c.id for c in newest[:MAX_CONVERSATIONS]]
+        known = {c.id for c in listed}
+        return [c for c in self.named if c in known]
+
+    async def _on(self, names: list[str], one: str, many: str | None, *args: Any, **kw: Any) -> Any:
+        """``one`` on the first conversation when there is one only (or no ``many``), else
+        ``many`` on all; None when there is none."""
+        if not names:
+            return None
+        if len(names) == 1 or many is None:
+            return await call(self.memory, one, names[0], *args, **kw)
+        return await call(self.memory, many, names, *args, **kw)
+
+    async def _over(self, one: str, many: str | None, *args: Any, **kw: Any) -> Any:
+        """``_on`` the conversations: named ones are tried as named, then again without the
+        absent ones (the namespace is listed only then)."""
+        names = list(self.named) if self.named is not None else await self._stored()
+        try:
+            return await self._on(names, one, many, *args, **kw)
+        except NotFoundError:
+            if self.named is None:
+                raise
+            return await self._on(await self._stored(), one, many, *args, **kw)
+
+
 def memory_tools(
     memory: Backend,
     conversations: str | Sequence[str] | None = None,
@@ -262,90 +353,19 @@ def memory_tools(
     (ranked together; ``check`` uses the first), or None for the memory's newest
     conversations (up to 50). Conversations that do not exist yet are left out. A tool that
     fails answers the model with qemem's error message (``tool_error``)."""
-
-    named = [conversations] if isinstance(conversations, str) else conversations
-
-    async def stored() -> list[str]:
-        """The named conversations that exist, else the namespace's newest."""
-        listed = await call(memory, "conversations")
-        if named is None:
-            newest = sorted(listed, key=lambda c: str(c.created_at), reverse=True)
-            return [c.id for c in newest[:MAX_CONVERSATIONS]]
-        known = {c.id for c in listed}
-        return [c for c in named if c in known]
-
-    async def on(names: list[str], one: str, many: str, *args: Any, **kwargs: Any) -> Any:
-        if not names:
-            return None
-        if len(names) == 1:
-            return await call(memory, one, names[0], *args, **kwargs)
-        return await call(memory, many, names, *args, **kwargs)
-
-    async def over(one: str, many: str, *args: Any, **kwargs: Any) -> Any:
-        """``one`` over a single conversation, or ``many`` over several (None when none
-        exists); named conversations are tried as named, and again without the absent ones
-        (the namespace is listed only then)."""
-        names = list(named) if named is not None else await stored()
-        try:
-            return await on(names, one, many, *args, **kwargs)
-        except NotFoundError:
-            if named is None:
-                raise
-            return await on(await stored(), one, many, *args, **kwargs)
-
-    async def recall(query: str) -> str:
-        """Search long-term memory for past messages about something.
-
-        Args:
-            query: the words to look for (names, topics, what was said).
-        """
-        hits = await over("search", "search_many", query, k=k)
-        if hits is None:
-            return NOTHING
-        many = named is None or len(named) > 1  # ids name their conversation
-        return "\n".join(hit_lines(hits, many)) or "Nothing in memory matches."
-
-    async def context(question: str) -> str:
-        """Get the remembered evidence for a question, with cited message ids and dates.
-
-        Args:
-            question: what you need to know from earlier conversations.
-        """
-        block = await over("context", "context_many", question, budget_tokens=budget_tokens)
-        return NOTHING if block is None else str(block.text) or "Nothing in memory bears on it."
-
-    async def ask(question: str) -> str:
-        """Answer a question from long-term memory, citing the messages it rests on.
-
-        Args:
-            question: the question about earlier conversations.
-        """
-        answer = await over("ask", "ask_many", question)
-        if answer is None:
-            return NOTHING
-        cited = f" (messages {', '.join(answer.citations)})" if answer.citations else ""
-        return f"{answer.text}{cited}"
-
-    async def check(statement: str) -> str:
-        """Check a statement's claims against what was said in earlier conversations.
-
-        Args:
-            statement: the answer or statement to check.
-        """
-        names = list(named[:1]) if named is not None else (await stored())[:1]
-        try:
-            result = await on(names, "check", "check", statement)
-        except NotFoundError:
-            result = await on((await stored())[:1], "check", "check", statement)
-        if result is None:
-            return NOTHING
-        return "\n".join(check_lines(result.claims)) or "No factual claim to check."
-
-    functions = (recall, context, ask, check)
+    tools = MemoryTools(memory, conversations, k, budget_tokens)
     return [
-        function_tool(fn, name_override=fn.__name__, failure_error_function=tool_error)
-        for fn in functions
+        function_tool(method, name_override=method.__name__, failure_error_function=tool_error)
+        for method in (tools.recall, tools.context, tools.ask, tools.check)
     ]
 
 
-__all__ = ["Backend", "QememSession", "call", "daily", "memory_tools", "message_text"]
+__all__ = [
+    "Backend",
+    "MemoryTools",
+    "QememSession",
+    "call",
+    "daily",
+    "memory_tools",
+    "message_text",
+]
