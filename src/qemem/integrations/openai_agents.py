@@ -175,7 +175,10 @@ class QememSession:
 
     async def pop_item(self) -> Any | None:
         """Remove and return the last item (None when there is none), forgetting the message
-        it was stored as."""
+        it was stored as (after this session's automatic build, if one runs: a message is
+        not forgotten while its conversation is built)."""
+        if self.builds and not self.builds[-1].done():
+            await asyncio.wait([self.builds[-1]])
         try:
             item: Item | None = await call(self.memory, "pop_item", self.session_id)
         except NotFoundError:
