@@ -27,7 +27,14 @@ from qemem.memory.appending import append_messages
 from qemem.models import Episode, Item, SemanticFact, Turn
 from qemem.store import MemoryStore, Scope
 
-__all__ = ["MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_MESSAGE_CHARS", "MemoryItems", "item_json"]
+__all__ = [
+    "MAX_ITEMS",
+    "MAX_ITEM_CHARS",
+    "MAX_ITEM_LIMIT",
+    "MAX_MESSAGE_CHARS",
+    "MemoryItems",
+    "item_json",
+]
 
 MAX_ITEMS = 1000
 """The most items one call may append."""
@@ -79,11 +86,16 @@ def item_json(item: Any, index: int) -> str:
     return text
 
 
+MAX_ITEM_LIMIT = 2**62
+"""Larger limits read as this one (more items than any conversation holds)."""
+
+
 def check_item_limit(limit: int | None) -> int | None:
-    """``limit`` when it is None or a whole number from 0, else InputError."""
+    """``limit`` when it is None or a whole number from 0 (at most ``MAX_ITEM_LIMIT``), else
+    InputError."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise InputError(f"limit must be a whole number from 0 (got {limit!r}) or left out")
-    return limit
+    return limit if limit is None else min(limit, MAX_ITEM_LIMIT)
 
 
 class MemoryItems:

@@ -20,7 +20,7 @@ from qemem.memory.api import (
     MAX_QUESTION_CHARS,
     ContextMode,
 )
-from qemem.memory.items import MAX_ITEMS
+from qemem.memory.items import MAX_ITEM_LIMIT, MAX_ITEMS
 from qemem.memory.jobs import MAX_JOBS_PAGE
 from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
 from qemem.models import Pool, Ref, Role, Session, Space
@@ -97,7 +97,10 @@ class ItemsQuery(BaseModel):
     """The parameters of listing history items."""
 
     limit: int | None = Field(
-        default=None, ge=0, description="only the last items, this many (all when left out)"
+        default=None,
+        ge=0,
+        le=MAX_ITEM_LIMIT,
+        description="only the last items, this many (all when left out)",
     )
 
 
