@@ -260,6 +260,10 @@ RECORDS = (
     ),
 )
 
+# An agent framework's history items (qemem.integrations): no MCP tool and no CLI command. An
+# agent reads its history through its framework's session; the MCP tools remember, recall and
+# context already cover the messages, and raw items (tool outputs, reasoning) are no material
+# for an agent to search or edit.
 ITEMS = (
     Operation(
         "add_items",
