@@ -238,6 +238,8 @@ def test_pop_forgets_the_message_and_clear_keeps_the_memory(store_url: str) -> N
             assert [i.id for i in memory.items("c")] == ["I5", "I6", "I7", "I8"]  # not reused
             capped = QememSession(memory, "c", session_settings=SessionSettings(limit=2))
             assert await capped.get_items() == items_of("")[2:]
+            as_dict = QememSession(memory, "c", session_settings={"limit": 1})
+            assert await as_dict.get_items() == items_of("")[3:]
             assert await capped.get_items(1) == items_of("")[3:]
             [asked, *_] = memory.items("c")
             memory.redact_message("c", str(asked.turn))  # its item goes with its text

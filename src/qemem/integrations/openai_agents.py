@@ -22,7 +22,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agents import FunctionTool, RunContextWrapper, function_tool
-from agents.memory.session_settings import SessionSettings, resolve_session_limit
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
 from agents.tool import default_tool_error_function
 
 from qemem.answer.check import CheckedClaim
@@ -131,13 +135,15 @@ class QememSession:
         build_after: float | None = None,
         build_in: BuildIn | None = None,
         forget_on_clear: bool = False,
-        session_settings: SessionSettings | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         if build_after is not None and not build_after > 0:
             raise ValueError(f"build_after must be more than 0 seconds (got {build_after!r})")
         self.memory = memory
         self.session_id = conversation
-        self.session_settings = session_settings
+        self.session_settings = (
+            None if session_settings is None else coerce_session_settings(session_settings)
+        )
         self.speakers = {"user": user, "assistant": assistant}
         self.sitting = sitting
         self.clock = clock or (lambda: datetime.now().astimezone())
