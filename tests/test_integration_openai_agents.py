@@ -23,6 +23,7 @@ from agents.tracing import Span, Trace, TracingProcessor, set_trace_processors
 from forget_checks import leaks, postgres_cells, sqlite_cells
 from qemem import AsyncRemoteMemory, RemoteMemory
 from qemem.embed import HashEmbedder
+from qemem.errors import ConfigError
 from qemem.integrations.openai_agents import Backend, QememSession, call, memory_tools
 from qemem.memory import Memory
 from qemem.store import open_store
@@ -309,3 +310,5 @@ def test_a_failed_automatic_build_is_logged(
     assert asyncio.run(main()) == [None]
     assert "the automatic build of conversation c failed" in caplog.text
     assert "needs an LLM" in caplog.text
+    with pytest.raises(ConfigError, match="build_after must be more than 0"):
+        QememSession(empty_memory, "c", build_after=0)

@@ -30,7 +30,7 @@ from agents.memory.session_settings import (
 from agents.tool import default_tool_error_function
 
 from qemem.answer.check import CheckedClaim
-from qemem.errors import NotFoundError, QememError
+from qemem.errors import ConfigError, NotFoundError, QememError
 from qemem.memory import MAX_CONVERSATIONS, MAX_MESSAGE_CHARS, Memory, MemoryAPI, SearchResult
 from qemem.models import Episode, Item, Turn
 from qemem.remote import AsyncRemoteMemory
@@ -138,7 +138,10 @@ class QememSession:
         session_settings: SessionSettings | dict[str, Any] | None = None,
     ) -> None:
         if build_after is not None and not build_after > 0:
-            raise ValueError(f"build_after must be more than 0 seconds (got {build_after!r})")
+            raise ConfigError(
+                f"build_after must be more than 0 seconds (got {build_after!r}): how long the "
+                "session stays quiet before it is built; leave it out for no automatic build"
+            )
         self.memory = memory
         self.session_id = conversation
         self.session_settings = (
