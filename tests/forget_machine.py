@@ -51,7 +51,7 @@ from qemem.errors import (
     StoreError,
 )
 from qemem.llm import LLMCache, LLMClient, stages
-from qemem.memory import Memory
+from qemem.memory import Appended, Memory
 from qemem.memory_file import load
 from qemem.store import Scope, open_store
 from qemem.testing import BlockingLLM, OfflineLLM
@@ -204,7 +204,10 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
             idempotency = sorted(self.oracle.keys)[len(words) % len(self.oracle.keys)]
         if idempotency is not None or ids is not None:  # a batch that can be retried
             self.batches.append((conv, records, idempotency))
-        self._send("append", conv, records, idempotency)
+        # every other batch that is never retried goes as an agent's history items (each
+        # message's item holds its marker too, and a tool output item holds none)
+        as_items = idempotency is None and ids is None and self.tally["append"] % 2 == 0
+        self._send("append", conv, records, idempotency, as_items)
 
     @rule(pick=PICK)
     @precondition(lambda self: self.batches)
@@ -215,10 +218,21 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         conv, records, key = self.batches[pick % len(self.batches)]
         self._send("retry", conv, records, key)
 
-    def _send(self, kind: str, conv: str, records: list[dict[str, str]], key: str | None) -> None:
+    def _send(
+        self,
+        kind: str,
+        conv: str,
+        records: list[dict[str, str]],
+        key: str | None,
+        as_items: bool = False,
+    ) -> None:
         expected = self.oracle.expect(conv, records, key)
         try:
-            got = self.memory.add_messages(conv, records, idempotency_key=key)
+            got = (
+                self._as_items(conv, records)
+                if as_items
+                else self.memory.add_messages(conv, records, idempotency_key=key)
+            )
         except QememError as exc:
             assert expected.error is not None, f"{kind} refused: {exc!r}; expected {expected}"
             assert type(exc) is expected.error, f"{kind}: {exc!r}, expected {expected}"
@@ -243,6 +257,24 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         self.oracle.appended(
             conv, records, key, expected, got.ids, (got.turns_added, got.sessions_added)
         )
+
+    def _as_items(self, conv: str, records: list[dict[str, str]]) -> Appended:
+        """Append ``records`` through ``add_items``, each message with an item holding its
+        text, and a tool output item; what ``add_messages`` would have answered."""
+        before = self._sizes(conv)
+        items = [{"role": "user", "content": r["text"]} for r in records]
+        tool = {"type": "function_call_output", "call_id": "c", "output": "done"}
+        stored = self.memory.add_items(conv, [*items, tool], messages=[*records, None])
+        after = self._sizes(conv)
+        self.tally["append: as history items"] += 1
+        turns = [str(i.turn) for i in stored[:-1]]
+        return Appended(turns, after[0] - before[0], after[1] - before[1])
+
+    def _sizes(self, conv: str) -> tuple[int, int]:
+        """(turns, sessions) of the conversation (none when it does not exist)."""
+        if conv not in {c.id for c in self.memory.conversations()}:
+            return 0, 0
+        return len(self.memory.turns(conv)), len(self.memory.conversation(conv).sessions)
 
     # ------------------------------------------------------------------ builds
     @rule(pick=PICK, rebuild=st.booleans())

@@ -25,6 +25,7 @@ from qemem.store.ddl import (
     fill_corrections,
     id_counters,
     idempotency_conversation,
+    items,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
@@ -96,6 +97,8 @@ UPGRADES: dict[int, str] = {
     # 13: memory for an assistant: the role of a message, the kind of a fact (instruction,
     # preference) and the messages a fact was read from directly
     13: agent_memory(SQLITE),
+    # 14: the history items of agent frameworks (an Agents SDK session), per conversation
+    14: items(SQLITE),
 }
 SLASH_RULE = 10
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

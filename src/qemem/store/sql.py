@@ -31,6 +31,7 @@ from qemem.store.base import (
 )
 from qemem.store.dialect import Conflict, Dialect
 from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
+from qemem.store.items import SQLItems
 from qemem.store.jobs import JobTable
 from qemem.store.lives import SQLLives, created_stamp
 from qemem.store.rows import (
@@ -56,7 +57,7 @@ T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
-class SQLStore(SQLEdits, SQLLives, ABC):
+class SQLStore(SQLEdits, SQLItems, SQLLives, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]

@@ -7,6 +7,8 @@ import type {
   Context,
   ConversationOut,
   Forgotten,
+  Item,
+  ItemsCleared,
   Job,
   MemoryAudit,
   MessageIn,
@@ -29,6 +31,10 @@ export const ROUTES = {
   redact_message: { name: "redact_message", method: "POST", path: "/v1/conversations/{conversation}/messages/{message}/redact", params: ["conversation", "message"], query: [], body: null, headers: {}, rename: {}, fixed: {}, unwrap: null },
   delete_fact: { name: "delete_fact", method: "DELETE", path: "/v1/conversations/{conversation}/facts/{fact}", params: ["conversation", "fact"], query: [], body: null, headers: {}, rename: {}, fixed: {}, unwrap: null },
   correct_fact: { name: "correct_fact", method: "POST", path: "/v1/conversations/{conversation}/facts/{fact}/correct", params: ["conversation", "fact"], query: [], body: ["content", "turns"], headers: {}, rename: {}, fixed: {}, unwrap: null },
+  add_items: { name: "add_items", method: "POST", path: "/v1/conversations/{conversation}/items", params: ["conversation"], query: [], body: ["items", "messages"], headers: {}, rename: {}, fixed: {}, unwrap: null },
+  items: { name: "items", method: "GET", path: "/v1/conversations/{conversation}/items", params: ["conversation"], query: ["limit"], body: null, headers: {}, rename: {}, fixed: {}, unwrap: null },
+  pop_item: { name: "pop_item", method: "POST", path: "/v1/conversations/{conversation}/items/pop", params: ["conversation"], query: [], body: null, headers: {}, rename: {}, fixed: {}, unwrap: null },
+  clear_items: { name: "clear_items", method: "DELETE", path: "/v1/conversations/{conversation}/items", params: ["conversation"], query: [], body: null, headers: {}, rename: {}, fixed: {}, unwrap: null },
   search: { name: "search", method: "POST", path: "/v1/conversations/{conversation}/search", params: ["conversation"], query: [], body: ["exclude", "k", "pool", "query", "space"], headers: {}, rename: {}, fixed: {}, unwrap: "results" },
   retrieve: { name: "retrieve", method: "POST", path: "/v1/conversations/{conversation}/search", params: ["conversation"], query: [], body: ["exclude", "k", "pool", "query", "space"], headers: {}, rename: {"question": "query"}, fixed: {"pool": true}, unwrap: "pool" },
   search_many: { name: "search_many", method: "POST", path: "/v1/search", params: [], query: [], body: ["conversations", "k", "query", "space"], headers: {}, rename: {}, fixed: {}, unwrap: "results" },
@@ -52,6 +58,11 @@ export interface AddMessagesOptions extends RequestOptions {
 /** The options of `correctFact`. */
 export interface CorrectFactOptions extends RequestOptions {
   turns?: string[];
+}
+
+/** The options of `addItems`. */
+export interface AddItemsOptions extends RequestOptions {
+  messages?: (MessageIn | null)[];
 }
 
 /** The options of `search`. */
@@ -168,6 +179,34 @@ export abstract class GeneratedMethods {
    */
   correctFact(conversation: string, fact: string, content: string, options: CorrectFactOptions = {}): Promise<Supersession> {
     return this.call(ROUTES.correct_fact, { conversation, fact, content }, options) as Promise<Supersession>;
+  }
+
+  /**
+   * Append an agent framework's history items (an Agents SDK session's), each kept exactly
+   * as sent, and the messages ``messages`` gives for them (row-aligned; null for a tool call
+   * and the like), in one transaction; creates the conversation. Not retry-safe: items sent
+   * again are appended again.
+   */
+  addItems(conversation: string, items: Record<string, unknown>[], options: AddItemsOptions = {}): Promise<Item[]> {
+    return this.call(ROUTES.add_items, { conversation, items }, options) as Promise<Item[]>;
+  }
+
+  /** The conversation's history items in order (only the last ``limit``). */
+  items(conversation: string, limit?: number | null, options: RequestOptions = {}): Promise<Item[]> {
+    return this.call(ROUTES.items, { conversation, limit }, options) as Promise<Item[]>;
+  }
+
+  /**
+   * Remove and return the last history item (null when there is none); the message it was
+   * stored as is deleted with what was derived from it, as a message delete does.
+   */
+  popItem(conversation: string, options: RequestOptions = {}): Promise<Item | null> {
+    return this.call(ROUTES.pop_item, { conversation }, options) as Promise<Item | null>;
+  }
+
+  /** Remove every history item; the messages they were stored as stay. */
+  clearItems(conversation: string, options: RequestOptions = {}): Promise<ItemsCleared> {
+    return this.call(ROUTES.clear_items, { conversation }, options) as Promise<ItemsCleared>;
   }
 
   /**

@@ -326,13 +326,14 @@ export interface Feedback {
  * (``restored``: deleting a correction restores the fact it corrected; deleting a corrected
  * fact removes its supersession and keeps the correction), and the session a deleted
  * message left empty (removed, so that a session dated wrongly can be replaced; its number
- * is not used again).
+ * is not used again), and the history items the message was stored as (``add_items``).
  */
 export interface Forgotten {
   conversation: string;
   deleted?: string[];
   episodes?: string[];
   facts?: string[];
+  items?: string[];
   redacted?: string[];
   restored?: string[];
   sessions?: number[];
@@ -350,6 +351,32 @@ export interface Hit {
   ranks?: Record<string, number>;
   score: number;
   space: "turn" | "episode" | "fact";
+}
+
+/**
+ * One history item of an agent framework (an Agents SDK session item), kept exactly as
+ * it was sent: ``data`` (a JSON object), ``turn`` the message it was also stored as (a
+ * user's or assistant's text; None for a tool call and the like), ``created_at`` when it
+ * was stored (UTC). Items are ordered by id number (``I1``, ``I2``, ...).
+ */
+export interface Item {
+  created_at: string;
+  data: Record<string, unknown>;
+  id: string;
+  turn: string | null;
+}
+
+/** How many history items a clear removed. */
+export interface ItemsCleared {
+  items: number;
+}
+
+/** History items to append, each kept exactly, and the message each is stored as. */
+export interface ItemsIn {
+  /** an agent framework's history items (JSON objects), kept exactly as sent */
+  items: Record<string, unknown>[];
+  /** for each item (row-aligned), the message it is also stored as (a user's or assistant's text), or null (a tool call, say); leave it out when none is */
+  messages?: (MessageIn | null)[];
 }
 
 /**
