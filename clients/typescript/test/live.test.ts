@@ -215,6 +215,45 @@ describe("building and asking", () => {
   });
 });
 
+describe("history items", () => {
+  const CONV = "agent #1";
+  it("keeps items exactly, stores text items as messages, pops and clears", async () => {
+    const user = { role: "user", content: "I moved to Porto in May." };
+    const call = {
+      type: "function_call",
+      name: "recall",
+      arguments: '{"q": "Porto"}',
+      call_id: "c1",
+    };
+    const message = {
+      session_id: "2024-05-02",
+      timestamp: "2024-05-02T09:00:00+00:00",
+      speaker: "user",
+      role: "user" as const,
+      text: user.content,
+    };
+    const added = await memory.addItems(CONV, [user, call], { messages: [message, null] });
+    assert.equal(added.length, 2);
+    assert.notEqual(added[0]?.turn, null);
+    assert.equal(added[1]?.turn, null);
+    assert.deepEqual(
+      (await memory.items(CONV)).map((item) => item.data),
+      [user, call],
+    );
+    assert.deepEqual(
+      (await memory.items(CONV, 1)).map((item) => item.data),
+      [call],
+    );
+    assert.equal((await memory.conversation(CONV)).turns, 1); // the text item, not the call
+    const popped = await memory.popItem(CONV);
+    assert.deepEqual(popped?.data, call);
+    assert.deepEqual(await memory.clearItems(CONV), { items: 1 });
+    assert.equal(await memory.popItem(CONV), null);
+    assert.deepEqual(await memory.items(CONV), []);
+    assert.equal(await memory.delete(CONV), true);
+  });
+});
+
 describe("jobs", () => {
   it("pages through every job with the async iterator, and cancels one", async () => {
     const ids: string[] = [];
