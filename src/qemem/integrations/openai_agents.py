@@ -31,6 +31,7 @@ from agents.tool import default_tool_error_function
 
 from qemem.answer.check import CheckedClaim
 from qemem.errors import ConfigError, NotFoundError, QememError
+from qemem.integrations.bridge import areach
 from qemem.memory import MAX_CONVERSATIONS, MAX_MESSAGE_CHARS, Memory, MemoryAPI, SearchResult
 from qemem.models import Episode, Item, Turn
 from qemem.remote import AsyncRemoteMemory
@@ -46,11 +47,8 @@ BuildIn = Literal["thread", "job"]
 
 async def call(memory: Backend, name: str, *args: Any, **kwargs: Any) -> Any:
     """``memory.<name>(*args, **kwargs)`` without blocking the event loop: awaited on an
-    ``AsyncRemoteMemory``, run in a worker thread otherwise."""
-    method = getattr(memory, name)
-    if isinstance(memory, AsyncRemoteMemory):
-        return await method(*args, **kwargs)
-    return await asyncio.to_thread(method, *args, **kwargs)
+    ``AsyncRemoteMemory``, run in a worker thread otherwise (:func:`bridge.areach`)."""
+    return await areach(memory, lambda m: getattr(m, name)(*args, **kwargs))
 
 
 def message_text(content: Any) -> str:
