@@ -116,7 +116,8 @@ UNDO_ROLES = (
 def _slashed_store(url: str) -> None:
     """A store holding a message and a conversation with '/' in their ids (written below the
     library, as qemem wrote them before the rule), at the schema before the rule: the tables of
-    the later steps (idempotency's conversation, corrections, roles and fact kinds) undone."""
+    the later steps (idempotency's conversation, corrections, roles and fact kinds, history
+    items) undone."""
     with closing(open_store(url)) as store, store.transaction():
         for cid, tid in (("c", "msg/1"), ("team/c", "m1")):
             scope = Scope(cid)
@@ -130,6 +131,7 @@ def _slashed_store(url: str) -> None:
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript(
                 f"DROP TABLE idempotency; {IDEMPOTENCY} DROP TABLE corrections; {UNDO_ROLES} "
+                "DROP TABLE items; "
                 f"PRAGMA user_version = {schema.SLASH_RULE - 1};"
             )
         return
@@ -139,6 +141,7 @@ def _slashed_store(url: str) -> None:
         conn.execute("ALTER TABLE idempotency DROP COLUMN conv")
         conn.execute("DROP TABLE corrections")
         conn.execute(UNDO_ROLES)
+        conn.execute("DROP TABLE items")
         conn.execute("UPDATE schema_version SET version = %s", (postgres_schema.SLASH_RULE - 1,))
 
 

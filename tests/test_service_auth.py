@@ -44,6 +44,10 @@ BODIES: dict[tuple[str, str], object] = {
     ("POST", "/v1/conversations/{conversation}/messages/{message}/redact"): None,
     ("DELETE", "/v1/conversations/{conversation}/facts/{fact}"): None,
     ("POST", "/v1/conversations/{conversation}/facts/{fact}/correct"): {"content": "Ana."},
+    ("POST", "/v1/conversations/{conversation}/items"): {"items": [{"type": "message"}]},
+    ("GET", "/v1/conversations/{conversation}/items"): None,
+    ("DELETE", "/v1/conversations/{conversation}/items"): None,
+    ("POST", "/v1/conversations/{conversation}/items/pop"): None,
     ("GET", "/v1/jobs"): None,
     ("GET", "/v1/jobs/{job_id}"): None,
     ("DELETE", "/v1/jobs/{job_id}"): None,
@@ -93,13 +97,20 @@ def test_tenant_b_cannot_read_change_or_delete_tenant_a() -> None:
     with served() as s:
         job = _alice_with_job(s)
         before = _alice_view(s)
-        ordered = sorted(_routes(s), key=lambda r: r[1].endswith("/messages"))  # writes last
+        creates = {
+            ("POST", t)
+            for t in (
+                "/v1/conversations/{conversation}/messages",
+                "/v1/conversations/{conversation}/items",
+            )
+        }
+        ordered = sorted(_routes(s), key=lambda r: r in creates)  # writes last
         for method, template in ordered:
             r = _call(s, s.bob, method, template, job)
             body = r.json() if r.content else None
             if template in ("/v1/conversations", "/v1/jobs"):
                 assert r.status_code == 200 and body == []
-            elif template.endswith("/messages"):
+            elif (method, template) in creates:
                 # bob's key writes to bob's own namespace: a new conversation of his
                 assert r.status_code == 200, r.text
             else:
@@ -136,8 +147,9 @@ def test_read_only_key_reads_but_cannot_write() -> None:
         for method, template in _routes(s):
             r = _call(s, s.reader, method, template)
             writes = method == "DELETE" or template.endswith(
-                ("/messages", "/build", "/redact", "/correct")
+                ("/messages", "/build", "/redact", "/correct", "/items/pop")
             )
+            writes = writes or (method, template.rsplit("/", 1)[-1]) == ("POST", "items")
             if writes:
                 assert r.status_code == 403, (method, template, r.text)
                 assert "read-only" in r.json()["detail"]
