@@ -49,6 +49,7 @@ from qemem.cli.eval_show import (
 from qemem.cli.flags import FlagGroup
 from qemem.errors import LLMError
 from qemem.eval.coverage import (
+    TOKEN_BUDGETS,
     CoverageReport,
     PoolCoverageReport,
     evaluate_coverage,
@@ -77,6 +78,19 @@ def parse_categories(value: str) -> tuple[int, ...]:
         return tuple(int(c) for c in value.split(",") if c.strip())
     except ValueError:
         raise typer.BadParameter("use numbers such as 1,2,3,4", param_hint="--categories") from None
+
+
+def parse_budgets(value: str) -> tuple[int, ...]:
+    """The token budgets of ``--token-budgets`` (none when empty)."""
+    try:
+        budgets = tuple(int(b) for b in value.split(",") if b.strip())
+    except ValueError:
+        budgets = (0,)
+    if any(b < 1 for b in budgets):
+        raise typer.BadParameter(
+            "use positive numbers such as 8000,16000", param_hint="--token-budgets"
+        )
+    return budgets
 
 
 ConversationsOpt = Annotated[
@@ -118,10 +132,25 @@ def coverage(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    token_budgets: Annotated[
+        str,
+        typer.Option(
+            "--token-budgets",
+            help="With --pool: the token budgets of the token curves (comma-separated; "
+            "default 300 to 3600 in steps of 300).",
+        ),
+    ] = "",
+    with_evidence: Annotated[
+        bool,
+        typer.Option(
+            "--with-evidence", help="With --pool: only questions with annotated evidence."
+        ),
+    ] = False,
     llm: LLMOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""
+    """Share of questions whose annotated evidence turns all rank within B turns (B=10..120);
+    with --pool, the evidence of a long turn is its passage that best matches the answer."""
     cats = parse_categories(categories)
     convs = tuple(c.strip() for c in conversations.split(",") if c.strip())
     check_coverage_flags(baseline, planner, no_plan)
@@ -145,6 +174,8 @@ def coverage(
                     categories=cats,
                     conversations=convs,
                     llm=client,
+                    token_budgets=parse_budgets(token_budgets) or TOKEN_BUDGETS,
+                    with_evidence=with_evidence,
                     progress=p,
                 )
                 ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")

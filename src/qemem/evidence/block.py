@@ -1,11 +1,14 @@
 """A ready-to-paste evidence block for the caller's own LLM, cut to a token budget.
 
-``context_block`` takes an evidence pool and keeps its candidates in the pool's exposure order
-(turn hits, episodes and facts interleaved; a context turn ranks with the hit that brought it
-in), first fit: an item that would overflow the budget is skipped and smaller ones after it
-may still fit. The block is rendered like every prompt of the method (episodes, facts, turns;
-grouped by session under one date header each; every record with its citable id) with each
-relative time expression followed by its resolution (``annotate_times``, the answer context's
+``context_block`` takes an evidence pool and lists its candidates in the pool's exposure order
+(turn hits, episodes and facts interleaved; the context a hit brings in right after it): an
+episode, a fact, a turn, or one passage of a long turn (shown under its turn's header, the
+rest of the turn left out). It keeps the longest beginning of that list that fits the budget:
+the first item that does not fit ends the block, so a larger budget never shows less (the
+block fills monotonically; passages keep every item small). The block is rendered like every
+prompt of the method (episodes, facts, turns; grouped by session under one date header each;
+every record with its citable id; a text of several lines keeps its lines) with each relative
+time expression followed by its resolution (``annotate_times``, the answer context's
 format). Tokens are estimated as characters / 4. No LLM call.
 """
 
@@ -18,18 +21,30 @@ from typing import Annotated
 from qemem.evidence.context import SourceIndex, format_memories, session_header
 from qemem.evidence.times import annotate_times
 from qemem.llm.types import estimate_tokens
-from qemem.models import OMIT_NONE, Episode, Pool, PoolItem, Ref, SemanticFact, Turn, search_text
-from qemem.prompts import as_data
+from qemem.models import (
+    OMIT_NONE,
+    Episode,
+    Pool,
+    PoolItem,
+    Ref,
+    SemanticFact,
+    Span,
+    Turn,
+    search_text,
+    split_key,
+)
+from qemem.passages import OMITTED
+from qemem.prompts import as_lines
 
 EMPTY = "(no memories found)"
 
 
 @dataclass(frozen=True)
 class ContextItem:
-    """One record of the block: its ref, session and session date (ISO), the speaker (turns),
-    the text as the block shows it (times annotated) and its estimated tokens. In a block
-    across conversations the ref names the record's conversation and ``session`` is that
-    conversation's session number."""
+    """One record of the block: its ref (a passage of a long turn names its span), session
+    and session date (ISO), the speaker (turns), the text as the block shows it (times
+    annotated) and its estimated tokens. In a block across conversations the ref names the
+    record's conversation and ``session`` is that conversation's session number."""
 
     ref: Ref
     session: int
@@ -62,8 +77,22 @@ class Context:
     conversations: Annotated[list[str] | None, OMIT_NONE] = None
 
 
-def _priority(pool: Pool) -> list[PoolItem]:
-    """The pool's candidates in exposure order; a context turn right after its hit."""
+@dataclass(frozen=True)
+class _Entry:
+    """One item of the block's list: a pool item, and for a passage of a long turn its span."""
+
+    item: PoolItem
+    span: Span | None = None
+
+    @property
+    def ref(self) -> Ref:
+        return Ref(self.item.space, self.item.id, self.item.conversation, self.span)
+
+
+def _priority(pool: Pool) -> list[_Entry]:
+    """The pool's candidates in exposure order, a context turn right after its hit; a long
+    turn as its passages, each where the pool's exposure order shows it (its turn's place in
+    a pool without one)."""
     at = {item.id: item.position for item in pool.items() if item.position is not None}
 
     def rank(item: PoolItem) -> tuple[float, int]:
@@ -72,39 +101,61 @@ def _priority(pool: Pool) -> list[PoolItem]:
         vias = [at[r.via] for r in item.reasons if r.via in at]
         return (float(min(vias)) if vias else float("inf")), 1
 
-    return sorted(pool.items(), key=rank)
+    exposed: dict[tuple[str, Span], tuple[float, int]] = {}
+    for n, exposure in enumerate(pool.order):
+        for tid, span in exposure.units:
+            if span is not None:
+                hit = exposure.space == "turn" and split_key(exposure.id) == (tid, span)
+                exposed.setdefault((tid, span), (float(n), 0 if hit else 1))
+    ranked: list[tuple[tuple[float, int], _Entry]] = []
+    for item in pool.items():
+        if item.space == "turn" and item.passages is not None:
+            ranked += [
+                (exposed.get((item.id, span), rank(item)), _Entry(item, span))
+                for span in item.passages
+            ]
+        else:
+            ranked.append((rank(item), _Entry(item)))
+    return [entry for _, entry in sorted(ranked, key=lambda pair: pair[0])]
 
 
-def _shown(index: SourceIndex, record: Turn | Episode | SemanticFact) -> str:
-    """A record's text as the block shows it."""
+def _shown(index: SourceIndex, entry: _Entry) -> str:
+    """An entry's text as the block shows it."""
+    record = entry.item.record
     if isinstance(record, Turn):
-        return annotate_times(record.text, index.session_date(record))
+        return annotate_times(record.excerpt(entry.span), index.session_date(record))
     return search_text(record)
 
 
-def _render(index: SourceIndex, chosen: Sequence[PoolItem]) -> str:
-    records = [item.record for item in chosen]
+def _render(index: SourceIndex, chosen: Sequence[_Entry]) -> str:
+    records = {e.item.id: e.item.record for e in chosen}
+    passages: dict[str, list[Span]] = {}
+    for entry in chosen:
+        if entry.span is not None:
+            passages.setdefault(entry.item.id, []).append(entry.span)
     return format_memories(
         index,
-        [r for r in records if isinstance(r, Episode)],
-        [r for r in records if isinstance(r, SemanticFact)],
-        [r for r in records if isinstance(r, Turn)],
+        [r for r in records.values() if isinstance(r, Episode)],
+        [r for r in records.values() if isinstance(r, SemanticFact)],
+        [r for r in records.values() if isinstance(r, Turn)],
         annotate=True,
         narratives=True,
+        passages=passages,
     )
 
 
-def _cost(index: SourceIndex, item: PoolItem, shown: str, opened: set[object]) -> int:
-    """Estimated tokens an item adds to the block: its line (``shown`` its text), and its
+def _cost(index: SourceIndex, entry: _Entry, shown: str, opened: set[object]) -> int:
+    """Estimated tokens an entry adds to the block: its line (``shown`` its text), and its
     section title and session header when it is the first of them (``opened`` holds those
     already paid for)."""
-    record = item.record
-    text = f"[{record.id}] {as_data(shown)}"
+    record = entry.item.record
+    space = entry.item.space
+    text = f"[{record.id}]{as_lines(shown)}"
     if isinstance(record, Turn):
-        text += f" {record.speaker}: "
-    if (item.space, record.session) not in opened:
+        text += f" {record.speaker}: " + ("" if entry.span is None else f"\n{OMITTED}")
+    if (space, record.session) not in opened:
         text += f"\n{session_header(index, record)}"
-    if item.space not in opened:
+    if space not in opened:
         text += "\n\nSemantic facts (each under the session it was learned in):"
     return estimate_tokens(text + "\n")
 
@@ -112,30 +163,31 @@ def _cost(index: SourceIndex, item: PoolItem, shown: str, opened: set[object]) -
 def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
     """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
     ranked = _priority(pool)
-    shown = {item.ref: _shown(index, item.record) for item in ranked}
-    chosen: list[PoolItem] = []
+    shown = {entry.ref: _shown(index, entry) for entry in ranked}
+    chosen: list[_Entry] = []
     opened: set[object] = set()
     spent = 0
-    for item in ranked:
-        cost = _cost(index, item, shown[item.ref], opened)
-        if spent + cost <= budget_tokens:
-            chosen.append(item)
-            spent += cost
-            opened.update({item.space, (item.space, item.record.session)})
+    for entry in ranked:
+        cost = _cost(index, entry, shown[entry.ref], opened)
+        if spent + cost > budget_tokens:
+            break
+        chosen.append(entry)
+        spent += cost
+        opened.update({entry.item.space, (entry.item.space, entry.item.record.session)})
     text = _render(index, chosen)
     while chosen and estimate_tokens(text) > budget_tokens:  # headers are shared: rarely needed
         chosen.pop()
         text = _render(index, chosen)
     items = [
         ContextItem(
-            ref=item.ref,
-            session=item.record.session,
-            date=index.session_date(item.record).isoformat(),
-            text=shown[item.ref],
-            speaker=item.record.speaker if isinstance(item.record, Turn) else None,
-            tokens=estimate_tokens(shown[item.ref]),
+            ref=entry.ref,
+            session=entry.item.record.session,
+            date=index.session_date(entry.item.record).isoformat(),
+            text=shown[entry.ref],
+            speaker=entry.item.record.speaker if isinstance(entry.item.record, Turn) else None,
+            tokens=estimate_tokens(shown[entry.ref]),
         )
-        for item in chosen
+        for entry in chosen
     ]
     return Context(
         conversation=pool.conversation,

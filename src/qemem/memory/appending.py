@@ -11,18 +11,18 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
-
 from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError, QememError
 from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
+from qemem.memory.turn_vectors import TurnVectors, store_turn_vectors
 from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
-Embed = Callable[[Sequence[Turn]], np.ndarray]
+Embed = Callable[[Sequence[Turn]], list[TurnVectors]]
+"""The vectors of turns and of their passages (``Memory.embed_turns``)."""
 
 
 def append_messages(
@@ -124,7 +124,7 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
 
 def _embed_ahead(
     store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: Embed
-) -> dict[str, np.ndarray]:
+) -> dict[str, TurnVectors]:
     """Vectors of the turns the batch would add, by search text, embedded before the write
     transaction so that no writer waits for the embedder. Planned from an unlocked read: what
     another writer changes meanwhile is planned again inside the transaction (a turn not
@@ -136,17 +136,15 @@ def _embed_ahead(
     return {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)} if turns else {}
 
 
-def _reusing(ahead: Mapping[str, np.ndarray], embed: Embed) -> Embed:
+def _reusing(ahead: Mapping[str, TurnVectors], embed: Embed) -> Embed:
     """``embed`` that takes the vectors embedded ahead and embeds only the other turns."""
 
-    def vectors(turns: Sequence[Turn]) -> np.ndarray:
+    def vectors(turns: Sequence[Turn]) -> list[TurnVectors]:
         missing = [t for t in turns if search_text(t) not in ahead]
         if not turns or len(missing) == len(turns):
             return embed(turns)
         fresh = dict(zip(map(search_text, missing), embed(missing), strict=True)) if missing else {}
-        return np.stack(
-            [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
-        )
+        return [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
 
     return vectors
 
@@ -168,7 +166,7 @@ def _append(
     if additions.sessions:
         store.add_sessions(scope, additions.sessions)
     if additions.turns:
-        store.add_turns(scope, additions.turns, vectors, embedder)
+        store_turn_vectors(store, scope, additions.turns, vectors, embedder)
     ids = message_ids(records, {t.id for t in plan.stored}, additions.turns, plan.counts)
     return Appended(ids, len(additions.turns), len(additions.sessions))
 

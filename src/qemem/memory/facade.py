@@ -52,6 +52,7 @@ from qemem.memory.files import export_memory_file, import_memory_file
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
+from qemem.memory.turn_vectors import EMBED_CHARS, TurnVectors, embed_turns
 from qemem.memory_file import MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
@@ -62,6 +63,7 @@ from qemem.models import (
     Ref,
     SemanticFact,
     Space,
+    Span,
     Turn,
     check_text,
     search_text,
@@ -71,9 +73,6 @@ from qemem.retrieve.pool import RetrievalConfig, build_pool
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease
-
-EMBED_CHARS = 4000
-"""Only the first characters of a record's search document are embedded (BM25 indexes all)."""
 
 
 class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
@@ -180,7 +179,18 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
         self._check_embedder()
-        texts = [search_text(r)[:EMBED_CHARS] for r in records]
+        return self._embed_texts([search_text(r)[:EMBED_CHARS] for r in records], progress)
+
+    def embed_turns(
+        self, turns: Sequence[Turn], progress: Progress | None = None
+    ) -> list[TurnVectors]:
+        """The vectors of new turns and of the passages of the long ones
+        (:func:`~qemem.memory.turn_vectors.embed_turns`)."""
+        self._check_embedder()
+        return embed_turns(self._embed_texts, turns, progress)
+
+    def _embed_texts(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        """Passage-side vectors of ``texts``, embedded in batches of ``embed_batch``."""
         parts = []
         for start in range(0, len(texts), self.embed_batch):
             parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
@@ -211,7 +221,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             source,
             fmt,
             self.namespace,
-            self.embed_documents,
+            self.embed_turns,
             self.embedder.id,
             progress,
             lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
@@ -238,7 +248,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             self.store,
             self.scope(conversation),
             messages,
-            self.embed_documents,
+            self.embed_turns,
             self.embedder.id,
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
@@ -256,6 +266,11 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     def delete(self, conversation: str) -> bool:
         """Delete a conversation and everything derived from it."""
         return self.store.delete_conversation(self.scope(conversation))
+
+    def passages(self, conversation: str) -> dict[str, list[Span]]:
+        """The passages of the conversation's long turns (turn id -> character spans of its
+        text, in order); a turn not listed is one passage, the whole turn."""
+        return self.store.passages(self.scope(conversation))
 
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)

@@ -11,18 +11,17 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from qemem.errors import StoreError
 from qemem.ingest.additions import Additions, IngestReport, find_additions
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
+from qemem.memory.turn_vectors import TurnVectors, store_turn_vectors, text_count
 from qemem.models import ConversationInput, Turn
 from qemem.store import MemoryStore, Scope
 
-Embed = Callable[[Sequence[Turn], Progress | None], np.ndarray]
-"""Passage vectors of turns (``Memory.embed_documents``)."""
+Embed = Callable[[Sequence[Turn], Progress | None], list[TurnVectors]]
+"""The vectors of turns and of their passages (``Memory.embed_turns``)."""
 Added = Callable[[Scope, int], None]
 """Told of each conversation that got new turns (and how many), once they are stored."""
 
@@ -38,8 +37,9 @@ def ingest_conversations(
     added: Added | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
-    ``namespace``); ``progress`` is called with (turns embedded, turns to embed), ``added``
-    with each conversation that got new turns, after its transaction."""
+    ``namespace``); ``progress`` is called with (texts embedded, texts to embed: a turn is
+    one text, a long one one per passage), ``added`` with each conversation that got new
+    turns, after its transaction."""
     started = time.perf_counter()
     file = str(source) if isinstance(source, str | Path) else "<input>"
     conversations = (
@@ -51,7 +51,7 @@ def ingest_conversations(
         existing = stored_conversation(store, scope)
         turns = store.turns(scope) if existing else []
         pending.append((scope, find_additions(conv, existing, turns, file)))
-    total = sum(len(additions.turns) for _, additions in pending)
+    total = sum(text_count(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
     for scope, additions in pending:
@@ -61,6 +61,7 @@ def ingest_conversations(
             if progress:
                 progress(offset + n, total)
 
+        done += text_count(additions.turns)
         vectors = embed(additions.turns, step)
         with store.transaction():
             additions, vectors, skipped = _recheck(store, scope, additions, vectors, file)
@@ -69,8 +70,7 @@ def ingest_conversations(
             if additions.sessions:
                 store.add_sessions(scope, additions.sessions)
             if additions.turns:
-                store.add_turns(scope, additions.turns, vectors, embedder_id)
-        done += len(additions.turns)
+                store_turn_vectors(store, scope, additions.turns, vectors, embedder_id)
         if added and additions.turns:
             added(scope, len(additions.turns))
         report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
@@ -79,8 +79,8 @@ def ingest_conversations(
 
 
 def _recheck(
-    store: MemoryStore, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
-) -> tuple[Additions, np.ndarray, int]:
+    store: MemoryStore, scope: Scope, additions: Additions, vectors: list[TurnVectors], file: str
+) -> tuple[Additions, list[TurnVectors], int]:
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
@@ -94,4 +94,4 @@ def _recheck(
             "run the command again (it adds only what is missing)"
         )
     keep = [rows[t.id] for t in fresh.turns]
-    return fresh, vectors[keep], len(additions.turns) - len(keep)
+    return fresh, [vectors[n] for n in keep], len(additions.turns) - len(keep)

@@ -17,12 +17,12 @@ from qemem.embed.base import Embedder
 from qemem.embed.spec import open_embedder
 from qemem.errors import StoreError
 from qemem.memory.api import Progress
-from qemem.memory.facade import EMBED_CHARS
-from qemem.models import Space, search_text
+from qemem.memory.turn_vectors import EMBED_CHARS
+from qemem.models import search_text, split_key
 from qemem.store import MemoryStore, Scope, open_store
-from qemem.store.base import space_records
+from qemem.store.base import VectorSpace, space_records
 
-SPACES: tuple[Space, ...] = ("turn", "episode", "fact")
+SPACES: tuple[VectorSpace, ...] = ("turn", "passage", "episode", "fact")
 
 
 @dataclass
@@ -37,8 +37,8 @@ class ReembedReport:
     unchanged: bool = False
 
 
-def _pending(store: MemoryStore) -> list[tuple[Scope, Space, list[str]]]:
-    out: list[tuple[Scope, Space, list[str]]] = []
+def _pending(store: MemoryStore) -> list[tuple[Scope, VectorSpace, list[str]]]:
+    out: list[tuple[Scope, VectorSpace, list[str]]] = []
     for conv in store.conversations():
         scope = Scope(conv.id, conv.namespace)
         out.extend((scope, space, ids) for space in SPACES if (ids := store.unstaged(scope, space)))
@@ -56,13 +56,29 @@ def _stage_all(
     total, done = sum(len(ids) for *_, ids in pending), 0
     for scope, space, ids in pending:
         for start in range(0, len(ids), batch):
-            records = space_records(store, scope, space, ids[start : start + batch])
-            vectors = embedder.embed([search_text(r)[:EMBED_CHARS] for r in records])
-            store.stage_vectors(scope, space, [r.id for r in records], vectors)
-            report.embedded[space] += len(records)
-            done += len(records)
+            chunk, texts = _texts(store, scope, space, ids[start : start + batch])
+            store.stage_vectors(scope, space, chunk, embedder.embed(texts))
+            report.embedded[space] += len(chunk)
+            done += len(chunk)
             if progress:
                 progress(done, total)
+
+
+def _texts(
+    store: MemoryStore, scope: Scope, space: VectorSpace, ids: list[str]
+) -> tuple[list[str], list[str]]:
+    """The ids among ``ids`` still stored and the texts their vectors are made from, as
+    ingest makes them: a record's search document (cut at ``EMBED_CHARS``), a passage's, and
+    for a turn with passages its first passage's."""
+    if space == "passage":
+        keys = {key: split_key(key) for key in ids}
+        turns = {t.id: t for t in store.turns(scope, [turn for turn, _ in keys.values()])}
+        kept = [key for key, (turn, _) in keys.items() if turn in turns]
+        return kept, [search_text(turns[keys[k][0]], keys[k][1]) for k in kept]
+    records = space_records(store, scope, space, ids)
+    first = {turn: spans[0] for turn, spans in store.passages(scope).items()}
+    texts = [search_text(r, first.get(r.id))[:EMBED_CHARS] for r in records]
+    return [r.id for r in records], texts
 
 
 def reembed(

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from qemem.embed.base import Embedder
-from qemem.models import SPACES, Hit, Space
+from qemem.models import SPACES, Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists
 from qemem.retrieve.index import search_index
@@ -48,15 +48,19 @@ def fuse_across(
 ) -> list[tuple[str, Hit]]:
     """RRF over the global dense and BM25 lists of every query (``dense[i]`` and
     ``sparse[i]``: query i's rankings by conversation), as (conversation, hit) best first;
-    each hit records its rank in every global list that contains it, as ``method:query``."""
+    each hit records its rank in every global list that contains it, as ``method:query``.
+    A turn ranks by its best passage, whose span its hit names."""
     lists: dict[ListKey, list[Key]] = {}
     for i, (by_dense, by_bm25) in enumerate(zip(dense, sparse, strict=True)):
         lists[(i, "dense")] = merge_by_score(by_dense)
         lists[(i, "bm25")] = merge_by_score(by_bm25)
-    return [
-        (cid, Hit(space, rid, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks}))
-        for (cid, rid), entry in fuse_lists(lists, rrf_k).items()
-    ]
+    out: dict[Key, Hit] = {}
+    for (cid, rid), entry in fuse_lists(lists, rrf_k).items():
+        owner, span = split_key(rid)
+        if (cid, owner) not in out:
+            ranks = {f"{m}:{q}": r for q, m, r in entry.ranks}
+            out[(cid, owner)] = Hit(space, owner, entry.score, ranks, span)
+    return [(cid, hit) for (cid, _), hit in out.items()]
 
 
 def search_across(

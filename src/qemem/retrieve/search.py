@@ -1,4 +1,8 @@
-"""Hybrid search: dense and BM25 rankings of one space, fused with reciprocal rank fusion."""
+"""Hybrid search: dense and BM25 rankings of one space, fused with reciprocal rank fusion.
+
+The turn space is ranked passage by passage (a long turn has one index row per passage,
+:mod:`qemem.store.passages`); its hits are turns, each at the rank of its best passage, which
+the hit names (``Hit.span``)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from qemem.embed.base import Embedder
-from qemem.models import Hit, Space
+from qemem.models import Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
 from qemem.retrieve.index import dense_lists, search_index
@@ -21,6 +25,17 @@ def fuse(lists: Mapping[ListKey, Sequence[str]], space: Space, k: int = RRF_K) -
         Hit(space, rid, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks})
         for rid, entry in fuse_lists(lists, k).items()
     ]
+
+
+def turn_hits(hits: Sequence[Hit]) -> list[Hit]:
+    """Hits of passages as hits of their turns: each turn once, at its best passage's place,
+    with that passage's span; hits of whole records unchanged."""
+    out: dict[str, Hit] = {}
+    for hit in hits:
+        owner, span = split_key(hit.id)
+        if owner not in out:
+            out[owner] = Hit(hit.space, owner, hit.score, hit.ranks, span)
+    return list(out.values())
 
 
 def ranked_lists(
@@ -54,8 +69,9 @@ def hybrid_search(
     rrf_k: int = RRF_K,
 ) -> list[Hit]:
     """Records of ``space`` ranked by RRF over dense and BM25 lists of all ``queries``;
-    at most ``k`` hits (None: every record that any list ranks)."""
+    at most ``k`` hits (None: every record that any list ranks). Turns rank by their best
+    passage (:func:`turn_hits`)."""
     vectors = embedder.embed(list(queries), query=True)
     lists = ranked_lists(store, scope, space, vectors, [tokenize(q) for q in queries])
-    hits = fuse(lists, space, rrf_k)
+    hits = turn_hits(fuse(lists, space, rrf_k))
     return hits if k is None else hits[:k]

@@ -2,7 +2,8 @@
 or one fact (``SQLEdits``, a mixin of :class:`qemem.store.sql.SQLStore`).
 
 A turn is forgotten by deleting it or by redacting it (its text replaced by
-:data:`~qemem.models.REDACTED`, re-embedded, its id and place kept). Either way every episode
+:data:`~qemem.models.REDACTED`, re-embedded, its id and place kept); its passages go either
+way. Either way every episode
 citing it goes (its narrative was written from the turn), a fact loses those episodes from its
 provenance and goes when none is left, and a build supersession loses the turn from the turns
 it cites (and goes when none is left: no supersession without a cited turn). Each edit is one
@@ -22,6 +23,7 @@ import numpy as np
 from qemem.models import Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
+from qemem.store.passages import drop_passages
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
 
@@ -124,6 +126,7 @@ class SQLEdits:
             )
             _drop_vectors(self, pk, "episode", episodes)
             _drop_vectors(self, pk, "turn", [turn_id])  # a redacted turn gets a new one below
+            drop_passages(self, pk, [turn_id])
             if redacted is None:
                 self._exec("DELETE FROM turns WHERE conv = ? AND id = ?", (pk, turn_id))
             else:

@@ -147,12 +147,15 @@ class PostgresStore(SQLStore):
         self, scope: Scope, space: Space, queries: np.ndarray, k: int
     ) -> list[list[str]] | None:
         """Dense top-k from the pgvector HNSW index (cosine) when the scope holds at least
-        ``hnsw_min_rows`` vectors of ``space``; None otherwise (search stays exact). The
+        ``hnsw_min_rows`` vectors of ``space`` (and, for turns, no passages); None otherwise
+        (search stays exact). The
         candidates are re-ranked by their exact float32 cosine, ties in record order, as the
         exact search orders them."""
         if self.hnsw_min_rows is None:
             return None
         pk = self._pk(scope)
+        if space == "turn" and self._query("SELECT 1 FROM passages WHERE conv = ? LIMIT 1", (pk,)):
+            return None  # the index holds whole turns: passages are searched by the exact scan
         found = self._query(
             "SELECT count(*) FROM vectors WHERE conv = ? AND space = ?", (pk, space)
         )

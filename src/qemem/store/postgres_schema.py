@@ -9,7 +9,15 @@ from __future__ import annotations
 from typing import Any
 
 from qemem.errors import StoreError
-from qemem.store.ddl import API_KEYS, IDEMPOTENCY, JOBS, JOBS_NOT_BEFORE, create, supersessions
+from qemem.store.ddl import (
+    API_KEYS,
+    IDEMPOTENCY,
+    JOBS,
+    JOBS_NOT_BEFORE,
+    create,
+    passages,
+    supersessions,
+)
 from qemem.store.dialect import POSTGRES
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
@@ -33,6 +41,12 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
+    # 8 to 10: reserved for steps of other branches (issue 30); nothing to do here
+    8: "SELECT 1",
+    9: "SELECT 1",
+    10: "SELECT 1",
+    # 11: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    11: passages(POSTGRES),
 }
 SCHEMA_VERSION = max(UPGRADES)
 

@@ -17,6 +17,7 @@ from qemem.store.ddl import (
     JOBS_NOT_BEFORE,
     create,
     fact_episodes,
+    passages,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
@@ -48,6 +49,12 @@ UPGRADES: dict[int, str] = {
     7: JOBS_NOT_BEFORE,
     # 8: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     8: supersessions(SQLITE),
+    # 9 to 11: reserved for steps of other branches (issue 30); nothing to do here
+    9: "SELECT 1",
+    10: "SELECT 1",
+    11: "SELECT 1",
+    # 12: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    12: passages(SQLITE),
 }
 SCHEMA_VERSION = max(UPGRADES)
 

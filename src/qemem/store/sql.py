@@ -24,6 +24,7 @@ from qemem.store import staged
 from qemem.store.base import (
     IndexRows,
     Scope,
+    VectorSpace,
     VersionedCache,
     ordering,
     record_order,
@@ -32,6 +33,7 @@ from qemem.store.base import (
 from qemem.store.dialect import Conflict, Dialect
 from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
 from qemem.store.jobs import JobTable
+from qemem.store.passages import TURN_INDEX, SQLPassages
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -55,7 +57,7 @@ T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
 
 
-class SQLStore(SQLEdits, ABC):
+class SQLStore(SQLEdits, SQLPassages, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -238,7 +240,7 @@ class SQLStore(SQLEdits, ABC):
                 "(QEMEM_EMBEDDER) or ingest into a new store"
             )
 
-    def _put_vectors(self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray) -> None:
+    def _put_vectors(self, pk: int, space: str, ids: Sequence[str], vectors: np.ndarray) -> None:
         columns = ("conv", "space", "id", "vector")
         self._write(
             self._insert("vectors", columns, ("conv", "space", "id")),
@@ -392,16 +394,22 @@ class SQLStore(SQLEdits, ABC):
         return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
-        position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
-        current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
-        rows = self._query(
-            f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
-            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
-            + current,
-            (space, pk),
-            binary=True,
-        )
-        rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
+        """The index rows of ``space``; the turn space's are its turns without passages and
+        the passages of the others (:mod:`qemem.store.passages`), in text order."""
+        if space == "turn":
+            rows = self._query(TURN_INDEX, (pk, pk), binary=True)
+            rows.sort(key=lambda row: (row[3], row[4], row[5]))
+        else:
+            position = FIRST_TURN if space == "episode" else "0"
+            current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
+            rows = self._query(
+                f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
+                "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id "
+                "WHERE r.conv = ?" + current,
+                (space, pk),
+                binary=True,
+            )
+            rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
         if rows:
             matrix = np.vstack([self.dialect.decode(row[2]) for row in rows])
         else:
@@ -421,11 +429,11 @@ class SQLStore(SQLEdits, ABC):
     def begin_reembed(self, embedder: str, dim: int) -> bool:
         return staged.begin(self, embedder, dim)
 
-    def unstaged(self, scope: Scope, space: Space) -> list[str]:
+    def unstaged(self, scope: Scope, space: VectorSpace) -> list[str]:
         return staged.missing(self, scope, space)
 
     def stage_vectors(
-        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+        self, scope: Scope, space: VectorSpace, ids: Sequence[str], vectors: np.ndarray
     ) -> None:
         staged.stage(self, scope, space, ids, vectors)
 
