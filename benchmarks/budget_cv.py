@@ -13,9 +13,10 @@ so a second run embeds nothing. Only questions with annotated evidence count.
    rebuilt for every setting of ``GRID``: token budgets of turn passages, episodes and facts,
    and the context window (no count limits). A question counts as visible when the pool holds
    all its evidence (of each evidence turn the passage that best matches the answer,
-   :func:`qemem.eval.coverage.best_passage`); its cost is the pool as the prompts render it,
-   in tokens (characters / 4). ``REFERENCES`` (the count budgets 25 / 2 / 4 and 40 / 2 / 4)
-   are measured beside the grid.
+   :func:`qemem.eval.coverage.best_passage`); its cost is what the budgets count: the tokens
+   (characters / 4) of the units the pool exposes and of its episodes' and facts' own lines.
+   ``REFERENCES`` (the count budgets 25 / 2 / 4 and 40 / 2 / 4) are measured beside the
+   grid.
 2. **Final context** (the offline LLM, ``full`` mode, LoCoMo): stage 1's picks and the
    references through ``Memory.ask``; visible when the complete evidence is in the answer
    context, cost the input tokens of every call.
@@ -48,12 +49,12 @@ from qemem.eval.coverage import (
 from qemem.eval.manifest import run_info
 from qemem.eval.records import evidence_visible
 from qemem.eval.selection import PRICE, Fold, Tally, best_value, leave_one_out_value, pooled
-from qemem.evidence.context import SourceIndex, format_memories, pool_passages, pool_records
 from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import LLMClient
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
+from qemem.models import Pool, search_text
 from qemem.retrieve.plan import rule_plan
 from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion
 from qemem.testing import OfflineLLM
@@ -91,9 +92,9 @@ class Setting:
 
 
 GRID: dict[str, tuple[int, ...]] = {
-    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000),
-    "episodes": (0, 150, 300, 600),
-    "facts": (0, 100, 200, 400),
+    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000),
+    "episodes": (0, 150, 300),
+    "facts": (0, 100, 200),
     "window": (1, 2),
 }
 REFERENCES = (Setting(counts=(25, 2, 4)), Setting(counts=(40, 2, 4)))
@@ -123,7 +124,6 @@ def pool_stage(
     passages = memory.passages(conversation)
     episodes = {e.id: e for e in memory.episodes(conversation)}
     facts = {f.id: f for f in memory.facts(conversation)}
-    index = SourceIndex(memory.store, scope)
     known = ConversationUnits.of(turns, passages)
     base = RetrievalConfig(budget_turns=None, budget_episodes=None, budget_facts=None)
     fused = []
@@ -154,13 +154,21 @@ def pool_stage(
                 config=config,
                 passages=passages,
                 temporal=plan.temporal,
+                units=known.units,
             )
             found = budget_positions(order_groups(pool), evidence, known.aliases)[0]
             hits += found is not None
-            rendered = format_memories(index, *pool_records(pool), passages=pool_passages(pool))
-            cost += estimate_tokens(rendered)
+            cost += pool_cost(pool, known)
         tallies[setting] = seen[key] = Tally(hits, len(fused), float(cost))
     return tallies
+
+
+def pool_cost(pool: Pool, known: ConversationUnits) -> int:
+    """What the budgets count of a pool: its units' tokens and its episodes' and facts'
+    own lines."""
+    lines = [*(i.record for i in pool.episodes), *(i.record for i in pool.facts)]
+    own = sum(estimate_tokens(f"[{r.id}] {search_text(r)}") for r in lines)
+    return own + sum(known.units.cost[u] for e in pool.order for u in e.units)
 
 
 def final_stage(

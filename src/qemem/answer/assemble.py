@@ -11,7 +11,7 @@ cards (direct answering, or a degraded constructor): the pool alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,6 +193,25 @@ def _shown_units(
     return [hit or units[0]]
 
 
+def _context_units(
+    index: SourceIndex,
+    cited: Iterable[tuple[Turn, str]],
+    around: Iterable[Turn],
+    held: Mapping[str, list[Span]],
+    neighbours: int,
+) -> list[Unit]:
+    """The units of the cited context: each cited turn's shown units with ``neighbours`` units
+    each side (``cited``: the turn and the quote citing it), and the shown units of the turns
+    ``around`` cited episodes and facts."""
+    units: list[Unit] = []
+    for turn, quote in cited:
+        for unit in _shown_units(index, turn, held, quote):
+            units += index.units.window(unit, neighbours)
+    for turn in around:
+        units += _shown_units(index, turn, held, "")
+    return units
+
+
 def _turns_of_units(
     index: SourceIndex, units: Sequence[Unit], held: Mapping[str, list[Span]]
 ) -> tuple[list[Turn], dict[str, list[Span]]]:
@@ -248,17 +267,12 @@ def assemble(
         return assemble_pool(index, pool, above=above)
     cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
     held = pool_passages(pool)
-    units: list[Unit] = []
-    for turn, quote in cited_turns.values():
-        for unit in _shown_units(index, turn, held, quote):
-            units += index.units.window(unit, neighbours)
     around: list[Turn] = []
     for episode in cited_episodes.values():
         around.extend(index.episode_turns(episode, episode_turns))
     for fact in cited_facts.values():
         around.extend(provenance_turns(index, fact, fact_turns))
-    for turn in around:
-        units += _shown_units(index, turn, held, "")
+    units = _context_units(index, cited_turns.values(), around, held, neighbours)
     context, spans = _turns_of_units(index, units, held)
     shown = {t.id for t in context}
     episodes, facts, turns = pool_records(pool)

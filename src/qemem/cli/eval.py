@@ -15,6 +15,8 @@ from qemem.cli.audit import audit_app
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
+    BudgetTokensEpisodesOpt,
+    BudgetTokensFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
     retrieval_config,
@@ -132,6 +134,8 @@ def coverage(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
+    budget_tokens_facts: BudgetTokensFactsOpt = None,
     token_budgets: Annotated[
         str,
         typer.Option(
@@ -154,7 +158,14 @@ def coverage(
     cats = parse_categories(categories)
     convs = tuple(c.strip() for c in conversations.split(",") if c.strip())
     check_coverage_flags(baseline, planner, no_plan)
-    config = retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+    config = retrieval_config(
+        budget_turns,
+        budget_episodes,
+        budget_facts,
+        budget_tokens,
+        budget_tokens_episodes,
+        budget_tokens_facts,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
         memory = Memory.open(path, embedder=embedder, llm=llm)
@@ -323,6 +334,8 @@ def locomo(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
+    budget_tokens_facts: BudgetTokensFactsOpt = None,
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
     prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
@@ -352,7 +365,14 @@ def locomo(
         cache=cache,
         cache_mode=cache_mode,
         plots=plots,
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        retrieval=retrieval_config(
+            budget_turns,
+            budget_episodes,
+            budget_facts,
+            budget_tokens,
+            budget_tokens_episodes,
+            budget_tokens_facts,
+        ),
         plan=not no_plan,
         errata=errata,
         prompt_layout=cast("Layout", str(prompt_layout)),

@@ -408,6 +408,21 @@ class PoolCoverageReport:
         return out
 
 
+def _positions(
+    pool: Pool, question: LocomoQuestion, known: ConversationUnits
+) -> tuple[dict[str, int | None], int, int]:
+    """A question's budget positions in ``pool`` (per curve: units or tokens, strict or
+    inclusive), and the units and tokens the pool exposes."""
+    groups = order_groups(pool)
+    evidence = known.evidence(question.evidence, question.answer)
+    positions: dict[str, int | None] = {}
+    for unit, cost in (("turns", None), ("tokens", known.units.cost)):
+        strict, inclusive = budget_positions(groups, evidence, known.aliases, cost)
+        positions[f"{unit}/strict"], positions[f"{unit}/inclusive"] = strict, inclusive
+    tokens = sum(known.units.cost[u] for g in groups for u in g)
+    return positions, sum(len(g) for g in groups), tokens
+
+
 def evaluate_pool_coverage(
     memory: Memory,
     data: str | Path,
@@ -448,8 +463,6 @@ def evaluate_pool_coverage(
         conv = question.conversation
         if conv not in context:
             context[conv] = ConversationUnits.of(memory.turns(conv), memory.passages(conv))
-        known = context[conv]
-        evidence = known.evidence(question.evidence, question.answer)
         plans = {False: rule_plan(question.question, "planning off")}
         if llm is None:
             plans[True] = rule_plan(question.question)
@@ -460,13 +473,11 @@ def evaluate_pool_coverage(
             )
         for c, (cfg, planned) in enumerate(variants):
             pool = memory.retrieve(conv, question.question, plan=plans[planned], config=cfg)
-            groups = order_groups(pool)
-            exposed_total[c] += sum(len(g) for g in groups)
-            tokens_total[c] += sum(known.units.cost[u] for g in groups for u in g)
-            for unit, cost in (("turns", None), ("tokens", known.units.cost)):
-                strict, inclusive = budget_positions(groups, evidence, known.aliases, cost)
-                ranks[c][f"{unit}/strict"].append(strict)
-                ranks[c][f"{unit}/inclusive"].append(inclusive)
+            positions, units, tokens = _positions(pool, question, context[conv])
+            exposed_total[c] += units
+            tokens_total[c] += tokens
+            for name, position in positions.items():
+                ranks[c][name].append(position)
         if progress:
             progress(n, len(questions))
     budgets = {"turns": turn_budgets, "tokens": token_budgets}

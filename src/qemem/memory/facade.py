@@ -69,7 +69,7 @@ from qemem.models import (
     search_text,
 )
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool
+from qemem.retrieve.pool import RetrievalConfig, build_pool, whole_order
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease
@@ -452,13 +452,14 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     ) -> Context:
         """A ready-to-paste evidence block for the caller's own LLM (see
         ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
-        "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
+        "llm", of the LLM planner's, without budgets (``whole_order``), cut to
+        ``budget_tokens``, with its items as data."""
         check_query(question)
         check_context(budget_tokens, mode)
         if mode == "llm":
             self._require_llm("context mode 'llm'")
         plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)
-        pool = self.retrieve(conversation, question, plan=plan)
+        pool = self.retrieve(conversation, question, plan=plan, config=whole_order())
         index = SourceIndex(self.store, self.scope(conversation))
         block = context_block(index, pool, question, budget_tokens)
         return dataclasses.replace(block, planner=mode)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -150,6 +150,22 @@ class RetrievalConfig:
             raise InputError("retrieval config: depth must be >= 1 or None (every record)")
 
 
+def whole_order(config: RetrievalConfig | None = None) -> RetrievalConfig:
+    """``config`` (default: the default settings) without any budget, count or token: the
+    whole exposure order. A context block is cut from its beginning, so one pool serves
+    every block size and a larger block never shows less."""
+    return replace(
+        config or RetrievalConfig(),
+        budget_turns=None,
+        budget_episodes=None,
+        budget_facts=None,
+        budget_tokens=None,
+        budget_tokens_episodes=None,
+        budget_tokens_facts=None,
+        max_tokens=None,
+    )
+
+
 def provenance_adjust(
     episodes: Mapping[str, FusedScore],
     facts: Mapping[str, FusedScore],
@@ -277,6 +293,7 @@ def pool_from_fusion(
     exclude: Collection[Ref] = (),
     passages: Mapping[str, Sequence[Span]] | None = None,
     temporal: bool = False,
+    units: Units | None = None,
 ) -> Pool:
     """The pool from per-space fusions (pure: no store, no embedder).
 
@@ -294,18 +311,9 @@ def pool_from_fusion(
     passages shown; every candidate its ``position``.
     """
     excluded = set(exclude)
-    units = Units(turns, passages or {})
+    units = units or Units(turns, passages or {})
     budgets = space_budgets(config, aggregate, temporal)
-    ranked: dict[Unit, int] = {}
-    hit_keys: list[str] = []
-    for key in fused["turn"]:
-        unit = split_key(key)
-        if unit in units.index and not _left_out(unit, excluded):
-            ranked[unit] = len(ranked) + 1
-            hit_keys.append(key)
-    turn_rank: dict[str, int] = {}
-    for (tid, _), rank in ranked.items():
-        turn_rank.setdefault(tid, rank)
+    ranked = _ranked_units(fused["turn"], units, excluded)
     raised = provenance_adjust(
         fused["episode"],
         fused["fact"],
@@ -317,6 +325,7 @@ def pool_from_fusion(
         kept = [r for r in ids if r in known and Ref(space, r) not in excluded]
         return kept[: budgets[space]]
 
+    hit_keys = [passage_key(*unit) for unit in ranked]
     chosen: dict[Space, list[str]] = {
         "turn": top("turn", hit_keys, set(hit_keys)),
         "fact": top("fact", fused["fact"], facts),
@@ -331,29 +340,32 @@ def pool_from_fusion(
         ("turn", key): units.window(split_key(key), config.context_window) for key in chosen["turn"]
     }
     own: dict[tuple[Space, str], int] = {}
-    abstract: list[tuple[Space, str]] = [("episode", e) for e in chosen["episode"]]
-    for candidate in abstract + [("fact", f) for f in chosen["fact"]]:
-        rid = candidate[1]
-        record: Episode | SemanticFact = episodes[rid] if candidate[0] == "episode" else facts[rid]
-        members = (
-            record.turn_ids
-            if isinstance(record, Episode)
-            else [t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids]
-        )
+    for candidate in [("episode", e) for e in chosen["episode"]] + [
+        ("fact", f) for f in chosen["fact"]
+    ]:
+        record = episodes[candidate[1]] if candidate[0] == "episode" else facts[candidate[1]]
         own[candidate] = _line_tokens(record)
-        exposes[candidate] = _member_units(members, units, ranked, turn_rank, config)
+        exposes[candidate] = _member_units(record, episodes, units, ranked, config)
     for candidate, found in exposes.items():
         exposes[candidate] = [u for u in found if not _left_out(u, excluded)]
-    order = exposure_order(
-        interleave(chosen, weights),
-        exposes,
-        units.cost,
-        token_budgets(config, aggregate, temporal),
-        own,
-    )
+    budgeted = token_budgets(config, aggregate, temporal)
+    order = exposure_order(interleave(chosen, weights), exposes, units.cost, budgeted, own)
     pool = _pool(conversation, queries, order, fused, raised, turns, episodes, facts)
     pool.order = order
     return pool
+
+
+def _ranked_units(
+    fused: Mapping[str, FusedScore], units: Units, excluded: Collection[Ref]
+) -> dict[Unit, int]:
+    """The units the turn fusion ranks (keys of :func:`~qemem.models.passage_key`), those of
+    the conversation and not excluded, each with its rank from 1, best first."""
+    ranked: dict[Unit, int] = {}
+    for key in fused:
+        unit = split_key(key)
+        if unit in units.index and not _left_out(unit, excluded):
+            ranked[unit] = len(ranked) + 1
+    return ranked
 
 
 def _left_out(unit: Unit, excluded: Collection[Ref]) -> bool:
@@ -373,17 +385,25 @@ def _line_tokens(record: Episode | SemanticFact) -> int:
 
 
 def _member_units(
-    members: Sequence[str],
+    record: Episode | SemanticFact,
+    episodes: Mapping[str, Episode],
     units: Units,
     ranked: Mapping[Unit, int],
-    turn_rank: Mapping[str, int],
     config: RetrievalConfig,
 ) -> list[Unit]:
-    """The units an episode or fact with turns ``members`` exposes (see
+    """The units an episode, or a fact through its episodes, exposes (see
     :func:`pool_from_fusion`); turns the conversation does not hold are skipped."""
+    members = (
+        record.turn_ids
+        if isinstance(record, Episode)
+        else [t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids]
+    )
     known = [t for t in dict.fromkeys(members) if t in units.of_turn]
     if config.focus_turns is None:
         return [units.representative(t, ranked) for t in known]
+    turn_rank: dict[str, int] = {}
+    for (tid, _), rank in ranked.items():
+        turn_rank.setdefault(tid, rank)
     focus = focus_turns(known, turn_rank, config.focus_turns)
     return list(
         dict.fromkeys(
