@@ -381,6 +381,7 @@ MEMORY_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "search": _both(lambda m, c, q: m.search(c, [q, "cat"] if c == "base" else q)),
     "search_many": _both(lambda m, c, q: m.search_many([c, "base"], q)),
     "turns": lambda w, t: library(lambda: w.memory.turns(t, [t]), t),
+    "passages": lambda w, t: library(lambda: w.memory.passages(t), t),
 }
 
 
@@ -681,6 +682,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "conversations": _cli(["conversations", "--store", "STORE", "--namespace", "TEXT", "--json"]),
     "delete": _cli(["delete", "TEXT", "--store", "STORE"]),
     "reembed": _cli(["reembed", "--store", "STORE", "--embedder", "TEXT", "-q"], checked=False),
+    "reindex": _cli(["reindex", "--store", "STORE", "--embedder", "TEXT", "-q"], checked=False),
     "search": _cli(
         ["search", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["search", "cat", "--store", "STORE", "-c", "TEXT", "--pool"],

@@ -193,6 +193,8 @@ def _turn_dict(result: SearchResult) -> dict[str, object]:
             "speaker": record.speaker,
             "text": record.text,
         }
+        if result.hit.span is not None:  # a long message: the passage that matched
+            out |= {"span": list(result.hit.span), "passage": record.excerpt(result.hit.span)}
     else:
         out["text"] = getattr(record, "content", "")
     return out
@@ -220,7 +222,7 @@ def show_results(results: list[SearchResult], title: str, conversations: bool = 
             plain(d["id"]),
             date,
             plain(d.get("speaker", "")),
-            plain(d["text"]),
+            plain(d.get("passage", d["text"])),
             f"{r.hit.score:.4f}",
             ranks,
         )

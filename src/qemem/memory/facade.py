@@ -181,7 +181,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         self._check_embedder()
         return self._embed_texts([search_text(r)[:EMBED_CHARS] for r in records], progress)
 
-    def embed_turns(
+    def _embed_turns(
         self, turns: Sequence[Turn], progress: Progress | None = None
     ) -> list[TurnVectors]:
         """The vectors of new turns and of the passages of the long ones
@@ -221,7 +221,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             source,
             fmt,
             self.namespace,
-            self.embed_turns,
+            self._embed_turns,
             self.embedder.id,
             progress,
             lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
@@ -248,7 +248,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             self.store,
             self.scope(conversation),
             messages,
-            self.embed_turns,
+            self._embed_turns,
             self.embedder.id,
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
