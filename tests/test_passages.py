@@ -5,6 +5,7 @@ built for older stores by ``reindex``."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from contextlib import closing
 from datetime import datetime
@@ -267,3 +268,16 @@ def test_refs_of_a_pool_name_the_passages_it_holds(chat: Path) -> None:
         again = memory.retrieve("c1", "the rotating gazebo budget", exclude=refs, config=wider)
         later = next(i for i in again.turns if i.id == "D1:2")
         assert later.passages and refs[0].span not in later.passages  # other passages
+
+
+def test_with_long_messages_a_larger_block_never_shows_less(chat: Path) -> None:
+    with Memory.open(None, embedder=HashEmbedder()) as memory:
+        memory.ingest(chat)
+        question = "What is the rotating gazebo budget for the garden?"
+        blocks = [memory.context("c1", question, budget_tokens=b) for b in range(100, 4000, 150)]
+    for small, large in itertools.pairwise(blocks):
+        refs = [i.ref for i in small.items]
+        assert [i.ref for i in large.items[: len(refs)]] == refs
+        assert small.tokens <= small.budget_tokens
+    passages = [i for i in blocks[-1].items if i.ref.span is not None]
+    assert passages and all(i.tokens <= 400 for i in passages)  # a passage, never the reply
