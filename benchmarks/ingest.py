@@ -38,7 +38,7 @@ def main() -> None:
     texts = [
         search_text(turn)
         for conv in conversations
-        for turn in find_additions(conv, None, [], str(args.data)).turns
+        for turn in find_additions(conv, None, [], {}, str(args.data)).turns
     ]
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or str(Path(tmp) / "bench.db")

@@ -10,8 +10,10 @@ run with the same embedder embeds nothing); without it a temporary store is used
 Prints the config and data hash, then input tokens per question (total and by stage: plan,
 construct, answer), the tokens of each space of the initial pool as the prompts render it,
 ``pool_visible`` (share of questions whose complete evidence is in the initial pool's turns)
-and ``final_visible`` (share whose complete evidence is in the answer context); the last line
-is one JSON object. Tokens are estimated as characters / 4 (the fake's count).
+and ``final_visible`` (share whose complete evidence is in the answer context), both over the
+questions with evidence (those without, such as BEAM's abstention probes, are counted apart,
+as ``qemem eval coverage`` counts them); the last line is one JSON object. Tokens are
+estimated as characters / 4 (the fake's count).
 """
 
 from __future__ import annotations
@@ -145,13 +147,14 @@ def main() -> None:
                 held = pool_passages(answer.pool)
                 shown_turns = format_memories(index, [], [], turns, passages=held)
                 spaces["turn"].append(estimate_tokens(shown_turns))
-                aliases = alias_keys(index.turns)
-                shown = answer.evidence.turn_ids([0])
-                pool_seen.append(bool(evidence_visible(shown, q.evidence, aliases)))
-                final = answer.evidence.shown.turns
-                final_seen.append(bool(evidence_visible(final, q.evidence, aliases)))
+                if q.evidence:
+                    aliases = alias_keys(index.turns)
+                    shown = answer.evidence.turn_ids([0])
+                    pool_seen.append(bool(evidence_visible(shown, q.evidence, aliases)))
+                    final = answer.evidence.shown.turns
+                    final_seen.append(bool(evidence_visible(final, q.evidence, aliases)))
             embedder = memory.embedder.id
-    n = len(questions)
+    n, scored = len(questions), len(pool_seen)
     settings: dict[str, Any] = {
         "mode": args.mode,
         "memory": str(args.memory) if args.memory else "fake build",
@@ -168,18 +171,20 @@ def main() -> None:
     result = {
         **info,
         "questions": n,
+        "questions_without_evidence": n - scored,
         "input_tokens_per_question": round(statistics.fmean(totals), 1) if n else 0.0,
         "input_tokens_by_stage": {g: round(sum(v) / n, 1) for g, v in sorted(stages.items()) if n},
         "pool_tokens_by_space": {s: round(statistics.fmean(v), 1) for s, v in spaces.items() if v},
-        "pool_visible": round(sum(pool_seen) / n, 4) if n else 0.0,
-        "final_visible": round(sum(final_seen) / n, 4) if n else 0.0,
+        "pool_visible": round(sum(pool_seen) / scored, 4) if scored else 0.0,
+        "final_visible": round(sum(final_seen) / scored, 4) if scored else 0.0,
     }
     print(json.dumps(info, indent=1))
     print(f"questions {n}, input tokens per question {result['input_tokens_per_question']}")
     print(f"by stage: {result['input_tokens_by_stage']}")
     print(f"initial pool tokens by space: {result['pool_tokens_by_space']}")
     print(
-        f"evidence visible: pool {result['pool_visible']}, answer context {result['final_visible']}"
+        f"evidence visible: pool {result['pool_visible']}, answer context "
+        f"{result['final_visible']} (over {scored} questions; {n - scored} without evidence)"
     )
     if args.json:
         print(json.dumps(result))

@@ -112,6 +112,36 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
+# --- Test tiers: `./scripts/test --fast` runs what none of these markers name -------------------
+# A test is marked by the fixtures it uses (a PostgreSQL server, a browser, live `qemem serve`
+# processes, a module fixture that runs a whole evaluation); `slow` is also set by hand on tests
+# measured at about half a second or more.
+
+_TIER_BY_FIXTURE = {
+    "pg_server": "postgres",
+    "pg_url": "postgres",
+    "browser": "browser",
+    "servers": "server",
+    # module fixtures that run a whole evaluation or the property test's world first
+    "sample_run": "slow",
+    "base_run": "slow",
+    "world": "slow",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with the tiers its fixtures (or its backend parameter) put it in."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        params = set(map(str, callspec.params.values())) if callspec else set()
+        tiers = {tier for name, tier in _TIER_BY_FIXTURE.items() if name in names}
+        if "postgresql" in params:
+            tiers.add("postgres")
+        for tier in sorted(tiers):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
 # --- Provider guard (issue 19): no test reaches a real LLM provider -----------------------------
 # Every test runs with tests/provider_guard.py installed: a lookup of or connection to any host
 # but loopback, or the load of a real GGUF model, fails the test at once, and fails it at

@@ -68,7 +68,11 @@ class Server:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        wait_for(self._up, 60)
+        try:
+            wait_for(self._up, 60)
+        except BaseException:  # nobody holds a server that never came up: kill it here
+            self.kill()
+            raise
 
     def _up(self) -> bool:
         assert self.process.poll() is None, "the server exited"
@@ -96,3 +100,58 @@ def wait_for(check: Callable[[], bool], timeout: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+class Postgres:
+    """A throwaway PostgreSQL server of one test (``pgserver``), which it may stop and start
+    again (``pg_ctl``), unlike the session's shared one."""
+
+    def __init__(self, server: Any, folder: str) -> None:
+        self.server, self.folder = server, folder
+        self.uri: str = server.get_uri()
+
+    @classmethod
+    def start(cls) -> Postgres:
+        """A new server in a new temporary folder (which the server's own user can enter)."""
+        import tempfile
+        import warnings
+
+        folder = tempfile.mkdtemp(prefix="qemem-pg-")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            import pgserver
+
+            return cls(pgserver.get_server(folder, cleanup_mode="delete"), folder)
+
+    def database(self, name: str) -> str:
+        """The URL of a new database ``name`` of this server."""
+        import psycopg
+
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        head, _, tail = self.uri.partition("?")
+        return f"{head.rsplit('/', 1)[0]}/{name}?{tail}"
+
+    def _ctl(self, *args: str) -> None:
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(list(args), pgdata=self.server.pgdata, user=self.server.system_user, timeout=30)
+
+    def stop(self) -> None:
+        """Stop the server at once (``pg_ctl stop -m fast``: sessions are cut)."""
+        self._ctl("-w", "-m", "fast", "stop")
+
+    def start_again(self) -> None:
+        """Start the stopped server again, on the same socket."""
+        socket_dir = self.uri.split("host=", 1)[1]
+        log = str(self.server.log)
+        self._ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", log, "start")
+
+    def remove(self) -> None:
+        import shutil
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.server.cleanup()
+        shutil.rmtree(self.folder, ignore_errors=True)

@@ -8,13 +8,15 @@ import pytest
 
 from index_helpers import sample_index
 from qemem.answer import (
+    Asking,
+    answer_candidates,
     answer_question,
     assemble,
     assemble_pool,
     extract_final_answer,
     is_abstention,
 )
-from qemem.evidence import CardDraft, SourceIndex, verify_card
+from qemem.evidence import CardDraft, SourceIndex, ViewCard, verify_card
 from qemem.llm import LLMClient, LLMRequest
 from qemem.models import Episode, Pool, PoolItem
 from qemem.store import Scope
@@ -127,18 +129,44 @@ class Answers:
         return self.texts.pop(0)
 
 
-def test_abstention_retry_replaces_the_answer() -> None:
+CANDIDATES = Asking(candidates=[1, 3])
+"""An answer call whose evidence holds verified answer candidates (cards 1 and 3)."""
+
+
+def test_abstention_retry_replaces_the_answer_when_cards_hold_one() -> None:
     script = Answers("Nothing here.\nFINAL ANSWER: Not mentioned", "Found it.\nFINAL ANSWER: Miso")
-    reply = answer_question(LLMClient(OfflineLLM(script)), "Who is the kitten?", "evidence")
+    llm = LLMClient(OfflineLLM(script))
+    reply = answer_question(llm, "Who is the kitten?", "evidence", asking=CANDIDATES)
     assert (reply.text, reply.abstention_retry) == ("Miso", True)
     assert reply.reasoning == "Found it.\nFINAL ANSWER: Miso"
     assert script.stages == ["answer", "answer.retry"]
-    assert "slightly off" in script.prompts[1] and "slightly off" not in script.prompts[0]
+    assert "(card 1, card 3)" in script.prompts[1] and "card 1" not in script.prompts[0]
+    assert "nearly always" not in script.prompts[1]  # no push against abstaining
+
+
+def test_an_abstention_without_answer_candidates_stands() -> None:
+    script = Answers("Nothing here.\nFINAL ANSWER: Not mentioned")
+    reply = answer_question(LLMClient(OfflineLLM(script)), "Who is the kitten?", "evidence")
+    assert (reply.text, reply.abstention_retry) == ("Not mentioned", False)
+    assert script.stages == ["answer"]
+
+
+def test_answer_candidates_are_the_verified_cards_offering_an_answer() -> None:
+    def card(relation: str, verified: bool) -> ViewCard:
+        return ViewCard("c", ["D1:1"], "q", "", relation, verified=verified)
+
+    cards = [
+        card("answer candidate", True),
+        card("intermediate fact", True),
+        card("Answer", True),
+        card("answer candidate", False),
+    ]
+    assert answer_candidates(cards) == [1, 3]
 
 
 def test_retry_that_abstains_keeps_the_first() -> None:
     script = Answers("FINAL ANSWER: no information", "FINAL ANSWER: I don't know")
-    reply = answer_question(LLMClient(OfflineLLM(script)), "q?", "evidence")
+    reply = answer_question(LLMClient(OfflineLLM(script)), "q?", "evidence", asking=CANDIDATES)
     assert (reply.text, reply.abstention_retry) == ("no information", True)
     assert reply.reasoning == "FINAL ANSWER: no information"
 

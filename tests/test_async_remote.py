@@ -90,6 +90,7 @@ async def _everything(s: Served, sample: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_results_match_the_blocking_client(sample_path: Path) -> None:
     with served() as s:
         got = anyio.run(_everything, s, sample_path)
@@ -138,6 +139,7 @@ async def _without_llm(s: Served, sample: Path) -> None:
         assert (await memory.ask("demo-1", QUESTION, mode="retrieval")).evidence.pool.turns
 
 
+@pytest.mark.slow
 def test_without_an_llm_the_same_errors(sample_path: Path) -> None:
     with served(llm=None) as s:
         anyio.run(_without_llm, s, sample_path)
@@ -149,6 +151,7 @@ async def _unreachable() -> None:
             await memory.conversations()
 
 
+@pytest.mark.slow
 def test_an_unreachable_server_is_a_clear_error() -> None:
     anyio.run(_unreachable)
 
@@ -172,6 +175,7 @@ async def _records(s: Served, sample: Path) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_the_record_edits_match_the_blocking_client(sample_path: Path) -> None:
     with served() as s:
         got = anyio.run(_records, s, sample_path)

@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from audit_support import copy_run, leaked, make_run, mark_golds, records
+from qemem.audit_names import ANSWER_METRICS
 from qemem.cli import app
 from qemem.errors import InputError
 from qemem.eval.audit import audit_answers
-from qemem.eval.audit.answers import METRICS
 from qemem.llm import LLMCache, LLMClient, LLMRequest
 from qemem.testing import OfflineLLM
 
@@ -30,6 +30,7 @@ def abstain_everywhere(run: Path) -> None:
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.slow
 def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_path: Path) -> None:
     a = copy_run(base_run, tmp_path / "run-alpha")
     b = copy_run(base_run, tmp_path / "run-beta")
@@ -38,7 +39,7 @@ def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_
     record = audit_answers([a, b], LLMClient(offline), sample=5, seed=0)
     assert json.loads((b / "audit-answers.json").read_text()) == record
     first, second = record["runs"]
-    assert set(first["summary"]) == set(METRICS)
+    assert set(first["summary"]) == set(ANSWER_METRICS)
     assert second["summary"]["abstention"]["share"] == 1.0
     assert second["summary"]["claims_per_answer"]["share"] == 0.0
     assert [q["key"] for q in first["questions"]] == [q["key"] for q in second["questions"]]
@@ -53,6 +54,7 @@ def test_two_runs_share_contexts_and_get_paired_differences(base_run: Path, tmp_
     ]
 
 
+@pytest.mark.slow
 def test_unsupported_claims_get_a_second_retrieval_pass(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     rows = records(run)
@@ -69,6 +71,7 @@ def test_unsupported_claims_get_a_second_retrieval_pass(base_run: Path, tmp_path
     assert record["runs"][0]["summary"]["fully_grounded"]["share"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_claim_judge_is_blind_to_run_gold_and_label(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run-secret-name")
     golds = mark_golds(run)
@@ -80,6 +83,7 @@ def test_the_claim_judge_is_blind_to_run_gold_and_label(base_run: Path, tmp_path
     assert [leaked(r, secrets) for r in asked] == [[] for _ in asked]
 
 
+@pytest.mark.slow
 def test_answer_audit_replays_from_the_cache(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     cache = tmp_path / "cache.db"
@@ -103,6 +107,7 @@ def test_runs_without_shared_questions_are_refused(base_run: Path, tmp_path: Pat
         audit_answers([a, b], LLMClient(OfflineLLM()), sample=3, seed=0)
 
 
+@pytest.mark.slow
 def test_cli_answer_audit_writes_report_and_page(base_run: Path, tmp_path: Path) -> None:
     a = copy_run(base_run, tmp_path / "a")
     b = copy_run(base_run, tmp_path / "b")

@@ -43,6 +43,7 @@ def test_stratified_sample_weights_sum_to_the_population_and_are_seeded() -> Non
         stratified_sample(items, str, 0, seed=0)
 
 
+@pytest.mark.slow
 def test_weighted_share_uses_population_weights_and_brackets_the_estimate() -> None:
     # stratum a: 2 of 2 sampled succeed, weight 9; stratum b: 0 of 2, weight 1
     result = weighted_share([1, 1, 0, 0], [9, 9, 1, 1], ["a", "a", "b", "b"], seed=1)
@@ -54,6 +55,7 @@ def test_weighted_share_uses_population_weights_and_brackets_the_estimate() -> N
     assert weighted_share([], [], [])["share"] is None
 
 
+@pytest.mark.slow
 def test_claim_audit_writes_weighted_figures_by_stratum(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     record = audit_claims(run, LLMClient(OfflineLLM()), sample=6, seed=0)
@@ -70,6 +72,7 @@ def test_claim_audit_writes_weighted_figures_by_stratum(base_run: Path, tmp_path
     assert all(c["label"] and c["reason"] for c in record["cards"])
 
 
+@pytest.mark.slow
 def test_the_claim_judge_sees_neither_question_gold_label_nor_run(
     base_run: Path, tmp_path: Path
 ) -> None:
@@ -86,6 +89,7 @@ def test_the_claim_judge_sees_neither_question_gold_label_nor_run(
     assert all(set(request.inputs) == {"claim", "time", "sources"} for request in asked)
 
 
+@pytest.mark.slow
 def test_claim_audit_is_cached_and_replays_without_the_model(
     base_run: Path, tmp_path: Path
 ) -> None:
@@ -100,6 +104,7 @@ def test_claim_audit_is_cached_and_replays_without_the_model(
     assert audit_claims(run, replay, sample=5, seed=2) == first
 
 
+@pytest.mark.slow
 def test_cli_claim_audit_adds_report_and_page_sections(base_run: Path, tmp_path: Path) -> None:
     run = copy_run(base_run, tmp_path / "run")
     args = ["eval", "audit", "claims", str(run), "--judge", "fake", "--sample", "4", "--json"]
@@ -111,6 +116,7 @@ def test_cli_claim_audit_adds_report_and_page_sections(base_run: Path, tmp_path:
     assert (run / "llm-cache.db").exists()
 
 
+@pytest.mark.slow
 def test_the_page_section_renders_the_record_and_escapes_its_text(
     base_run: Path, tmp_path: Path
 ) -> None:

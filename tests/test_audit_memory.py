@@ -180,6 +180,7 @@ def test_weighted_shares_and_their_intervals_on_hand_made_cases() -> None:
     assert weighted_share([], [], [])["share"] is None
 
 
+@pytest.mark.slow
 def test_label_shares_weigh_each_record_by_its_stratum() -> None:
     def item(label: str, stratum: str, weight: float, space: str = "fact") -> AuditedItem:
         return AuditedItem(space, "x", "t", stratum, weight, ("D1:1",), label, "")  # type: ignore[arg-type]
@@ -200,6 +201,7 @@ def test_label_shares_weigh_each_record_by_its_stratum() -> None:
 
 
 # ---------------------------------------------------------------- the audit
+@pytest.mark.slow
 def test_the_sample_is_stratified_and_weighted_by_population(memory: Memory) -> None:
     audit = memory.audit_memory("demo-1", sample=5, seed=3)
     assert audit.population == {
@@ -225,6 +227,7 @@ def test_the_sample_is_stratified_and_weighted_by_population(memory: Memory) -> 
     assert audit_from_json(audit_to_json(audit)) == audit
 
 
+@pytest.mark.slow
 def test_the_judge_sees_only_the_cited_turns_and_nothing_of_the_memory(
     sample_path: Path,
 ) -> None:
@@ -247,6 +250,7 @@ def test_the_judge_sees_only_the_cited_turns_and_nothing_of_the_memory(
     assert audit.facts["partially supported"].share == 1.0
 
 
+@pytest.mark.slow
 def test_unresolved_provenance_and_unparsed_verdicts(sample_path: Path) -> None:
     store = _store(sample_path, late=False)
     store.put_facts(
@@ -267,6 +271,7 @@ def test_unresolved_provenance_and_unparsed_verdicts(sample_path: Path) -> None:
     assert audit.facts["unsupported"].n == 10  # 11 facts, one unparsed
 
 
+@pytest.mark.slow
 def test_a_fact_of_several_episodes_shows_all_their_turns_in_conversation_order(
     sample_path: Path,
 ) -> None:
@@ -283,6 +288,7 @@ def test_a_fact_of_several_episodes_shows_all_their_turns_in_conversation_order(
     assert request.inputs["passages"][0]["date"].startswith("Thursday, 14 March 2024")
 
 
+@pytest.mark.slow
 def test_the_census_counts_pronouns_dates_and_duplicates(memory: Memory) -> None:
     census = memory.audit_memory("demo-1", sample=1).census
     assert (census.facts, census.episodes) == (110, 3)
@@ -315,6 +321,7 @@ def test_bad_audits_are_refused(memory: Memory, sample_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- the run folder and its page
+@pytest.mark.slow
 def test_a_run_folder_keeps_each_conversation_and_its_page_shows_them(
     memory: Memory, tmp_path: Path
 ) -> None:
@@ -334,6 +341,7 @@ def test_a_run_folder_keeps_each_conversation_and_its_page_shows_them(
     assert 'id="audit-memory"' in html and "S3 · S4" in html and "Priya makes mugs." in html
 
 
+@pytest.mark.slow
 def test_the_cli_audits_a_store_into_a_run_folder(sample_path: Path, tmp_path: Path) -> None:
     url = str(tmp_path / "memory.db")
     with Memory.open(url, embedder=HashEmbedder(), llm="fake") as mem:
@@ -353,6 +361,7 @@ def test_the_cli_audits_a_store_into_a_run_folder(sample_path: Path, tmp_path: P
     assert isinstance(missing.exception, InputError) and "--store" in str(missing.exception)
 
 
+@pytest.mark.slow
 def test_auditing_the_memory_a_run_built_adds_a_section_to_its_report_and_page(
     sample_path: Path, tmp_path: Path
 ) -> None:

@@ -56,6 +56,7 @@ def memory(store_url: str) -> Iterator[Memory]:
         yield mem
 
 
+@pytest.mark.slow
 def test_a_burst_of_appends_makes_one_job_pushed_back_by_each_append(memory: Memory) -> None:
     first = memory.add_messages("c1", [message(1)])
     assert first.turns_added == 1
@@ -76,6 +77,7 @@ def test_a_burst_of_appends_makes_one_job_pushed_back_by_each_append(memory: Mem
     assert claimed is not None and claimed.id == job.id and claimed.not_before is None
 
 
+@pytest.mark.slow
 def test_the_worker_builds_the_conversation_once_it_is_quiet(memory: Memory) -> None:
     worker = JobWorker(memory, lambda namespace: memory, lease_s=5.0)
     worker.start()
@@ -94,6 +96,7 @@ def test_the_worker_builds_the_conversation_once_it_is_quiet(memory: Memory) -> 
         worker.close()
 
 
+@pytest.mark.slow
 def test_an_append_during_a_running_build_makes_it_run_again(memory: Memory) -> None:
     memory.add_messages("c1", [message(1)])
     [job] = memory.jobs()
@@ -137,6 +140,8 @@ def test_auto_build_without_an_llm_is_refused(
         store.close()
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_qemem_serve_refuses_auto_build_without_an_llm(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "QEMEM_LLM"}
     done = subprocess.run(
@@ -151,6 +156,7 @@ def test_qemem_serve_refuses_auto_build_without_an_llm(tmp_path: Path) -> None:
     assert not (tmp_path / "m.db").exists()  # refused before anything was created
 
 
+@pytest.mark.slow
 def test_the_service_schedules_builds_of_appended_conversations() -> None:
     with served(auto_build=QUIET) as s:
         h = s.auth(s.alice)
@@ -169,6 +175,7 @@ def test_the_service_schedules_builds_of_appended_conversations() -> None:
         assert covered == {"m1", "m2", "m3"}
 
 
+@pytest.mark.slow
 def test_later_appends_build_only_the_new_material(memory: Memory) -> None:
     worker = JobWorker(memory, lambda namespace: memory, lease_s=5.0)
     worker.start()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from qemem.build import BuildConfig
@@ -78,6 +79,7 @@ def test_cli_build_takes_the_rule(sample_path: Path, tmp_path: Path) -> None:
     assert '"calibrate_rule": "method"' in done.stdout
 
 
+@pytest.mark.slow
 def test_an_evaluation_run_records_the_rule(sample_path: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     config = LocomoRunConfig(

@@ -1,13 +1,19 @@
 """A card's rule time (issue 20): the expression inside the quote, else one of a cited turn's
 that the constructor's time agrees with, else the session date, marked as a fallback; plans and
-event-relative phrases marked."""
+event-relative phrases marked. The time a reader is shown (issue 35): the rule's when it rests
+on an expression, else the constructor's."""
 
 from __future__ import annotations
 
 from datetime import date, datetime
 
+import pytest
+
 from qemem.evidence import CitedText, card_time, resolve_card_time
+from qemem.evidence.card_time import TimeBasis, shown_time
+from qemem.evidence.cards import ViewCard
 from qemem.evidence.quotes import verify_quote
+from qemem.evidence.times import TimeResolution
 
 SAID = datetime(2023, 8, 15, 14, 0)
 
@@ -99,3 +105,55 @@ def test_a_past_event_told_in_a_sentence_with_will_is_not_a_plan() -> None:
 def test_resolve_card_time_keeps_its_three_argument_form() -> None:
     resolved = resolve_card_time("I went there last week.", (0, 22), SAID)
     assert resolved.phrase == "the week before 15 August 2023"
+
+
+NEXT_MONTH = TimeResolution(
+    "next month", date(2023, 9, 1), date(2023, 9, 30), "month", "September 2023"
+)
+SAID_ON = TimeResolution("", date(2023, 8, 15), date(2023, 8, 15), "day", "15 August 2023")
+
+
+@pytest.mark.parametrize(
+    ("model", "rule", "basis", "shown"),
+    [
+        ("in the autumn", NEXT_MONTH, "quote", "September 2023"),  # the rule rests on the quote
+        ("in the autumn", NEXT_MONTH, "cited", "September 2023"),  # or on a cited turn
+        ("in the autumn", SAID_ON, "session", "in the autumn"),  # only the day it was said
+        ("", SAID_ON, "session", ""),
+        ("last year", None, None, "last year"),  # nothing resolved
+        ("", None, None, ""),
+    ],
+)
+def test_a_reader_is_shown_the_rule_time_when_it_rests_on_an_expression(
+    model: str, rule: TimeResolution | None, basis: TimeBasis | None, shown: str
+) -> None:
+    assert shown_time(model, rule, basis) == shown
+    card = ViewCard("c", ["D1:1"], "q", model, "", resolved_time=rule, time_basis=basis)
+    assert card.shown_time == shown
+
+
+MONDAY = datetime(2023, 5, 8, 13, 56)  # LoCoMo defects of issue 33: said on a Monday
+
+
+def test_a_recommendation_is_not_marked_planned() -> None:
+    text = "You should totally visit New York City, you'll love it! It will be a blast."
+    timed = card_time([CitedText("D3:4", text, MONDAY)], span_of(text, text))
+    assert not timed.planned
+    going = "I'm going to visit New York City next month."
+    assert card_time([CitedText("D3:5", going, MONDAY)], span_of(going, going)).planned
+
+
+def test_this_weekend_said_in_the_past_tense_on_a_monday_is_the_weekend_before() -> None:
+    text = "We went hiking this weekend and saw a bear."
+    timed = card_time([CitedText("D4:1", text, MONDAY)], span_of("hiking this weekend", text))
+    assert timed.resolution.phrase == "the weekend before 8 May 2023"
+    assert (timed.resolution.start, timed.resolution.end) == (date(2023, 5, 6), date(2023, 5, 7))
+
+
+def test_two_weekends_later_counts_from_the_weekend_the_message_dates() -> None:
+    text = "We went camping last weekend, and two weekends later we threw a party."
+    timed = card_time(
+        [CitedText("D5:2", text, MONDAY)], span_of("two weekends later we threw a party", text)
+    )
+    assert timed.basis == "quote" and timed.event == ""
+    assert timed.resolution.phrase == "the weekend of 20 May 2023"

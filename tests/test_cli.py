@@ -46,6 +46,7 @@ def test_ingest_list_search_delete(tmp_path: Path, sample_path: Path) -> None:
     assert json.loads(invoke("conversations", "--store", store, "--json")) == []
 
 
+@pytest.mark.slow
 def test_search_with_several_conversations_names_each_hit(
     tmp_path: Path, sample_path: Path
 ) -> None:
@@ -93,6 +94,7 @@ def test_user_errors_exit_2_with_a_message(
     assert not (tmp_path / "m.db").exists()  # a read-only command never creates a store
 
 
+@pytest.mark.slow
 def test_build_ask_and_pool_with_the_fake_llm(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -158,6 +160,13 @@ def test_build_ask_and_pool_with_the_fake_llm(
     assert pool["pool"]["turns"] and pool["pool"]["episodes"]
 
 
+def test_version_prints_the_package_version_and_exits() -> None:
+    from qemem import __version__
+
+    result = runner.invoke(app, ["--version", "ingest"])  # eager: the command is not run
+    assert result.exit_code == 0 and result.stdout == f"qemem {__version__}\n"
+
+
 def test_time_command() -> None:
     rows = json.loads(
         invoke(
@@ -213,6 +222,7 @@ def test_eval_coverage_against_the_turns_only_baseline(sample_path: Path) -> Non
     assert "turns only" in table and "difference" in table
 
 
+@pytest.mark.slow
 def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> None:
     base = ["eval", "coverage", "--data", str(sample_path), "--pool"]
     table = invoke(*base, "--planner", "--llm", "fake", "--baseline", "no-plan")
@@ -230,6 +240,7 @@ def test_eval_coverage_planning_ablation_and_milestones(sample_path: Path) -> No
         assert result.exit_code == 2, result.output
 
 
+@pytest.mark.slow
 def test_facts_as_of_and_the_single_record_edits(tmp_path: Path, sample_path: Path) -> None:
     store = str(tmp_path / "m.db")
     invoke("ingest", str(sample_path), "--store", store, "--quiet")

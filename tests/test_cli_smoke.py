@@ -6,6 +6,7 @@ fails ``test_every_command_with_a_store_or_an_output_has_a_row``."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from typer.main import get_command
 
 from qemem.cli import app
+from qemem.datasets.longmemeval import convert_longmemeval
 from qemem.memory import Memory
 
 READS, WRITES, CHANGES = "reads", "writes", "changes"  # CHANGES: needs an existing store
@@ -56,6 +58,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "--no-plots",
         WRITES,
     ),
+    "eval beam": (
+        "eval beam --data BEAM --store STORE --out OUT --llm fake --no-build --limit 1",
+        WRITES,
+    ),
+    "eval longmemeval": (
+        "eval longmemeval --data LME --store STORE --out OUT --llm fake --no-build --limit 1",
+        WRITES,
+    ),
 }
 # the commands that take -c repeated (several conversations), as run across two of them
 SEVERAL: dict[str, str] = {
@@ -72,11 +82,18 @@ OUTPUTS: dict[str, tuple[str, str]] = {
         "folder",
     ),
     "eval compare": ("eval compare STORE STORE -o OUTPUT", "file"),
+    "eval beam": ("eval beam --data BEAM --out OUTPUT --llm fake --no-build --limit 1", "folder"),
+    "eval longmemeval": (
+        "eval longmemeval --data LME --out OUTPUT --llm fake --no-build --limit 1",
+        "folder",
+    ),
     "eval audit memory": (
         "eval audit memory --store STORE -c demo-1 --judge fake --out OUTPUT",
         "folder",
     ),
     "data locomo": ("data locomo --out OUTPUT", "folder"),
+    "data beam": ("data beam --from BEAMDIR --sizes 100K --out OUTPUT", "file"),
+    "data longmemeval": ("data longmemeval LMERAW --out OUTPUT", "file"),
     "reproduce": ("reproduce -c coverage-turns --dry-run --out OUTPUT", "folder"),
 }
 SERVERS = {"serve", "mcp"}  # given a store that can be read, they would start serving
@@ -148,9 +165,14 @@ def refused(code: int, output: str) -> None:
 
 @pytest.fixture
 def files(tmp_path: Path, sample_path: Path) -> dict[str, str]:
-    """The inputs of the commands: a memory file and an (empty) NEMORI folder."""
+    """The inputs of the commands: a memory file, an (empty) NEMORI folder, the bundled BEAM
+    sample and the LongMemEval fixture converted."""
     inputs = tmp_path / "inputs"
     inputs.mkdir()
+    lme = inputs / "lme.json"
+    fixture = Path(__file__).parent / "fixtures" / "longmemeval" / "longmemeval_sample.json"
+    converted = convert_longmemeval(fixture)
+    lme.write_text(json.dumps(converted.samples), "utf-8")
     (inputs / "nemori").mkdir()
     memfile = inputs / "memory.json"
     memfile.write_text(
@@ -160,6 +182,10 @@ def files(tmp_path: Path, sample_path: Path) -> dict[str, str]:
     )
     return {
         "SAMPLE": str(sample_path),
+        "BEAM": str(sample_path.parent / "beam_sample.json"),
+        "LME": str(lme),
+        "LMERAW": str(fixture),
+        "BEAMDIR": str(Path(__file__).parent / "fixtures" / "beam"),
         "NEMORI": str(inputs / "nemori"),
         "MEMFILE": str(memfile),
         "OUT": str(tmp_path / "run"),

@@ -32,6 +32,7 @@ def conversation(cid: str, n: int) -> str:
     )
 
 
+@pytest.mark.slow
 def test_two_processes_ingest_at_once(tmp_path: Path) -> None:
     shared = tmp_path / "shared.jsonl"
     shared.write_text(conversation("both", 60) + conversation("also", 40))

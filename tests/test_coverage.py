@@ -171,3 +171,21 @@ def test_planning_ablation_pool_coverage() -> None:
     assert data["baseline"]["name"] == "no plan" and data["baseline"]["planner"] == "rules"
     assert set(data["by_category"]) == {"1", "2", "3", "4"}
     assert data["milestones"]["target"] == 0.8
+
+
+def test_questions_without_evidence_are_counted_apart(tmp_path: Path) -> None:
+    """A question without evidence turns is neither covered nor missed: it is left out of every
+    share and counted apart (the BEAM fixture: its summary probe names no source messages)."""
+    from qemem.datasets.beam import convert_beam, write_beam
+
+    data = tmp_path / "beam.json"
+    write_beam(convert_beam(Path(__file__).parent / "fixtures" / "beam", ["100K"], [1]), data)
+    with Memory(SQLiteStore(":memory:"), HashEmbedder()) as memory:
+        plain = evaluate_coverage(memory, data)
+        pool = evaluate_pool_coverage(memory, data)
+    # categories 1-4: 9 probes, the summary (category 3) has no evidence; abstention is 5
+    assert (plain.questions, plain.without_evidence) == (8, 1)
+    assert (pool.questions, pool.without_evidence) == (8, 1)
+    assert len(pool.ranks["turns/strict"]) == 8 and 0 not in pool.ranks["turns/strict"]
+    assert pool.to_dict()["questions_without_evidence"] == 1
+    assert pool.whole_pool == sum(r is not None for r in pool.ranks["turns/strict"]) / 8

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "crash.py"
 
 
+@pytest.mark.slow
 def test_killed_runs_leave_a_sound_store_and_resume_to_the_reference(
     tmp_path: Path, sample_path: Path
 ) -> None:

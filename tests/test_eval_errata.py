@@ -102,6 +102,7 @@ def write_errata(path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"wrong": wrong, "other": other}
 
 
+@pytest.mark.slow
 def test_run_and_report_with_errata(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     config = LocomoRunConfig(sample_path, out, llm="fake", judge="fake", limit=6, plots=False)

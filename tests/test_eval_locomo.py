@@ -16,8 +16,9 @@ from qemem.answer.ask import Round0Answer, Trace
 from qemem.cli import app
 from qemem.errors import ConfigError, InputError
 from qemem.eval.judge import Judgement
-from qemem.eval.locomo import LocomoRunConfig, _answer_all, run_locomo
+from qemem.eval.locomo import LocomoRunConfig, run_locomo
 from qemem.eval.records import evidence_share, evidence_visible, refinement_info, stage_costs
+from qemem.eval.runs import answer_all
 from qemem.evidence.cards import Feedback
 from qemem.evidence.refine import Evidence, RoundTrace, Shown
 from qemem.ingest.locomo import LocomoQuestion
@@ -172,6 +173,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_harness_end_to_end_resume_and_warm_rerun(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     base = ["eval", "locomo", "--data", str(sample_path), "--out", str(out)]
@@ -284,7 +286,7 @@ def test_a_failing_worker_is_recorded_and_the_run_goes_on(tmp_path: Path) -> Non
         return {"conversation": q.conversation, "index": q.index, "mode": "full"}
 
     results = tmp_path / "results.jsonl"
-    failures = _answer_all(questions, answer_one, results, 2, 0, 4, None)
+    failures = answer_all(questions, answer_one, results, 2, 0, 4, None)
     assert failures == ["c#1: KeyError: 'D9:9'"]
     assert sorted(r["index"] for r in lines(results)) == [0, 2, 3]
 
@@ -319,6 +321,7 @@ CARD_FIELDS = {
 }
 
 
+@pytest.mark.slow
 def test_records_carry_cards_and_eval_report_rebuilds_byte_identically(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -356,6 +359,7 @@ def test_eval_report_needs_a_run_folder(tmp_path: Path) -> None:
         runner.invoke(app, ["eval", "report", str(tmp_path)], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "matched"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--mode", "matched"]
@@ -370,6 +374,7 @@ def test_matched_mode_with_budgets_through_the_cli(tmp_path: Path, sample_path: 
     assert all(r["prediction"] for r in records)
 
 
+@pytest.mark.slow
 def test_full_run_measures_refinement_before_and_after(tmp_path: Path, sample_path: Path) -> None:
     """The offline constructor finds some sample questions' evidence insufficient: those get a
     judged round-0 answer, counted as its own stage outside the method's cost."""
@@ -410,6 +415,7 @@ def test_full_run_measures_refinement_before_and_after(tmp_path: Path, sample_pa
     assert "from the round-0 cards" in (out / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_no_plan_run_skips_the_planner_and_says_so(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     args = ["eval", "locomo", "--data", str(sample_path), "--out", str(out), "--llm", "fake"]

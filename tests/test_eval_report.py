@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from qemem.answer import ROUND0_STAGE
 from qemem.errors import InputError
 from qemem.eval.markdown import render_markdown
 from qemem.eval.report import (
@@ -19,6 +18,7 @@ from qemem.eval.report import (
     summarise,
     write_report,
 )
+from qemem.llm.stages import ANSWER_ROUND0
 from qemem.view.report import ANALYSIS_STAGES, method_cost
 
 
@@ -316,7 +316,7 @@ def test_round0_answers_are_not_the_method_cost() -> None:
     without = summarise(RECORDS, MANIFEST)["cost"]
     assert with_round0["method_cost_usd_per_question"] == without["method_cost_usd_per_question"]
     assert with_round0["by_stage"]["answer_round0"]["cost_share"] is None
-    assert ROUND0_STAGE in ANALYSIS_STAGES
+    assert ANSWER_ROUND0 in ANALYSIS_STAGES
     assert method_cost(records[0]) == method_cost(RECORDS[0])
 
 

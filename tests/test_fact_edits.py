@@ -331,6 +331,7 @@ def test_a_version_1_memory_file_still_imports(built: Memory, tmp_path: Path) ->
     other.close()
 
 
+@pytest.mark.slow
 def test_hnsw_top_k_leaves_superseded_facts_out(pg_url: str) -> None:
     from qemem.store.postgres import PostgresStore
 

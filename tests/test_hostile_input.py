@@ -182,6 +182,7 @@ def test_build_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path: Pat
 
 
 # ---------------------------------------------------------------- 6, smaller: cmd runner
+@pytest.mark.slow
 def test_cmd_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     provider = CmdProvider(f"sleep 30 & echo $! > {pids}; echo secret-token >&2; wait", timeout=3)
@@ -295,6 +296,7 @@ def test_cli_errors_suggest_flags_and_extras(
         assert expected in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_python_dash_m_and_fake_demo_notice(tmp_path: Path) -> None:
     help_run = subprocess.run(
         [sys.executable, "-m", "qemem", "--help"], capture_output=True, text=True, check=False

@@ -85,6 +85,7 @@ def test_keys_belong_to_their_namespace(store_url: str) -> None:
         assert alice.add_messages("c1", BATCH, idempotency_key="k") == FIRST
 
 
+@pytest.mark.slow
 def test_an_expired_key_is_usable_again_and_purged(store_url: str) -> None:
     with _memory(store_url, hours=0.1 / 3600) as memory:  # kept for 0.1 s
         memory.add_messages("c1", BATCH, idempotency_key="old")
@@ -137,6 +138,7 @@ print(json.dumps(done.ids))
 """
 
 
+@pytest.mark.slow
 def test_two_processes_sending_one_key_append_once(tmp_path: Path) -> None:
     store = str(tmp_path / "m.db")
     SQLiteStore(store).close()
@@ -216,6 +218,7 @@ def test_http_replays_the_first_response() -> None:
         assert plain.json()["ids"] == ["D1:3", "D1:4"]
 
 
+@pytest.mark.slow
 def test_a_second_app_on_the_store_file_replays_the_key(tmp_path: Path) -> None:
     path = str(tmp_path / "m.db")
     with closing(SQLiteKeyStore(path)) as keys:

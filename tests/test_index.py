@@ -120,6 +120,7 @@ def test_each_thread_has_its_own_stemmer() -> None:
     assert seen[0] is not stemmer() and stemmer() is stemmer()
 
 
+@pytest.mark.slow
 def test_cli_takes_store_urls(
     pg_url: str, sample_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -74,6 +74,7 @@ def test_enqueue_claim_progress_done_and_list(memory: Memory) -> None:
     assert jobs.get(first.id, "bob") is None and jobs.list("bob")[0].id == other.id
 
 
+@pytest.mark.slow
 def test_an_expired_lease_is_claimed_again_then_failed_after_the_last_attempt(
     memory: Memory,
 ) -> None:
@@ -168,6 +169,7 @@ def test_a_restart_resumes_a_queued_job(store_url: str, sample_path: Path) -> No
         assert after.episodes(CONV)
 
 
+@pytest.mark.slow
 def test_a_job_whose_worker_died_is_retried_and_its_build_lock_abandoned(
     memory: Memory,
 ) -> None:
@@ -215,6 +217,7 @@ def _cancelling_llm(memory: Memory, job: list[str]) -> LLMClient:
     return LLMClient(OfflineLLM(handler), concurrency=1)
 
 
+@pytest.mark.slow
 def test_cancelling_a_running_build_stops_it_and_a_later_build_resumes(
     store_url: str, sample_path: Path
 ) -> None:
@@ -299,6 +302,7 @@ def test_finished_jobs_are_removed_after_a_week(
     assert [j.id for j in jobs.list("alice")] == [new.id, stuck.id]
 
 
+@pytest.mark.slow
 def test_a_server_without_an_llm_leaves_builds_to_servers_with_one() -> None:
     with served(llm=None) as s:
         h = s.auth(s.alice)
@@ -323,6 +327,7 @@ class _Unreachable:
         raise StoreError("store unreachable")
 
 
+@pytest.mark.slow
 def test_a_job_that_cannot_renew_its_lease_stops_once_the_lease_is_over() -> None:
     from qemem.memory.worker import _Run
 

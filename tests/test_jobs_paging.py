@@ -140,6 +140,7 @@ async def _async_pages(s: Served, limit: int) -> list[list[Job]]:
         return out
 
 
+@pytest.mark.slow
 def test_both_remote_clients_page_like_the_library() -> None:
     with served() as s:
         local = Memory(s.store, HashEmbedder(), namespace="alice")
@@ -159,6 +160,7 @@ def test_both_remote_clients_page_like_the_library() -> None:
         assert [j.id for p in asynced for j in p] == order and len(asynced) == 3
 
 
+@pytest.mark.slow
 def test_the_cli_lists_pages_shows_and_cancels_jobs(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -36,6 +36,8 @@ def _pid(job: dict[str, Any]) -> int:
     return int(str(job["worker"]).split(":")[1])
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_workers_2_on_sqlite_all_answer_for_a_job_and_one_picks_up_the_other_s_job(
     tmp_path: Path, sample_path: Path, servers: list[Server]
 ) -> None:
@@ -92,6 +94,8 @@ def test_two_servers_on_one_postgresql_share_jobs_and_appends(
         assert conv["turns"] == 20
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_a_job_of_a_killed_server_is_picked_up_by_the_other_and_finishes(
     pg_url: str, sample_path: Path, servers: list[Server]
 ) -> None:

@@ -7,6 +7,8 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from qemem.llm import LLMCache, LLMClient, LLMRequest, Message, cache_key
 from qemem.testing import OfflineLLM
 
@@ -39,6 +41,7 @@ def test_many_threads_writing_the_same_and_different_keys(tmp_path: Path) -> Non
     conn.close()
 
 
+@pytest.mark.slow
 def test_several_processes_writing_at_once(tmp_path: Path) -> None:
     path = str(tmp_path / "cache.db")
     ctx = multiprocessing.get_context("spawn")

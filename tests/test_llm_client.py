@@ -247,6 +247,7 @@ def test_bad_specs_list_the_valid_forms(spec: str, message: str) -> None:
     assert message in str(info.value) and "llamacpp:<path to .gguf>" in str(info.value)
 
 
+@pytest.mark.slow
 def test_missing_keys_name_the_variable(monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

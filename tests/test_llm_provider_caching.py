@@ -88,6 +88,7 @@ def test_bedrock_sends_a_cache_point_after_the_prefix_and_reads_cache_usage(
     assert two.cost_usd == pytest.approx((30 * 1.1 + 4500 * 0.11 + 8 * 5.5) / 1e6)
 
 
+@pytest.mark.slow
 def test_openai_keeps_the_prefix_stable_and_reads_cached_tokens(
     openai_at: Callable[..., tuple[OpenAIProvider, ReplayServer]],
 ) -> None:

@@ -130,6 +130,7 @@ def test_add_messages_with_an_idempotency_key_is_retry_safe_without_ids(make: Fa
     assert memory.add_messages("c1", batch).ids == ["D1:3", "D1:4"]  # no key: appended again
 
 
+@pytest.mark.slow
 def test_search_ranks_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -144,6 +145,7 @@ def test_search_ranks_like_the_embedded_memory(
         memory.search("nope", "pottery")
 
 
+@pytest.mark.slow
 def test_search_many_ranks_conversations_together_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -163,6 +165,7 @@ def test_search_many_ranks_conversations_together_like_the_embedded_memory(
         memory.search_many(["c1"], " ")
 
 
+@pytest.mark.slow
 def test_retrieve_leaves_out_the_excluded_refs(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -190,6 +193,7 @@ def test_ask_returns_the_same_evidence_record(
     assert retrieval.text == "" and retrieval.evidence.shown.turns
 
 
+@pytest.mark.slow
 def test_context_gives_the_same_block(make: Factory, reference: Memory, sample_path: Path) -> None:
     memory = make(llm=None)
     memory.ingest(sample_path)
@@ -200,6 +204,7 @@ def test_context_gives_the_same_block(make: Factory, reference: Memory, sample_p
         memory.context("demo-1", QUESTION, mode="llm")
 
 
+@pytest.mark.slow
 def test_ask_and_context_across_conversations_give_what_the_embedded_memory_gives(
     make: Factory, reference: Memory, sample_path: Path
 ) -> None:
@@ -225,6 +230,7 @@ def test_ask_and_context_across_conversations_give_what_the_embedded_memory_give
         memory.ask_many([], question, mode="retrieval")
 
 
+@pytest.mark.slow
 def test_check_labels_the_claims_like_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -242,6 +248,7 @@ def test_check_labels_the_claims_like_the_embedded_memory(
         memory.check("nope", STATEMENT)
 
 
+@pytest.mark.slow
 def test_the_memory_audit_agrees_with_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:
@@ -278,6 +285,7 @@ def test_without_an_llm_ask_and_build_refuse(make: Factory, sample_path: Path) -
     assert memory.ask("demo-1", QUESTION, mode="retrieval").evidence.pool.turns
 
 
+@pytest.mark.slow
 def test_build_then_delete(make: Factory, sample_path: Path) -> None:
     memory = make()
     memory.ingest(sample_path)
@@ -288,6 +296,7 @@ def test_build_then_delete(make: Factory, sample_path: Path) -> None:
     assert memory.conversations() == []
 
 
+@pytest.mark.slow
 def test_background_jobs_enqueue_list_read_and_cancel(make: Factory, sample_path: Path) -> None:
     memory = make()
     memory.ingest(sample_path)
@@ -316,6 +325,7 @@ def test_without_an_llm_no_build_is_queued(make: Factory, sample_path: Path) -> 
     assert memory.jobs() == []
 
 
+@pytest.mark.slow
 def test_facts_and_one_record_edits_agree_with_the_embedded_memory(
     make: Factory, sample_path: Path, reference: Memory
 ) -> None:

@@ -11,6 +11,7 @@ from qemem.embed.base import HashEmbedder
 from qemem.errors import InputError, NotFoundError, StoreError
 from qemem.memory import Memory
 from qemem.memory_file import dumps, load, parse
+from qemem.store import open_store
 from qemem.store.sqlite import SQLiteStore
 
 FIXTURE = Path(__file__).parent / "fixtures" / "memory" / "demo-1.json"
@@ -102,6 +103,7 @@ def test_malformed_files_and_clashes(memory: Memory, tmp_path: Path) -> None:
         memory.import_memory(parse(other))
 
 
+@pytest.mark.slow
 def test_cli_round_trip(tmp_path: Path, sample_path: Path) -> None:
     runner = CliRunner()
     store = str(tmp_path / "cli.db")
@@ -117,3 +119,31 @@ def test_cli_round_trip(tmp_path: Path, sample_path: Path) -> None:
     assert out.read_bytes() == FIXTURE.read_bytes()
     printed = runner.invoke(app, ["export-memory", "-s", store, "-c", "demo-1"], env=env)
     assert printed.stdout == FIXTURE.read_text("utf-8")
+
+
+def _said(texts: list[str], start: int = 0) -> list[dict[str, str]]:
+    return [
+        {"session_id": "s1", "timestamp": f"2024-03-14T19:{n:02d}:00", "speaker": "Ana", "text": t}
+        for n, t in enumerate(texts, start=start)
+    ]
+
+
+def test_a_memory_file_whose_turns_were_built_again_is_refused(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Found by the state machine: a file exported before messages were appended to a built
+    session (its last episode is then built again with them) imported that episode beside
+    the new one: two episodes of the same turns, and a fact twice (correcting one of them
+    left the other current)."""
+    path = tmp_path / "c.mem.json"
+    with Memory(open_store(store_url), HashEmbedder(), llm="fake") as memory:
+        memory.add_messages("c", _said(["I adopted a cat.", "Lovely!", "She is grey."]))
+        memory.build("c")
+        memory.export_memory("c", path)
+        memory.add_messages("c", _said(["Her name is Pixel.", "Cute."], start=3))
+        memory.build("c")
+        before = memory.export_memory("c")
+        [episode] = before.episodes
+        with pytest.raises(InputError, match=f"already in the stored episode {episode.id}"):
+            memory.import_memory(path)
+        assert memory.export_memory("c") == before

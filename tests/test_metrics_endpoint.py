@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from qemem.embed import HashEmbedder
@@ -22,6 +23,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+@pytest.mark.slow
 def test_requests_jobs_and_llm_usage_are_counted() -> None:
     with served() as s:
         auth = s.auth(s.alice)
@@ -50,6 +52,7 @@ def test_requests_jobs_and_llm_usage_are_counted() -> None:
     assert ("qemem_llm_cache_read_tokens_total", ()) in found  # 0 offline: no prompt cache
 
 
+@pytest.mark.slow
 def test_an_unknown_path_is_one_label_and_metrics_can_be_off() -> None:
     with served() as s:
         for n in range(3):

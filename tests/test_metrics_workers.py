@@ -60,6 +60,8 @@ def scrape(server: Server) -> dict[tuple[str, tuple[tuple[str, str], ...]], floa
     return samples(response.text)
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_one_scrape_sums_the_requests_and_llm_calls_of_every_worker(
     tmp_path: Path, sample_path: Path, servers: list[Server]
 ) -> None:
@@ -103,6 +105,8 @@ def test_one_scrape_sums_the_requests_and_llm_calls_of_every_worker(
     assert not folder.exists()
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_one_worker_counts_in_memory(
     tmp_path: Path, sample_path: Path, servers: list[Server]
 ) -> None:

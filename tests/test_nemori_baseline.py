@@ -20,7 +20,6 @@ from qemem.answer.nemori import (
     EPISODES,
     FACTS,
     SOURCE_EPISODES,
-    STAGE,
     memory_line,
     source_lines,
     stamp,
@@ -30,6 +29,7 @@ from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError
 from qemem.llm import LLMClient, LLMRequest
+from qemem.llm.stages import ANSWER_NEMORI
 from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Space, Turn, search_text
 from qemem.retrieve.dense import dense_pool
@@ -135,8 +135,8 @@ def test_retrieves_dense_top_k_episodes_and_facts_and_no_turns(store: SQLiteStor
     assert {(r.kind, r.method) for r in reasons} == {("ranked", "dense")}
     assert [r.rank for r in reasons] == list(range(1, 21))
     # exactly one LLM call, and it is the answer
-    assert [r.stage for r in recorder.requests] == [STAGE]
-    assert [c["stage"] for c in answer.trace.calls] == [STAGE]
+    assert [r.stage for r in recorder.requests] == [ANSWER_NEMORI]
+    assert [c["stage"] for c in answer.trace.calls] == [ANSWER_NEMORI]
     assert answer.trace.totals["total"]["calls"] == 1
     assert answer.text == answer.reasoning == "7 March 2024"  # the whole reply, stripped
     assert answer.cards == [] and answer.citations == [] and answer.mode == "nemori-baseline"
@@ -288,6 +288,7 @@ def lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_eval_run_and_compare(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -327,6 +328,7 @@ def test_eval_run_and_compare(
     assert compared["mode_a"] == "direct"
 
 
+@pytest.mark.slow
 def test_http_and_remote_client(sample_path: Path) -> None:
     with served() as s:
         remote = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.02)

@@ -18,11 +18,13 @@ from qemem.answer import ask
 from qemem.build import build_memory
 from qemem.embed import HashEmbedder
 from qemem.evidence import ViewCard
-from qemem.llm import LLMClient, LLMRequest, Message, open_llm
+from qemem.llm import LLMClient, LLMRequest, Message, open_llm, stages
 from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Turn
+from qemem.participants import Participants
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM, base_stage, offline_answer
+from qemem.testing.offline import ANSWERERS
 
 SCOPE = Scope("demo-1")
 QUESTION = "When did Priya go to her first pottery class?"
@@ -107,6 +109,30 @@ def test_build_stages_answer_from_the_turns() -> None:
     assert answer_of("build.predict") == {"prediction": []}
 
 
+def test_every_stage_has_an_offline_answerer() -> None:
+    constants = {
+        value
+        for name, value in vars(stages).items()
+        if name.isupper() and isinstance(value, str) and not value.startswith(".")
+    }
+    assert constants == set(stages.STAGES)  # each stage constant is one of STAGES
+    assert set(ANSWERERS) == set(stages.STAGES)
+
+
+def test_the_library_calls_only_the_stages_named(sample_path: Path) -> None:
+    llm = OfflineLLM()
+    with Memory(SQLiteStore(":memory:"), HashEmbedder(), llm=LLMClient(llm)) as memory:
+        memory.ingest(sample_path)
+        memory.build("demo-1")
+        memory.ask("demo-1", QUESTION)
+        memory.ask("demo-1", QUESTION, mode="no-refine")
+        memory.check("demo-1", "Priya went to a pottery class.")
+        memory.audit_memory("demo-1", sample=2)
+    called = {base_stage(request.stage) for request in llm.calls}
+    assert called <= set(stages.STAGES)
+    assert {stages.PLAN, stages.CONSTRUCT, stages.ANSWER, *stages.BUILD} <= called
+
+
 def test_base_stage_drops_follow_up_suffixes() -> None:
     assert base_stage("answer.retry") == "answer"
     assert base_stage("build.segment.repair") == "build.segment"
@@ -162,11 +188,13 @@ def test_rewording_the_prompts_does_not_change_the_answers(monkeypatch: pytest.M
         return text
 
     monkeypatch.setattr(qemem.prompts, "load_prompt", reworded)
-    assert "We were asked" in qemem.prompts.render("plan", question="q", speakers="a", span="s")
+    fields = Participants.of(["a"]).prompt_fields()
+    assert "We were asked" in qemem.prompts.render("plan", question="q", span="s", **fields)
     assert _run_method(embedder) == before
     assert before[1] and before[3]  # cards and episodes were made
 
 
+@pytest.mark.slow
 def test_no_library_module_imports_qemem_testing() -> None:
     package = Path(qemem.prompts.__file__).parents[1]
     names = sorted(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
@@ -15,15 +16,16 @@ import numpy as np
 import pytest
 
 from qemem.embed import HashEmbedder
+from qemem.embed.documents import document_text
 from qemem.eval.coverage import ConversationUnits, best_passage
 from qemem.evidence.context import SourceIndex, format_pool
 from qemem.memory import Memory, reembed, reindex
 from qemem.memory.turn_vectors import embed_turns
-from qemem.models import Ref, Turn, passage_key, split_key
+from qemem.models import Ref, Session, Turn, passage_key, search_text, split_key
 from qemem.passages import OMITTED, excerpt, is_whole, split_passages
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.retrieve.search import hybrid_search
-from qemem.store import Scope, open_store
+from qemem.store import MemoryStore, Scope, open_store
 
 WHEN = datetime(2024, 3, 14, 19, 15)
 CODE = (
@@ -186,8 +188,6 @@ def test_reindex_builds_the_passages_an_older_store_lacks(store_url: str) -> Non
     turn = Turn("D1:1", "old", 1, 0, "Assistant", LONG, WHEN)
     with closing(open_store(store_url)) as store:
         store.put_conversation(scope, ["Assistant"])
-        from qemem.models import Session
-
         store.add_sessions(scope, [Session(1, WHEN, "s1")])
         vector = embedder.embed([f"Assistant: {LONG}"[:4000]])
         store.add_turns(scope, [turn], vector, embedder.id)  # as stores before passages
@@ -206,6 +206,37 @@ def test_reindex_builds_the_passages_an_older_store_lacks(store_url: str) -> Non
         )
         with pytest.raises(Exception, match="embedded with"):
             reindex(store, HashEmbedder(dim=64))
+
+
+class _RedactingOnce(HashEmbedder):
+    """Redacts ``D1:2`` through another memory the first time it embeds passages."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        super().__init__()
+        self.store, self.done = store, False
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+        if not self.done:
+            self.done = True
+            Memory(self.store, HashEmbedder()).redact_message("old", "D1:2")
+        return super().embed(texts, query=query)
+
+
+def test_reindex_writes_no_passage_of_a_message_redacted_meanwhile(store_url: str) -> None:
+    scope, embedder = Scope("old"), HashEmbedder()
+    secret = LONG.replace("gazebo", "pergola")
+    turns = [Turn(f"D1:{n}", "old", 1, n, "A", text, WHEN) for n, text in [(1, LONG), (2, secret)]]
+    with closing(open_store(store_url)) as store:
+        store.put_conversation(scope, ["A"])
+        store.add_sessions(scope, [Session(1, WHEN, "s1")])
+        vectors = embedder.embed([document_text(search_text(t)) for t in turns])
+        store.add_turns(scope, turns, vectors, embedder.id)  # as stores before passages
+        report = reindex(store, _RedactingOnce(store), batch=1)
+        assert report.turns == {"old": 1}  # the first write was fenced, then read again
+        assert set(store.passages(scope)) == {"D1:1"}
+        hits = hybrid_search(store, scope, "turn", ["rotating pergola budget"], embedder, k=None)
+        texts = {t.id: t.text for t in store.turns(scope)}
+        assert all("pergola" not in texts[h.id] for h in hits)
 
 
 def test_reembed_moves_passages_to_the_new_embedder(chat: Path, tmp_path: Path) -> None:

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "prompt_cost.py"
 
 
+@pytest.mark.slow
 def test_prompt_cost_prints_costs_with_and_without_caching(
     tmp_path: Path, sample_path: Path
 ) -> None:

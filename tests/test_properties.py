@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pydantic
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from qemem.answer.extract import extract_final_answer
 from qemem.embed import HashEmbedder, open_embedder
-from qemem.errors import QememError, StructuredOutputError
+from qemem.errors import InputError, QememError, StructuredOutputError
 from qemem.evidence.quotes import verify_quote
 from qemem.evidence.times import resolve_times
 from qemem.ingest.reader import read_conversations
-from qemem.lexicon import parse_datetime
+from qemem.lexicon import FIRST_YEAR, LAST_YEAR, parse_datetime
 from qemem.llm import LLMClient, LLMRequest, Message, extract_json, make_provider
 from qemem.memory import Memory
 from qemem.store import SQLiteStore
@@ -193,6 +194,7 @@ def write(directory: str, name: str, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 @QUICK
 @given(records=generic_files, as_array=st.booleans())
 def test_generic_ingest_rejects_cleanly_or_is_idempotent(
@@ -217,6 +219,7 @@ def test_generic_ingest_rejects_cleanly_or_is_idempotent(
         memory.close()
 
 
+@pytest.mark.slow
 @QUICK
 @given(samples=locomo_files)
 def test_locomo_ingest_rejects_cleanly(samples: Any) -> None:
@@ -233,6 +236,7 @@ def test_locomo_ingest_rejects_cleanly(samples: Any) -> None:
         memory.close()
 
 
+@pytest.mark.slow
 @QUICK
 @given(text=st.one_of(timestamps, st.from_regex(r"\d{1,2}:\d{2} [ap]m on \d{1,2} \w+, \d{1,6}")))
 def test_parse_datetime_keeps_wall_time_or_raises_input_error(text: str) -> None:
@@ -255,12 +259,28 @@ offsets = st.builds(
 
 
 @QUICK
-@given(moment=st.datetimes(timezones=st.one_of(st.none(), offsets)))
+@given(
+    moment=st.datetimes(
+        min_value=datetime(FIRST_YEAR, 1, 1),
+        max_value=datetime(LAST_YEAR, 12, 31, 23, 59, 59),
+        timezones=st.one_of(st.none(), offsets),
+    )
+)
 def test_parse_datetime_round_trips_local_time_and_offset(moment: datetime) -> None:
     parsed = parse_datetime(moment.isoformat())
     assert parsed.replace(tzinfo=None) == moment.replace(tzinfo=None)  # the wall time
     assert parsed.utcoffset() == moment.utcoffset()
     assert parsed.date() == moment.date()  # the speaker's calendar date, not UTC's
+
+
+@QUICK
+@given(moment=st.datetimes(timezones=st.one_of(st.none(), offsets)))
+def test_parse_datetime_refuses_dates_outside_the_plausible_years(moment: datetime) -> None:
+    if FIRST_YEAR <= moment.year <= LAST_YEAR:
+        assert parse_datetime(moment.isoformat()).year == moment.year
+    else:
+        with pytest.raises(InputError, match=f"years {FIRST_YEAR} to {LAST_YEAR}"):
+            parse_datetime(moment.isoformat())
 
 
 time_words = st.lists(
@@ -284,6 +304,7 @@ def test_resolve_times_never_crashes(text: str, anchor: date) -> None:
         assert t.start <= t.end and t.expression in text
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     source=st.lists(st.from_regex(r"[A-Za-z]{2,9}", fullmatch=True), min_size=4, max_size=30),
@@ -316,6 +337,7 @@ def test_final_answer_extraction(prose: str, answer: str) -> None:
     assert found and extracted == answer
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     value=st.one_of(
@@ -337,6 +359,7 @@ class Reply(pydantic.BaseModel):
     sources: list[str]
 
 
+@pytest.mark.slow
 @QUICK
 @given(
     first=st.one_of(st.text(max_size=80), json_values.map(json.dumps)), second=st.text(max_size=80)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from qemem.evidence.quotes import (
@@ -32,6 +34,7 @@ RECYCLE = (
     "That's awesome, Mel! We try to be green at home too. Do you recycle at all? I've been "
     "thinking of starting a compost bin."
 )
+MELANIE = "I painted that lake sunrise last year! It's special to me."
 SPECIAL = (
     "Thanks, Caroline! I painted it after our trip to the lake. It's really special to me, "
     "and I think so much of it."
@@ -177,6 +180,112 @@ def test_verify_quote_table(quote: str, source: str, expected: bool) -> None:
     assert 0.0 <= check.score <= 1.0
 
 
+# (id, quote, source, options of verify_quote, expected verified)
+OPTION_CASES: list[tuple[str, str, str, dict[str, Any], bool]] = [
+    # the name swapped in for a pronoun is a paraphrase, not the speaker's words
+    ("name-for-pronoun", "Melanie painted that lake sunrise last year", MELANIE, {}, False),
+    (
+        "name-for-pronoun-of-the-speaker",
+        "Melanie painted that lake sunrise last year",
+        MELANIE,
+        {"speaker": "Melanie"},
+        False,
+    ),
+    # the speaker's name is dropped only as a leading "Name:" prefix, and only the speaker's
+    (
+        "speaker-prefix",
+        "Melanie: I painted that lake sunrise",
+        MELANIE,
+        {"speaker": "Melanie"},
+        True,
+    ),
+    ("prefix-without-a-speaker", "Melanie: I painted that lake sunrise", MELANIE, {}, False),
+    ("default-threshold", "I went to LGBTQ support group yesterday", GROUP, {}, True),
+    ("threshold-one", "I went to LGBTQ support group yesterday", GROUP, {"threshold": 1.0}, False),
+    # without the verbatim rule, the content-word floor alone decides (the rule before)
+    ("verbatim-rule-on", "Do you recycle at all?", RECYCLE, {}, True),
+    ("verbatim-rule-off", "Do you recycle at all?", RECYCLE, {"min_verbatim_words": None}, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("quote", "source", "options", "expected"),
+    [c[1:] for c in OPTION_CASES],
+    ids=[c[0] for c in OPTION_CASES],
+)
+def test_verify_quote_options_table(
+    quote: str, source: str, options: dict[str, Any], expected: bool
+) -> None:
+    assert verify_quote(quote, source, **options).verified is expected
+
+
+# (id, quote, sources, speakers, expected source, expected verified)
+MATCH_CASES: list[tuple[str, str, dict[str, str], dict[str, str], str, bool]] = [
+    (
+        "picks-the-verifying-source",
+        "yesterday and it was so powerful",
+        {"D1:2": POTTERY, "D1:3": GROUP, "D2:1": RUNNING},
+        {},
+        "D1:3",
+        True,
+    ),
+    ("unverified-best-source", "We went sailing in Hawaii", {"D1:3": GROUP}, {}, "D1:3", False),
+    (
+        "strips-each-sources-speaker",
+        "Melanie: that lake sunrise",
+        {"D1:1": "We made our own plates.", "D1:2": MELANIE},
+        {"D1:1": "Caroline", "D1:2": "Melanie"},
+        "D1:2",
+        True,
+    ),
+    (
+        "short-verbatim-through-the-speaker-prefix",
+        "Melanie: It's really special to me",
+        {"D1:1": GROUP, "D1:2": SPECIAL},
+        {"D1:2": "Melanie"},
+        "D1:2",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("quote", "sources", "speakers", "source_id", "verified"),
+    [c[1:] for c in MATCH_CASES],
+    ids=[c[0] for c in MATCH_CASES],
+)
+def test_best_quote_match_table(
+    quote: str, sources: dict[str, str], speakers: dict[str, str], source_id: str, verified: bool
+) -> None:
+    found, check = best_quote_match(quote, sources, speakers=speakers)
+    assert (found, check.verified) == (source_id, verified)
+
+
+RECYCLE_WORDS = "do you recycle at all".split()
+# (id, the quote's runs of words, source words, min_words (None: the default), expected)
+VERBATIM_CASES: list[tuple[str, list[list[str]], list[str], int | None, bool]] = [
+    ("contiguous-with-a-content-word", [["do", "you", "recycle"]], RECYCLE_WORDS, None, True),
+    ("reordered", [["do", "you"], ["at", "all", "recycle"]], RECYCLE_WORDS, None, False),
+    ("not-contiguous", [["you", "at", "all"]], RECYCLE_WORDS, None, False),
+    ("two-words", [["you", "recycle"]], RECYCLE_WORDS, None, False),
+    ("two-words-allowed", [["you", "recycle"]], RECYCLE_WORDS, 2, True),
+    ("function-words-only", [["at", "all"], ["do", "you"]], RECYCLE_WORDS, None, False),
+    ("reply-formula", [["i", "think", "so"]], "i think so".split(), None, False),
+]
+
+
+@pytest.mark.parametrize(
+    ("runs", "source", "min_words", "expected"),
+    [c[1:] for c in VERBATIM_CASES],
+    ids=[c[0] for c in VERBATIM_CASES],
+)
+def test_verbatim_evidence_table(
+    runs: list[list[str]], source: list[str], min_words: int | None, expected: bool
+) -> None:
+    options = {} if min_words is None else {"min_words": min_words}
+    assert verbatim_evidence(runs, source, **options) is expected
+
+
 def test_table_is_separated_by_the_threshold() -> None:
     """Accepted cases clear the threshold with margin; rejected fuzzy cases stay well below it."""
     name_or_number = {
@@ -203,6 +312,11 @@ def test_table_is_separated_by_the_threshold() -> None:
             assert score <= DEFAULT_THRESHOLD - 0.04, (case_id, score)
 
 
+def test_changed_name_is_reported_missing() -> None:
+    check = verify_quote("Thanks, Melanie!", RUNNING)
+    assert (check.missing, check.verified) == (("melanie",), False)
+
+
 def test_empty_quote_scores_zero() -> None:
     check = verify_quote("", GROUP)
     assert (check.verified, check.score, check.span) == (False, 0.0, None)
@@ -214,73 +328,5 @@ def test_span_points_at_the_matched_source_text() -> None:
     assert GROUP[check.span[0] : check.span[1]] == "LGBTQ support group"
 
 
-def test_changed_name_is_reported_missing() -> None:
-    check = verify_quote("Thanks, Melanie!", RUNNING)
-    assert check.missing == ("melanie",)
-    assert not check.verified
-
-
-def test_threshold_is_respected() -> None:
-    quote = "I went to LGBTQ support group yesterday"
-    assert verify_quote(quote, GROUP).verified
-    assert not verify_quote(quote, GROUP, threshold=1.0).verified
-
-
-def test_best_quote_match_picks_the_verifying_source() -> None:
-    sources = {"D1:2": POTTERY, "D1:3": GROUP, "D2:1": RUNNING}
-    source_id, check = best_quote_match("yesterday and it was so powerful", sources)
-    assert source_id == "D1:3"
-    assert check.verified and check.score == 1.0
-
-
-def test_best_quote_match_unverified_and_empty() -> None:
-    source_id, check = best_quote_match("We went sailing in Hawaii", {"D1:3": GROUP})
-    assert source_id == "D1:3" and not check.verified
+def test_best_quote_match_without_sources() -> None:
     assert best_quote_match("anything", {}) == (None, verify_quote("", ""))
-
-
-MELANIE = "I painted that lake sunrise last year! It's special to me."
-
-
-def test_speaker_name_only_as_a_leading_prefix() -> None:
-    # the name swapped in for a pronoun is a paraphrase, not the speaker's words
-    assert not verify_quote("Melanie painted that lake sunrise last year", MELANIE).verified
-    assert not verify_quote(
-        "Melanie painted that lake sunrise last year", MELANIE, speaker="Melanie"
-    ).verified
-    prefixed = verify_quote("Melanie: I painted that lake sunrise", MELANIE, speaker="Melanie")
-    assert prefixed.verified
-    assert not verify_quote("Melanie: I painted that lake sunrise", MELANIE).verified
-
-
-def test_best_quote_match_strips_each_sources_speaker() -> None:
-    sources = {"D1:1": "We made our own plates.", "D1:2": MELANIE}
-    speakers = {"D1:1": "Caroline", "D1:2": "Melanie"}
-    found, check = best_quote_match("Melanie: that lake sunrise", sources, speakers=speakers)
-    assert found == "D1:2" and check.verified
-
-
-def test_verbatim_evidence_needs_a_contiguous_span_and_a_content_word() -> None:
-    source = "do you recycle at all".split()
-    assert verbatim_evidence([["do", "you", "recycle"]], source)
-    assert not verbatim_evidence([["do", "you"], ["at", "all", "recycle"]], source)  # reordered
-    assert not verbatim_evidence([["you", "at", "all"]], source)  # not contiguous
-    assert not verbatim_evidence([["you", "recycle"]], source)  # two words
-    assert not verbatim_evidence([["at", "all"], ["do", "you"]], source)  # function words only
-    assert not verbatim_evidence([["i", "think", "so"]], "i think so".split())  # reply formula
-    assert verbatim_evidence([["you", "recycle"]], source, min_words=2)
-
-
-def test_short_verbatim_quote_is_verified_through_the_speaker_prefix() -> None:
-    found, check = best_quote_match(
-        "Melanie: It's really special to me",
-        {"D1:1": GROUP, "D1:2": SPECIAL},
-        speakers={"D1:2": "Melanie"},
-    )
-    assert found == "D1:2" and check.verified
-
-
-def test_short_verbatim_rule_can_be_turned_off() -> None:
-    """Without the verbatim rule, the content-word floor alone decides (the rule before)."""
-    assert not verify_quote("Do you recycle at all?", RECYCLE, min_verbatim_words=None).verified
-    assert verify_quote("Do you recycle at all?", RECYCLE).verified

@@ -109,6 +109,7 @@ def test_another_target_abandons_the_staged_vectors(store_url: str, sample_path:
         assert old.store.embedder() == ("hash-64", 64)
 
 
+@pytest.mark.slow
 def test_cli(tmp_path: Path, sample_path: Path) -> None:
     store = str(tmp_path / "m.db")
     runner = CliRunner()

@@ -101,6 +101,7 @@ def test_a_store_password_is_masked() -> None:
     assert "S3cretPW" not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_the_ingest_line_never_prints_the_password(sample_path: Path, pg_url: str) -> None:
     scheme, rest = pg_url.split("://", 1)
     user, at, host = rest.partition("@")
@@ -123,6 +124,7 @@ def test_a_run_manifest_masks_the_store_password(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- 7. user text is not markup
 
 
+@pytest.mark.slow
 def test_user_text_is_printed_as_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chat = tmp_path / "chat.jsonl"
     rows = [
@@ -217,6 +219,7 @@ def test_a_shell_argument_in_another_encoding_is_a_clear_error(
     assert code == 2 and "conversation id is not valid Unicode" in printed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", BAD_TEXT)
 def test_http_refuses_text_no_store_can_keep_with_422(bad: str) -> None:
     from service_helpers import MESSAGES, served
@@ -305,6 +308,7 @@ def test_a_writer_closing_beside_another_connection_does_not_wait(tmp_path: Path
 # ---------------------------------------------------------------- 6. output paths
 
 
+@pytest.mark.slow
 def test_output_paths_are_checked_before_any_work(
     tmp_path: Path, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

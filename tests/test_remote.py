@@ -16,6 +16,7 @@ from qemem.store import SQLiteStore
 from service_helpers import MESSAGES, served
 
 
+@pytest.mark.slow
 def test_remote_matches_embedded_memory(sample_path: Path) -> None:
     with served() as s:
         remote = RemoteMemory("http://testserver", s.alice, client=s.client, poll_seconds=0.02)

@@ -1,5 +1,6 @@
 """``qemem reproduce`` (issue 24): the conditions file, grading, re-recording, the bundled
-sample's pinned figures (the CI regression check) and the README tables generated from them."""
+sample's pinned figures (the CI regression check) and the results page's tables generated from
+them."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from qemem.reproduce.report import readme_blocks, render_readme
 from qemem.reproduce.runner import Completed, Runner, Settings, run_conditions, subprocess_executor
 
 runner = CliRunner()
-README = Path(__file__).resolve().parents[1] / "README.md"
+RESULTS_PAGE = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 ENV = {"COLUMNS": "200", "QEMEM_LLM": None, "QEMEM_EMBEDDER": None}
 
 
@@ -40,6 +41,7 @@ def sample_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+@pytest.mark.slow
 def test_the_bundled_sample_reproduces_every_pinned_figure(sample_run: dict[str, Any]) -> None:
     assert sample_run["data_sha256"] == data_sha256(bundled_sample())
     conditions = load_conditions()
@@ -266,6 +268,7 @@ def test_record_diff(tmp_path: Path) -> None:
     assert pinned_diff({"x": 1}, {}) == [("x", 1, None)]
 
 
+@pytest.mark.slow
 def test_record_through_the_cli_prints_the_diff(tmp_path: Path) -> None:
     conditions = tmp_path / "cond.yaml"
     shutil.copy(load_conditions().path, conditions)
@@ -304,13 +307,14 @@ def test_conditions_files_are_checked(tmp_path: Path) -> None:
             load_conditions(bad)
 
 
-def test_readme_tables_are_the_pinned_figures() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert readme_blocks(text), "the README marks its result tables"
+@pytest.mark.slow
+def test_the_results_page_tables_are_the_pinned_figures() -> None:
+    text = RESULTS_PAGE.read_text(encoding="utf-8")
+    assert readme_blocks(text), "the results page marks its tables of pinned figures"
     conditions = load_conditions()
     assert render_readme(text, conditions, load_pinned(conditions.pinned_path)) == text, (
-        "a README result table differs from conditions.pinned.yaml: run "
-        "`qemem reproduce --readme README.md` after re-recording"
+        "a results page table differs from conditions.pinned.yaml: run "
+        "`qemem reproduce --readme docs/results.md` after re-recording"
     )
 
 
@@ -321,6 +325,7 @@ def test_benchmark_conditions_are_skipped_without_a_source_checkout(tmp_path: Pa
     assert result.status == "SKIP" and "source checkout" in str(result.skipped)
 
 
+@pytest.mark.slow
 def test_the_subprocess_executor_runs_python_m_qemem() -> None:
     done = subprocess_executor(
         ["time", "yesterday", "--anchor", "1:56 pm on 8 May, 2023", "--json"]

@@ -68,6 +68,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow
+@pytest.mark.server
 def test_serve_answers_on_localhost(tmp_path: Path) -> None:
     store = str(tmp_path / "m.db")
     key = new_key(store, "team-a")
@@ -105,6 +107,7 @@ def test_serve_answers_on_localhost(tmp_path: Path) -> None:
         server.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_serve_takes_the_idempotency_retention(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,6 +137,7 @@ async def _stdio_tools(store: str, key: str) -> tuple[set[str], str]:
         return tools, listed.content[0].text
 
 
+@pytest.mark.slow
 def test_mcp_over_stdio_serves_the_keys_namespace(tmp_path: Path) -> None:
     store = str(tmp_path / "m.db")
     key = new_key(store, "team-a")

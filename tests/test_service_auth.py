@@ -110,6 +110,7 @@ def test_tenant_b_cannot_read_change_or_delete_tenant_a() -> None:
         assert [(c["namespace"], c["turns"]) for c in bob] == [("bob", 1)]
 
 
+@pytest.mark.slow
 def test_every_v1_route_needs_a_valid_key(caplog: pytest.LogCaptureFixture) -> None:
     with served() as s, caplog.at_level(logging.WARNING, logger="qemem.service"):
         revoked, record = create_key(s.keys, "alice")
@@ -127,6 +128,7 @@ def test_every_v1_route_needs_a_valid_key(caplog: pytest.LogCaptureFixture) -> N
             assert secret.split("_", 2)[2] not in caplog.text
 
 
+@pytest.mark.slow
 def test_read_only_key_reads_but_cannot_write() -> None:
     with served() as s:
         _alice_with_job(s)
@@ -182,6 +184,7 @@ def test_both_backends_keep_keys_in_the_store(store_url: str) -> None:
     reopened.close()
 
 
+@pytest.mark.slow
 def test_a_key_revoked_after_use_is_refused_and_a_forged_twin_never_passes() -> None:
     with served() as s:
         key, record = create_key(s.keys, "alice")

@@ -7,6 +7,7 @@ Bounded (a few examples per operation) and deterministic (derandomized Hypothesi
 
 from __future__ import annotations
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
@@ -25,6 +26,7 @@ CHECKS = [
 ]
 
 
+@pytest.mark.slow
 def test_no_generated_input_gives_a_server_error() -> None:
     with served() as s:
         auth = s.auth(s.alice)

@@ -303,6 +303,7 @@ def test_concurrent_writers_lose_and_duplicate_nothing(store_url: str, sample_pa
         assert count(mem, "conversations") == 5
 
 
+@pytest.mark.slow
 def test_both_backends_give_the_same_pool(pg_url: str, tmp_path: Path, sample_path: Path) -> None:
     pools: list[Pool] = []
     for url in (str(tmp_path / "m.db"), pg_url):
@@ -313,6 +314,7 @@ def test_both_backends_give_the_same_pool(pg_url: str, tmp_path: Path, sample_pa
     assert pools[0] == pools[1] and pools[0].turns and pools[0].episodes
 
 
+@pytest.mark.slow
 def test_hnsw_top_k_gives_the_exact_pool(pg_url: str, sample_path: Path) -> None:
     from qemem.store.postgres import PostgresStore
 

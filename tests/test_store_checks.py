@@ -28,6 +28,7 @@ def _tables(url: str) -> set[str]:
     return {r[0] for r in rows}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["serve", "mcp", "delete c1", "build"])
 def test_a_database_without_qemem_schema_is_a_missing_store(command: str, pg_url: str) -> None:
     assert not store_exists(pg_url)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,7 @@ from legacy_store import (
 )
 from qemem.errors import StoreError
 from qemem.keys import open_key_store
-from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
+from qemem.models import Conversation, Correction, Episode, SemanticFact, Session, Space, Turn
 from qemem.store import Scope, open_store, parse_store_url, postgres_schema, schema
 
 SCOPE = Scope("legacy-1")
@@ -58,9 +58,14 @@ def legacy_url(store_url: str) -> str:
 
 
 def test_legacy_store_reads_back_identically(legacy_url: str) -> None:
+    migrated = datetime.now(UTC)
     with closing(open_store(legacy_url)) as store:
         sessions = tuple(Session(i, datetime.fromisoformat(dt), key) for i, key, dt in SESSIONS)
-        assert store.get_conversation(SCOPE) == Conversation("legacy-1", ("Ana", "Ben"), sessions)
+        conv = store.get_conversation(SCOPE)
+        assert conv == Conversation(
+            "legacy-1", ("Ana", "Ben"), sessions, created_at=conv.created_at
+        )
+        assert conv.created_at is not None and conv.created_at >= migrated.replace(microsecond=0)
         assert [(c.namespace, c.id) for c in store.conversations()] == [
             ("default", "legacy-1"),
             ("team", "legacy-2"),
@@ -213,7 +218,7 @@ def test_the_schema_before_idempotency_keys_gains_their_table(legacy_url: str) -
         assert [t.id for t in store.turns(SCOPE)] == [t[0] for t in TURNS]
         assert store.recorded_response("default", "k", retention) is None
         with store.transaction():
-            store.record_response("default", "k", "f" * 64, '{"ids": []}', retention)
+            store.record_response(SCOPE, "k", "f" * 64, '{"ids": []}', retention)
     with closing(open_store(legacy_url)) as store:
         assert store.recorded_response("default", "k", retention) == ("f" * 64, '{"ids": []}')
         assert store.recorded_response("team", "k", retention) is None
@@ -265,6 +270,7 @@ def test_the_schema_before_jobs_gains_their_table(legacy_url: str) -> None:
     assert number == postgres_schema.SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_the_jobs_of_the_schema_before_not_before_may_start_at_once(legacy_url: str) -> None:
     _before_jobs(legacy_url)
     backend, target = parse_store_url(legacy_url)
@@ -290,3 +296,45 @@ def test_the_jobs_of_the_schema_before_not_before_may_start_at_once(legacy_url: 
         assert old is not None and old.not_before is None
         claimed = store.jobs.claim("w", 30.0)  # type: ignore[attr-defined]
         assert claimed is not None and claimed.id == "job-old"
+
+
+def _before_corrections(url: str) -> None:
+    """Bring the legacy store at ``url`` to the schema before corrections (SQLite 8,
+    PostgreSQL 7) with a correction by hand of S1 (S3, citing D1:1) and a fact whose
+    correction went with the fact it corrected (S4)."""
+    _before_jobs(url)
+    rows = (
+        "INSERT INTO facts (conv, id, content, session, tokens) VALUES "
+        "(1, 'S3', 'Ana has a cat, Mochi.', 1, 'ana cat mochi'), "
+        "(1, 'S4', 'Ana has a dog.', 1, 'ana dog')",
+        "INSERT INTO supersessions VALUES (1, 'S1', 'S3', '[\"D1:1\"]', "
+        "'2024-05-01T10:00:00', 'manual', '2024-06-01T00:00:00+00:00')",
+    )
+    backend, target = parse_store_url(url)
+    if backend == "sqlite":
+        steps = "".join(f"{schema.UPGRADES[n]} PRAGMA user_version = {n};" for n in (6, 7, 8))
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript(f"BEGIN IMMEDIATE; {steps} {'; '.join(rows)}; COMMIT;")
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn, conn.transaction():
+        for number in (5, 6, 7):
+            conn.execute(postgres_schema.UPGRADES[number])
+        conn.execute("UPDATE schema_version SET version = 7")
+        for row in rows:
+            conn.execute(row)
+
+
+def test_the_schema_before_corrections_gains_them(legacy_url: str) -> None:
+    _before_corrections(legacy_url)
+    started = datetime.now(UTC) - timedelta(minutes=1)
+    with closing(open_store(legacy_url)) as store:
+        manual, lost = store.corrections(SCOPE)
+        # S1 was learned from E10 (D2:1) and E2 (D1:2, D1:1): in conversation order
+        assert manual == Correction(
+            "S3", ("D1:1",), ("D1:1", "D1:2", "D2:1"), datetime(2024, 6, 1, tzinfo=UTC)
+        )
+        assert (lost.fact, lost.turn_ids, lost.corrected_turns) == ("S4", (), ())
+        assert lost.recorded >= started
+        assert {f.id for f in store.facts(SCOPE)} == {"S1", "S2", "S3", "S4"}

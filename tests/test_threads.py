@@ -48,6 +48,7 @@ def test_lazy_embedder_and_llm_are_built_once(fast_switching: None) -> None:
         memory.close()
 
 
+@pytest.mark.slow
 def test_one_memory_from_eight_threads(tmp_path: Path) -> None:
     sample = json.loads(resources.files("qemem.data").joinpath("sample.json").read_text("utf-8"))
     paths = []

@@ -8,11 +8,11 @@ import pytest
 
 from qemem.errors import InputError
 from qemem.evidence.agreement import time_ranges
+from qemem.evidence.plans import is_planned
 from qemem.evidence.times import (
     TimeResolution,
     annotate_times,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )
@@ -22,6 +22,7 @@ D = date
 MON_8_MAY = D(2023, 5, 8)  # a Monday (LoCoMo conv-26 session 1: "1:56 pm on 8 May, 2023")
 SAT_15_JUL = D(2023, 7, 15)  # a Saturday
 SUN_9_JUL = D(2023, 7, 9)  # a Sunday
+THU_20_JUL = D(2023, 7, 20)  # a Thursday
 
 # (id, text, anchor, [(expression, start, end, granularity, phrase), ...])
 Row = tuple[str, date, date, str, str]
@@ -662,6 +663,59 @@ CASES: list[tuple[str, str, date, list[Row]]] = [
             )
         ],
     ),
+    # --- abbreviated weekdays resolve like full names; a bare abbreviation is no weekday ---
+    (
+        "abbreviated-tues",
+        "I went last Tues.",
+        THU_20_JUL,
+        [("last Tues", D(2023, 7, 18), D(2023, 7, 18), "day", "the Tuesday before 20 July 2023")],
+    ),
+    (
+        "abbreviated-sat",
+        "last Sat was fun",
+        THU_20_JUL,
+        [("last Sat", D(2023, 7, 15), D(2023, 7, 15), "day", "the Saturday before 20 July 2023")],
+    ),
+    (
+        "abbreviated-thurs",
+        "we met last Thurs",
+        THU_20_JUL,
+        [("last Thurs", D(2023, 7, 13), D(2023, 7, 13), "day", "the Thursday before 20 July 2023")],
+    ),
+    (
+        "abbreviated-fri",
+        "last Fri I rested",
+        THU_20_JUL,
+        [("last Fri", D(2023, 7, 14), D(2023, 7, 14), "day", "the Friday before 20 July 2023")],
+    ),
+    (
+        "abbreviated-next-mon",
+        "see you next Mon",
+        THU_20_JUL,
+        [("next Mon", D(2023, 7, 24), D(2023, 7, 24), "day", "the Monday after 20 July 2023")],
+    ),
+    (
+        "abbreviated-this-past-sun",
+        "this past Sun",
+        THU_20_JUL,
+        [
+            (
+                "this past Sun",
+                D(2023, 7, 16),
+                D(2023, 7, 16),
+                "day",
+                "the Sunday before 20 July 2023",
+            )
+        ],
+    ),
+    ("bare-abbreviation", "I sat on sun loungers", THU_20_JUL, []),
+    # --- a winter is labelled with both its years ---
+    (
+        "last-winter-in-october",
+        "last winter",
+        D(2023, 10, 13),
+        [("last winter", D(2022, 12, 1), D(2023, 2, 28), "season", "winter 2022-23")],
+    ),
 ]
 
 
@@ -746,36 +800,7 @@ def test_a_month_name_the_pattern_matches_case_insensitively_always_names_a_mont
     assert time_ranges("ſeptember 2023") == time_ranges("September 2023")
 
 
-# --- issue 20: abbreviated weekdays, winters across years, annotations, plans, events ---
-
-
-@pytest.mark.parametrize(
-    ("text", "phrase"),
-    [
-        ("I went last Tues.", "the Tuesday before 20 July 2023"),
-        ("last Sat was fun", "the Saturday before 20 July 2023"),
-        ("we met last Thurs", "the Thursday before 20 July 2023"),
-        ("last Fri I rested", "the Friday before 20 July 2023"),
-        ("see you next Mon", "the Monday after 20 July 2023"),
-        ("this past Sun", "the Sunday before 20 July 2023"),
-    ],
-)
-def test_abbreviated_weekdays_resolve_like_full_names(text: str, phrase: str) -> None:
-    found = resolve_times(text, D(2023, 7, 20))
-    assert [r.phrase for r in found] == [phrase]
-
-
-def test_a_bare_abbreviation_is_not_a_weekday() -> None:
-    assert resolve_times("I sat on sun loungers", D(2023, 7, 20)) == []
-
-
-def test_a_winter_is_labelled_with_both_its_years() -> None:
-    (found,) = resolve_times("last winter", D(2023, 10, 13))
-    assert (found.start, found.end, found.phrase) == (
-        D(2022, 12, 1),
-        D(2023, 2, 28),
-        "winter 2022-23",
-    )
+# --- annotations, plans, event-relative phrases ---
 
 
 def test_annotations_stand_after_their_expressions() -> None:
@@ -791,7 +816,43 @@ def test_event_relative_phrases_are_recognised() -> None:
     assert [e for _, e in event_expressions(text)] == ["two weekends later", "a few days after"]
 
 
-def test_plans_are_recognised() -> None:
-    assert is_planned("we're planning a camping trip")
-    assert is_planned("I want to go hiking") and is_planned("we'll see")
-    assert not is_planned("I went hiking with my dog")
+@pytest.mark.parametrize(
+    ("text", "planned"),
+    [
+        ("we're planning a camping trip", True),
+        ("I want to go hiking", True),
+        ("we'll see", True),
+        ("I went hiking with my dog", False),
+    ],
+)
+def test_plans_are_recognised(text: str, planned: bool) -> None:
+    assert is_planned(text) is planned
+
+
+def test_this_weekend_in_the_past_tense_on_a_weekday_is_the_last_weekend() -> None:
+    (past,) = resolve_times("we went hiking this weekend", MON_8_MAY)
+    assert past.phrase == "the weekend before 8 May 2023"
+    (ahead,) = resolve_times("this weekend we're hiking", MON_8_MAY)
+    assert ahead.phrase == "the weekend after 8 May 2023"
+    (plain,) = resolve_times("this weekend", MON_8_MAY)  # no tense: the coming one
+    assert plain.phrase == "the weekend after 8 May 2023"
+    (weekend,) = resolve_times("we went hiking this weekend", SUN_9_JUL)  # said on it
+    assert weekend.phrase == "the weekend of 8 July 2023"
+
+
+def test_an_event_relative_phrase_counts_from_the_expression_before_it() -> None:
+    text = "I started yesterday, the next day I quit, and two weeks later I was back."
+    found = resolve_times(text, MON_8_MAY)
+    assert [(r.expression, r.phrase) for r in found] == [
+        ("yesterday", "7 May 2023"),
+        ("the next day", "8 May 2023"),
+        ("two weeks later", "the week of 22 May 2023"),
+    ]
+    assert event_expressions(text) == []
+    # coarser than its unit, vague, or with nothing before it: no date follows
+    for unresolved in (
+        "last month we met, and two days later we married",
+        "yesterday I left, and a few days later I came back",
+        "two weekends later we threw a party",
+    ):
+        assert event_expressions(unresolved), unresolved

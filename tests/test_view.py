@@ -13,7 +13,7 @@ from pydantic import TypeAdapter
 from typer.testing import CliRunner
 
 from qemem.answer import Answer
-from qemem.answer.wire import answer_to_json
+from qemem.answer.wire import answer_brief, answer_to_json
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.eval.locomo import LocomoRunConfig, run_locomo
@@ -81,11 +81,25 @@ def test_answer_carries_its_source_records(answer: Answer) -> None:
     assert data["turns"]["D1:3"]["speaker"] == "Priya" and data["speakers"] == ["Priya", "Tomas"]
 
 
+def test_the_tool_profile_of_an_answer_cuts_its_json_form_down(answer: Answer) -> None:
+    brief, full = answer_brief(answer), answer_to_json(answer)
+    assert (brief["answer"], brief["mode"]) == (full["text"], full["mode"]) == (answer.text, "full")
+    assert brief["citations"] == answer.citations and brief["evidence"] == []
+    assert [
+        (c["claim"], c["quote"], c["verified_quote"], c["time"], c["sources"], c["grounded_in"])
+        for c in brief["cards"]
+    ] == [
+        (c.claim, c.quote, c.verified, c.shown_time, c.sources, c.grounded_in) for c in answer.cards
+    ]
+    assert all("cited" not in c for c in brief["cards"])  # only across conversations
+
+
 def test_evidence_record_is_compact_json(answer: Answer) -> None:
     record = evidence_record(answer_to_json(answer))
     json.dumps(record)
     assert record["question"] == QUESTION and record["answer"] == "the Saturday before 14 March"
     assert record["cards"][0]["matched_source"] == "D1:3" and record["cards"][0]["verified"]
+    assert [c["shown_time"] for c in record["cards"]] == [c.shown_time for c in answer.cards]
     assert record["rounds"][0]["queries"][0] == QUESTION
     assert record["rounds"][0]["feedback"]["sufficient"] is True
     assert (
@@ -143,6 +157,7 @@ def test_correctness_and_diagnosis() -> None:
     assert correctness({"score": None}) == "unjudged"
 
 
+@pytest.mark.slow
 def test_eval_run_writes_report_html(tmp_path: Path, sample_path: Path) -> None:
     out = tmp_path / "run"
     config = LocomoRunConfig(
@@ -182,6 +197,7 @@ def test_report_of_records_without_an_answer() -> None:
     assert "When &lt;b&gt;?" in html and "button" in html and 'class="expand"' not in html
 
 
+@pytest.mark.slow
 def test_cli_ask_writes_html(tmp_path: Path, sample_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("QEMEM_EMBEDDER", "hash")
     store, page = tmp_path / "m.db", tmp_path / "answer.html"

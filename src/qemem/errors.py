@@ -5,6 +5,11 @@ Each message says what went wrong and what to do about it.
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Iterable
+from typing import Literal
+
 
 class QememError(Exception):
     """Root of every error qemem raises on purpose."""
@@ -44,8 +49,45 @@ class StoreError(QememError):
     """The memory store cannot do what was asked (missing scope, schema, mismatch)."""
 
 
+Missing = Literal["conversation", "message", "episode", "fact", "job"]
+"""What a ``NotFoundError`` did not find, when it says (each channel words its own advice)."""
+
+
 class NotFoundError(StoreError):
-    """A conversation, turn, episode or fact that does not exist in the store."""
+    """A conversation, turn, episode or fact that does not exist in the store.
+
+    ``kind``, ``name`` and ``conversation`` say what was missing (the id asked for, and the
+    conversation it was looked for in), so that the HTTP API and the MCP server can give the
+    advice of their own channel; the message gives the command line's."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: Missing | None = None,
+        name: str = "",
+        conversation: str = "",
+    ) -> None:
+        self.kind = kind
+        self.name = name
+        self.conversation = conversation
+        super().__init__(message)
+
+
+class BusyError(StoreError):
+    """Another process (or a background job) is writing what was asked for now, under its lock
+    (a build of the same conversation): wait for it to finish."""
+
+
+class ConversationGoneError(NotFoundError):
+    """The conversation an operation pinned at its start (a build) was deleted since, and
+    maybe created again under its id: the operation wrote nothing more."""
+
+
+class ConversationChangedError(StoreError):
+    """A message or fact of the conversation an operation pinned at its start (a build) was
+    deleted or redacted since: the operation wrote nothing more (what it would write may
+    derive from the removed text)."""
 
 
 class EmbedderMismatchError(StoreError):
@@ -112,3 +154,22 @@ class AuthError(QememError):
 class JobStoppedError(QememError):
     """A running background job stopped before its end: it was cancelled, another worker took
     it over after its lease expired, or its worker is shutting down (the job is queued again)."""
+
+
+HIDDEN = "[server path]"
+"""What stands for a filesystem path (or a store URL) in a message shown to a remote caller."""
+_ABSOLUTE = re.compile(r"(?<![\w.:/~-])/(?:[^\s'\"/:,;()\[\]]+/?)+")
+
+
+def without_paths(message: str, known: Iterable[str] = ()) -> str:
+    """``message`` as a remote caller may read it: each of ``known`` (a store's path or URL)
+    and every absolute path whose top folder exists on this machine (``/tmp/...``, a socket of
+    the database) replaced by :data:`HIDDEN`. A route such as ``/v1/jobs`` stays."""
+    for text in sorted({k for k in known if k and k != ":memory:"}, key=len, reverse=True):
+        message = message.replace(repr(text), HIDDEN).replace(text, HIDDEN)
+
+    def hide(found: re.Match[str]) -> str:
+        top = found.group().split("/")[1]
+        return HIDDEN if top and os.path.isdir(f"/{top}") else found.group()
+
+    return _ABSOLUTE.sub(hide, message)

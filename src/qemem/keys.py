@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from qemem.errors import AuthError, ConfigError, InputError, NotFoundError, StoreError
 from qemem.models import check_text
-from qemem.store import parse_store_url
+from qemem.store import parse_store_url, pg_timeout
 from qemem.store.guard import write_error
 from qemem.store.schema import migrate
 
@@ -62,6 +62,10 @@ class KeyStore(Protocol):
 
     def revoke(self, key_id: str, when: str) -> bool:
         """Mark the key revoked; False when no such key exists."""
+        ...
+
+    def ping(self) -> None:
+        """Return when the keys can be read; a StoreError otherwise."""
         ...
 
     def close(self) -> None: ...
@@ -140,15 +144,15 @@ def revoke_key(keys: KeyStore, key_id: str) -> None:
 
 
 class _SQLKeyStore:
-    """The ``api_keys`` table over one connection; subclasses open it and name the driver's
-    parameter placeholder (``?`` or ``%s``)."""
+    """The ``api_keys`` table; subclasses run one statement (``_execute``) and name the
+    driver's parameter placeholder (``?`` or ``%s``)."""
 
     placeholder = "?"
     path: str
 
-    def __init__(self, conn: Any) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
+    def _execute(self, sql: str, params: tuple[object, ...]) -> tuple[list[Any], int]:
+        """(rows, rowcount) of one statement, written with the driver's placeholders."""
+        raise NotImplementedError
 
     def _run(self, sql: str, params: tuple[object, ...] = ()) -> tuple[list[Any], int]:
         """(rows, rowcount) of one statement, ``?`` written for every parameter. Text no
@@ -156,13 +160,7 @@ class _SQLKeyStore:
         for value in params:
             if isinstance(value, str):
                 check_text(value, "key field")
-        with self._lock:
-            try:
-                cursor = self._conn.execute(sql.replace("?", self.placeholder), params)
-            except sqlite3.OperationalError as exc:  # a read-only file, a writer's lock
-                raise write_error(getattr(self, "path", ""), exc) or exc from None
-            rows = cursor.fetchall() if cursor.description else []
-            return rows, cursor.rowcount
+        return self._execute(sql.replace("?", self.placeholder), params)
 
     def add(self, stored: StoredKey) -> None:
         k = stored.key
@@ -212,13 +210,14 @@ class _SQLKeyStore:
             return True
         return bool(self._run("SELECT 1 FROM api_keys WHERE id = ?", (key_id,))[0])
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+    def ping(self) -> None:
+        """Read the table once: a StoreError when the key store cannot be read."""
+        self._run("SELECT 1 FROM api_keys LIMIT 1")
 
 
 class SQLiteKeyStore(_SQLKeyStore):
-    """API keys in the ``api_keys`` table of a SQLite store file (or in memory)."""
+    """API keys in the ``api_keys`` table of a SQLite store file (or in memory), over one
+    connection."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         self.path = str(path)
@@ -230,27 +229,50 @@ class SQLiteKeyStore(_SQLKeyStore):
             migrate(conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open key store {self.path!r}: {exc}") from exc
-        super().__init__(conn)
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def _execute(self, sql: str, params: tuple[object, ...]) -> tuple[list[Any], int]:
+        with self._lock:
+            try:
+                cursor = self._conn.execute(sql, params)
+            except sqlite3.OperationalError as exc:  # a read-only file, a writer's lock
+                raise write_error(self.path, exc) or exc from None
+            rows = cursor.fetchall() if cursor.description else []
+            return rows, cursor.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
 
 
 class PostgresKeyStore(_SQLKeyStore):
-    """API keys in the ``api_keys`` table of a PostgreSQL store (the ``postgres`` extra)."""
+    """API keys in the ``api_keys`` table of a PostgreSQL store (the ``postgres`` extra),
+    over a small pool of checked connections: a connection broken by a restart of the
+    database is replaced, and while the database is down each call fails within
+    ``timeout`` seconds with a StoreError."""
 
     placeholder = "%s"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout: float | None = None) -> None:
         from qemem.store import redact
-        from qemem.store.postgres import PostgresStore
+        from qemem.store.postgres import PostgresStore, checked_pool, unreachable
 
         PostgresStore(url, pool_size=1).close()  # creates or migrates the schema
-        import psycopg
-
         self.path = redact(url)
+        self._unreachable = unreachable()
+        self._pool = checked_pool(url, 2, timeout)
+
+    def _execute(self, sql: str, params: tuple[object, ...]) -> tuple[list[Any], int]:
         try:
-            conn = psycopg.connect(url, autocommit=True)
-        except psycopg.Error as exc:
-            raise StoreError(f"cannot open key store {self.path}: {exc}") from exc
-        super().__init__(conn)
+            with self._pool.connection() as conn:
+                cursor = conn.execute(sql, params)
+                return (cursor.fetchall() if cursor.description else []), cursor.rowcount
+        except self._unreachable as exc:
+            raise StoreError(f"the key store {self.path} is unreachable: {exc}") from exc
+
+    def close(self) -> None:
+        self._pool.close()
 
 
 def open_key_store(url: str | Path) -> KeyStore:
@@ -258,5 +280,9 @@ def open_key_store(url: str | Path) -> KeyStore:
     PostgreSQL; ``:memory:`` for tests)."""
     backend, target = parse_store_url(url)
     if backend == "postgresql":
-        return PostgresKeyStore(target)
+        try:
+            timeout = pg_timeout()
+        except ValueError as exc:
+            raise ConfigError(f"QEMEM_PG_TIMEOUT must be a number of seconds ({exc})") from exc
+        return PostgresKeyStore(target, timeout=timeout)
     return SQLiteKeyStore(target)

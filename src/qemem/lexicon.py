@@ -147,6 +147,23 @@ def season_range(season: str, year: int) -> tuple[date, date]:
     return date(year, first, 1), month_range(last_year, last_month)[1]
 
 
+FIRST_YEAR, LAST_YEAR = 1900, 2200
+"""The years a date of a conversation may have (message times, session dates, an ``as_of``,
+an anchor): others are refused where they come in. Inside them every date computation of
+qemem (relative times, weeks, seasons) stays inside Python's calendar."""
+
+
+def check_year(moment: date, value: object, what: str = "date", field: str | None = None) -> None:
+    """InputError (naming ``field``) unless ``moment`` (read from ``value``) falls in
+    ``FIRST_YEAR`` to ``LAST_YEAR``."""
+    if not FIRST_YEAR <= moment.year <= LAST_YEAR:
+        raise InputError(
+            f"the {what} {value!s:.40} is in the year {moment.year}: qemem takes dates of the "
+            f"years {FIRST_YEAR} to {LAST_YEAR}; check it",
+            field=field,
+        )
+
+
 _LOCOMO_DATE = re.compile(
     r"^\s*(?P<hour>\d{1,2}):(?P<minute>\d{2})\s*(?P<ampm>am|pm)\s+on\s+"
     r"(?P<day>\d{1,2})\s+(?P<month>[A-Za-z]+),?\s+(?P<year>\d{4})\s*$",
@@ -160,8 +177,15 @@ def parse_datetime(value: str) -> datetime:
     A date-time with a UTC offset (``10:00+05:30``, ``10:00Z``) stays timezone-aware: its
     local wall-clock time and its offset are both kept, so the speaker's calendar date (what
     "yesterday" is resolved against) stays right and two equal wall times with different
-    offsets stay apart. One without an offset is naive: local time, offset unknown.
+    offsets stay apart. One without an offset is naive: local time, offset unknown. A date
+    outside the years ``FIRST_YEAR`` to ``LAST_YEAR`` is refused (InputError).
     """
+    moment = _read_datetime(value)
+    check_year(moment, value)
+    return moment
+
+
+def _read_datetime(value: str) -> datetime:
     match = _LOCOMO_DATE.match(value)
     if match:
         hour = int(match["hour"]) % 12 + (12 if match["ampm"].lower() == "pm" else 0)
@@ -197,13 +221,26 @@ def parse_anchor(value: str | date | datetime) -> date:
     """A session date from a date, a datetime, an ISO string or a LoCoMo session time.
 
     LoCoMo strings look like "1:56 pm on 8 May, 2023"; "8 May 2023" and "May 8, 2023" (with or
-    without the time) are accepted too. Raises ``InputError`` for anything else.
+    without the time) are accepted too. Raises ``InputError`` for anything else, and for text
+    naming a date outside the years ``FIRST_YEAR`` to ``LAST_YEAR``.
     """
     if isinstance(value, datetime):
         return value.date()
     if isinstance(value, date):
         return value
-    text = " ".join(str(value).split())
+    day = _read_anchor(" ".join(str(value).split()))
+    if day is not None:
+        check_year(day, value, "anchor date", "anchor")
+        return day
+    raise InputError(
+        f"cannot read the anchor date {value!r}: give an ISO date such as 2023-05-08 or a "
+        "session time such as '1:56 pm on 8 May, 2023'",
+        field="anchor",
+    )
+
+
+def _read_anchor(text: str) -> date | None:
+    """The date ``text`` names (ISO, or a LoCoMo-like day), None when it names none."""
     try:
         return datetime.fromisoformat(text).date()
     except ValueError:
@@ -215,12 +252,8 @@ def parse_anchor(value: str | date | datetime) -> date:
             try:
                 return date(int(m.group("y")), month, int(m.group("d")))
             except ValueError:
-                break
-    raise InputError(
-        f"cannot read the anchor date {value!r}: give an ISO date such as 2023-05-08 or a "
-        "session time such as '1:56 pm on 8 May, 2023'",
-        field="anchor",
-    )
+                return None
+    return None
 
 
 #: Light verbs and intensifiers the build's paraphrase check ignores when it compares two facts'

@@ -17,10 +17,10 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
-from qemem.errors import StoreError
+from qemem.errors import BusyError, NotFoundError
 from qemem.store.base import MemoryStore, Scope
 from qemem.store.jobs import JobTable, Lease
 
@@ -61,20 +61,23 @@ def _alive(store: MemoryStore, owner: dict[str, Any], key: tuple[int, Scope, str
 @contextmanager
 def writer_lock(
     store: MemoryStore, scope: Scope, what: str, *, lease: Lease | None = None
-) -> Iterator[None]:
-    """Hold the ``what`` lock of ``scope`` (e.g. ``build``) for the duration of the block;
-    ``lease``: that of the job doing it (the lock lasts no longer than the lease).
+) -> Iterator[Scope]:
+    """Hold the ``what`` lock of ``scope`` (e.g. ``build``) for the duration of the block,
+    which gets the scope pinned to the life of the conversation the lock was taken in (see
+    :class:`~qemem.store.base.Scope`); ``lease``: that of the job doing it (the lock lasts no
+    longer than the lease).
 
-    Raises StoreError when a live process (or a job under an unexpired lease) holds it.
+    Raises BusyError when a live process (or a job under an unexpired lease) holds it.
     """
     state_key = f"lock.{what}"
     key = (id(store), scope, what)
     with store.transaction():
-        raw = store.get_state(scope, state_key)
+        pinned = store.pin(scope)
+        raw = store.get_state(pinned, state_key)
         owner = json.loads(raw) if raw else {}
         if _alive(store, owner, key):
             started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
-            raise StoreError(
+            raise BusyError(
                 f"another {what} of conversation {scope} is running (process {owner['pid']} on "
                 f"{owner['host']}, since {started}): wait for it to finish, then run this again "
                 "(it does only what is still missing)"
@@ -86,15 +89,21 @@ def writer_lock(
         }
         if lease is not None:
             mine |= {"job": lease.job, "lease": lease.owner}
-        store.set_state(scope, state_key, json.dumps(mine))
+        store.set_state(pinned, state_key, json.dumps(mine))
     with _HELD_LOCK:
         _HELD.add(key)
     try:
-        yield
+        yield pinned
     finally:
         with _HELD_LOCK:
             _HELD.discard(key)
-        with store.transaction():  # a lock taken over meanwhile (lease expired) is not ours
-            raw = store.get_state(scope, state_key)
-            if raw and json.loads(raw) == mine:
-                store.set_state(scope, state_key, "{}")
+        _release(store, Scope(scope.conversation, scope.namespace), state_key, mine)
+
+
+def _release(store: MemoryStore, scope: Scope, state_key: str, mine: dict[str, Any]) -> None:
+    """Clear the lock if it is still ``mine``: one taken over meanwhile (lease expired) is
+    not, and one of a conversation deleted meanwhile went with it."""
+    with suppress(NotFoundError), store.transaction():
+        raw = store.get_state(scope, state_key)
+        if raw and json.loads(raw) == mine:
+            store.set_state(scope, state_key, "{}")

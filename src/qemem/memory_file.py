@@ -1,5 +1,5 @@
-"""The ``qemem-memory/2`` file: a conversation's episodes, semantic facts and supersessions,
-portable (``qemem-memory/1`` files, without supersessions, still import).
+"""The ``qemem-memory/2`` file: a conversation's episodes, semantic facts, supersessions and
+corrections, portable (``qemem-memory/1`` files, without supersessions, still import).
 
 A memory file is a portable backup of the expensive part of a store (the LLM-built episodes and
 facts) and the way to move it between embedders and backends: vectors are not in the file,
@@ -11,34 +11,45 @@ export again give the same bytes)::
 
     {"format": "qemem-memory/2", "conversation": ID, "note": TEXT,
      "episodes": [{"id", "session", "title", "content", "timestamp", "turn_ids"}],
-     "facts": [{"id", "content", "session", "episode_ids"}],
-     "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}]}
+     "facts": [{"id", "content", "session", "episode_ids", "kind"?, "turn_ids"?}],
+     "supersessions": [{"old", "new", "turn_ids", "at", "kind", "recorded"}],
+     "corrections": [{"fact", "turn_ids", "corrected_turns", "recorded"}]}
 
 ``session`` is the session index, ``timestamp`` ISO 8601, ``turn_ids`` in episode order. A
 supersession says fact ``new`` replaces fact ``old`` from ``at`` (ISO 8601, conversation time)
 on, shown by ``turn_ids`` (never empty for ``kind`` "build"; a "manual" correction may cite
-none), stored at ``recorded`` (UTC). A fact corrected by hand has no episodes
-(``episode_ids`` empty): its source is its manual supersession. Version 1 has no
-``supersessions`` and every fact has episodes.
+none), stored at ``recorded`` (UTC). A fact written by hand (a correction) may have no
+episodes (``episode_ids`` empty): its source is its correction, which cites ``turn_ids`` (maybe
+none), records the turns the statement it corrected was learned from (``corrected_turns``)
+and when it was made (``recorded``). A version 2 file without ``corrections`` (written before
+they were recorded) gets one for each manual supersession's new fact, from that supersession
+and the corrected fact's episodes. Version 1 has no ``supersessions`` and every fact has
+episodes. A fact's ``kind`` (``instruction`` or ``preference``; written only when it is not a
+plain ``fact``) and ``turn_ids`` (the messages it was read from directly, as an ingest's rules
+read standing instructions and preferences; written only when there are some) are optional: a
+fact with ``turn_ids`` needs no episode.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
-from qemem.errors import InputError, StoreError
+from qemem.errors import InputError, OutputError
+from qemem.lexicon import check_year
 from qemem.models import (
+    FACT_KINDS,
+    Correction,
     Episode,
     SemanticFact,
     Supersession,
-    Turn,
+    check_id,
     check_path,
-    check_same_kind,
 )
 
 FORMAT = "qemem-memory/2"
@@ -57,6 +68,7 @@ class MemoryFile:
     episodes: tuple[Episode, ...]
     facts: tuple[SemanticFact, ...]
     supersessions: tuple[Supersession, ...] = ()
+    corrections: tuple[Correction, ...] = ()
 
 
 @dataclass
@@ -69,6 +81,7 @@ class MemoryImportReport:
     episodes_unchanged: int = 0
     facts_unchanged: int = 0
     supersessions_added: int = 0
+    corrections_added: int = 0
     seconds: float = 0.0
     added_ids: list[str] = field(default_factory=list)
 
@@ -90,15 +103,7 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             }
             for e in memory.episodes
         ],
-        "facts": [
-            {
-                "id": f.id,
-                "content": f.content,
-                "session": f.session,
-                "episode_ids": list(f.episode_ids),
-            }
-            for f in memory.facts
-        ],
+        "facts": [_fact_dict(f) for f in memory.facts],
         "supersessions": [
             {
                 "old": s.old,
@@ -110,7 +115,52 @@ def to_dict(memory: MemoryFile) -> dict[str, Any]:
             }
             for s in memory.supersessions
         ],
+        "corrections": [
+            {
+                "fact": c.fact,
+                "turn_ids": list(c.turn_ids),
+                "corrected_turns": list(c.corrected_turns),
+                "recorded": c.recorded.isoformat(),
+            }
+            for c in memory.corrections
+        ],
     }
+
+
+def _fact_dict(fact: SemanticFact) -> dict[str, Any]:
+    """A fact as the file writes it (``kind`` and ``turn_ids`` only when they say something)."""
+    out: dict[str, Any] = {
+        "id": fact.id,
+        "content": fact.content,
+        "session": fact.session,
+        "episode_ids": list(fact.episode_ids),
+    }
+    if fact.kind != "fact":
+        out["kind"] = fact.kind
+    if fact.turn_ids:
+        out["turn_ids"] = list(fact.turn_ids)
+    return out
+
+
+def _fact_of(
+    raw: Mapping[str, Any], conversation: str, where: str, file: str, version2: bool
+) -> SemanticFact:
+    """One fact of the file, checked."""
+    kind = raw.get("kind", "fact")
+    if kind not in FACT_KINDS:
+        raise InputError(
+            f"'kind' must be one of {', '.join(FACT_KINDS)}", file=file, record=where, field="kind"
+        )
+    read = _ids(raw, "turn_ids", where, file, empty=True) if "turn_ids" in raw else ()
+    return SemanticFact(
+        _record_id(raw, where, file),
+        conversation,
+        _field(raw, "content", str, where, file),
+        _field(raw, "session", int, where, file),
+        _ids(raw, "episode_ids", where, file, empty=version2 or bool(read)),
+        kind=kind,
+        turn_ids=read,
+    )
 
 
 def dumps(memory: MemoryFile) -> str:
@@ -128,6 +178,11 @@ def _field(record: Mapping[str, Any], name: str, kind: type, where: str, file: s
             field=name,
         )
     return value
+
+
+def _record_id(record: Mapping[str, Any], where: str, file: str) -> str:
+    """The ``id`` of an episode or fact of the file: text without ``/`` (``check_id``)."""
+    return check_id(_field(record, "id", str, where, file), "id", file=file, record=where)
 
 
 def _ids(
@@ -160,16 +215,10 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         where = f"episode {n}"
         if not isinstance(raw, dict):
             raise InputError("an episode must be a JSON object", file=file, record=where)
-        stamp = _field(raw, "timestamp", str, where, file)
-        try:
-            when = datetime.fromisoformat(stamp)
-        except ValueError:
-            raise InputError(
-                f"timestamp {stamp!r} is not ISO 8601", file=file, record=where, field="timestamp"
-            ) from None
+        when = _moment(raw, "timestamp", where, file)
         episodes.append(
             Episode(
-                _field(raw, "id", str, where, file),
+                _record_id(raw, where, file),
                 conversation,
                 _field(raw, "session", int, where, file),
                 _field(raw, "title", str, where, file),
@@ -183,30 +232,31 @@ def parse(data: Any, file: str = "<memory>") -> MemoryFile:
         where = f"fact {n}"
         if not isinstance(raw, dict):
             raise InputError("a fact must be a JSON object", file=file, record=where)
-        facts.append(
-            SemanticFact(
-                _field(raw, "id", str, where, file),
-                conversation,
-                _field(raw, "content", str, where, file),
-                _field(raw, "session", int, where, file),
-                _ids(raw, "episode_ids", where, file, empty=version2),
-            )
-        )
+        facts.append(_fact_of(raw, conversation, where, file, version2))
     for kind, ids in (("episode", [e.id for e in episodes]), ("fact", [f.id for f in facts])):
         if len(set(ids)) != len(ids):
             raise InputError(f"{kind} ids repeat: every id must be unique", file=file)
     supersessions = _supersessions(data, file) if version2 else ()
-    return MemoryFile(conversation, note, tuple(episodes), tuple(facts), supersessions)
+    if "corrections" in data:
+        corrections = _corrections(data, file)
+    else:
+        corrections = _derived_corrections(supersessions, facts, episodes)
+    return MemoryFile(conversation, note, tuple(episodes), tuple(facts), supersessions, corrections)
 
 
 def _moment(raw: Mapping[str, Any], name: str, where: str, file: str) -> datetime:
+    """The ISO 8601 date-time of field ``name``, of the years qemem takes (InputError else)."""
     stamp = _field(raw, name, str, where, file)
     try:
-        return datetime.fromisoformat(stamp)
+        moment = datetime.fromisoformat(stamp)
+        check_year(moment, stamp, name)
     except ValueError:
         raise InputError(
             f"{name} {stamp!r} is not ISO 8601", file=file, record=where, field=name
         ) from None
+    except InputError as exc:
+        raise InputError(str(exc), file=file, record=where, field=name) from None
+    return moment
 
 
 def _supersessions(data: Mapping[str, Any], file: str) -> tuple[Supersession, ...]:
@@ -237,9 +287,62 @@ def _supersessions(data: Mapping[str, Any], file: str) -> tuple[Supersession, ..
     return tuple(out)
 
 
-def load(path: str | Path) -> MemoryFile:
-    """Read and validate a memory file."""
-    file = check_path(path, "memory file")
+def _corrections(data: Mapping[str, Any], file: str) -> tuple[Correction, ...]:
+    """The corrections of a version 2 file that has them, checked one by one."""
+    out: list[Correction] = []
+    for n, raw in enumerate(_field(data, "corrections", list, "the header", file), start=1):
+        where = f"correction {n}"
+        if not isinstance(raw, dict):
+            raise InputError("a correction must be a JSON object", file=file, record=where)
+        out.append(
+            Correction(
+                _field(raw, "fact", str, where, file),
+                _ids(raw, "turn_ids", where, file, empty=True),
+                _ids(raw, "corrected_turns", where, file, empty=True),
+                _moment(raw, "recorded", where, file),
+            )
+        )
+    facts = [c.fact for c in out]
+    if len(set(facts)) != len(facts):
+        raise InputError("a fact has two corrections: each fact at most one", file=file)
+    return tuple(out)
+
+
+def _derived_corrections(
+    supersessions: Sequence[Supersession],
+    facts: Sequence[SemanticFact],
+    episodes: Sequence[Episode],
+) -> tuple[Correction, ...]:
+    """The corrections of a file written before they were recorded: one per new fact of a
+    manual supersession, citing its turns, the corrected fact's episodes' turns as its
+    ``corrected_turns`` (those in the file)."""
+    episode_turns = {e.id: e.turn_ids for e in episodes}
+    sources = {f.id: f.episode_ids for f in facts}
+    out: dict[str, Correction] = {}
+    for item in supersessions:
+        if item.kind != "manual" or item.new in out:
+            continue
+        learned = [t for e in sources.get(item.old, ()) for t in episode_turns.get(e, ())]
+        out[item.new] = Correction(
+            item.new, item.turn_ids, tuple(dict.fromkeys(learned)), item.recorded
+        )
+    return tuple(out.values())
+
+
+FileLike = str | os.PathLike[str] | IO[str] | IO[bytes]
+"""Where a memory file is read from or written to: a path, or a file object (text or binary)."""
+
+
+def load(source: FileLike) -> MemoryFile:
+    """Read and validate a memory file: the file at a path, or what a file object open for
+    reading (text or binary) holds."""
+    if not isinstance(source, str | os.PathLike):
+        name = str(getattr(source, "name", "<memory>"))
+        try:
+            return parse(json.loads(source.read()), name)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid JSON ({exc})", file=name) from None
+    file = check_path(os.fspath(source), "memory file")
     try:
         data = json.loads(file.read_text("utf-8"))
     except FileNotFoundError:
@@ -251,117 +354,18 @@ def load(path: str | Path) -> MemoryFile:
     return parse(data, str(file))
 
 
-def check_provenance(
-    memory: MemoryFile,
-    turns: Sequence[Turn],
-    stored_episodes: Sequence[Episode],
-    sessions: Sequence[int],
-) -> None:
-    """The provenance rules ``build`` keeps, checked before anything is written: every turn id
-    is a stored turn; an episode's turns lie in its session, each once, in conversation order;
-    its session exists; a fact's episodes are in the file or the store, and its session is
-    one of theirs or later (a fact is learned no earlier than its first source episode).
-    Raises InputError naming the first offending record."""
-    position = {t.id: n for n, t in enumerate(turns)}
-    session_of = {t.id: t.session for t in turns}
-    known_sessions = set(sessions)
-    episode_session = {e.id: e.session for e in stored_episodes}
-    for episode in memory.episodes:
-        where = f"episode {episode.id}"
-        unknown = [t for t in episode.turn_ids if t not in position]
-        if unknown:
-            raise InputError(
-                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation "
-                f"{memory.conversation!r}: ingest the conversation first (qemem ingest), "
-                "then import its memory",
-                record=where,
-            )
-        if episode.session not in known_sessions:
-            raise InputError(f"session {episode.session} is not stored", record=where)
-        first_turn = turns[position[episode.turn_ids[0]]]
-        check_same_kind(episode.timestamp, first_turn.timestamp, record=where, field="timestamp")
-        if any(session_of[t] != episode.session for t in episode.turn_ids):
-            raise InputError(
-                f"every turn must belong to the episode's session {episode.session}",
-                record=where,
-            )
-        order = [position[t] for t in episode.turn_ids]
-        if order != sorted(order):
-            raise InputError("turn ids must be in conversation order", record=where)
-        episode_session[episode.id] = episode.session
-    corrected = {s.new for s in memory.supersessions if s.kind == "manual"}
-    for fact in memory.facts:
-        if not fact.episode_ids:
-            if fact.id not in corrected:
-                raise InputError(
-                    "cites no episode and is no correction by hand (the new fact of a "
-                    "manual supersession of the file)",
-                    record=f"fact {fact.id}",
-                )
-            continue
-        missing = [e for e in fact.episode_ids if e not in episode_session]
-        if missing:
-            raise InputError(
-                f"cites episodes {', '.join(missing)} that are neither in the file nor stored",
-                record=f"fact {fact.id}",
-            )
-        if fact.session < min(episode_session[e] for e in fact.episode_ids):
-            raise InputError(
-                "session is earlier than every episode it was learned from",
-                record=f"fact {fact.id}",
-            )
-
-
-def check_supersessions(
-    memory: MemoryFile, turns: Sequence[Turn], stored_facts: Sequence[SemanticFact]
-) -> None:
-    """A supersession's facts are in the file or the store, it cites stored turns, and no
-    fact replaces itself. Raises InputError naming the first offending supersession."""
-    facts = {f.id for f in stored_facts} | {f.id for f in memory.facts}
-    turn_ids = {t.id for t in turns}
-    for item in memory.supersessions:
-        where = f"supersession of {item.old}"
-        missing = [i for i in (item.old, item.new) if i not in facts]
-        if missing or item.old == item.new:
-            why = f"facts {', '.join(missing)} are" if missing else "the new fact is"
-            raise InputError(f"{why} not another fact of the file or the store", record=where)
-        unknown = [t for t in item.turn_ids if t not in turn_ids]
-        if unknown:
-            raise InputError(
-                f"turn ids {', '.join(unknown[:5])} are not in the stored conversation",
-                record=where,
-            )
-
-
-def new_supersessions(memory: MemoryFile, stored: Sequence[Supersession]) -> list[Supersession]:
-    """The file's supersessions the store lacks; a different one of a fact the store has
-    one of raises StoreError before anything is written."""
-    known = {s.old: s for s in stored}
-    clashes = [s.old for s in memory.supersessions if s.old in known and known[s.old] != s]
-    if clashes:
-        raise StoreError(
-            f"conversation {memory.conversation!r} already records other supersessions of "
-            f"facts {', '.join(clashes[:5])}: import into another store, or delete those facts"
-        )
-    return [s for s in memory.supersessions if s.old not in known]
-
-
-def split_new(
-    memory: MemoryFile, stored_episodes: Sequence[Episode], stored_facts: Sequence[SemanticFact]
-) -> tuple[list[Episode], list[SemanticFact]]:
-    """The file's episodes and facts the store lacks. A record stored under the same id must
-    be identical (then it is skipped: importing twice changes nothing); a different one
-    raises StoreError before anything is written."""
-    episodes = {e.id: e for e in stored_episodes}
-    facts = {f.id: f for f in stored_facts}
-    new_episodes = [e for e in memory.episodes if e.id not in episodes]
-    new_facts = [f for f in memory.facts if f.id not in facts]
-    clashes = [e.id for e in memory.episodes if e.id in episodes and episodes[e.id] != e]
-    clashes += [f.id for f in memory.facts if f.id in facts and facts[f.id] != f]
-    if clashes:
-        raise StoreError(
-            f"conversation {memory.conversation!r} already holds different records under "
-            f"ids {', '.join(clashes[:5])}: delete the conversation and ingest it again "
-            "before importing this memory, or import it into another store"
-        )
-    return new_episodes, new_facts
+def save(memory: MemoryFile, target: FileLike) -> None:
+    """Write ``memory`` (:func:`dumps`, UTF-8) to the file at a path (replaced if it exists)
+    or to a file object open for writing (text, or binary: then UTF-8 bytes); OutputError
+    when the path cannot be written."""
+    text = dumps(memory)
+    if isinstance(target, io.RawIOBase | io.BufferedIOBase):
+        target.write(text.encode("utf-8"))
+    elif not isinstance(target, str | os.PathLike):
+        cast(IO[str], target).write(text)
+    else:
+        path = check_path(os.fspath(target), "memory file")
+        try:
+            path.write_text(text, "utf-8")
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None

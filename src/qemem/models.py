@@ -1,19 +1,21 @@
 """The data model of qemem, in one place.
 
 Three memory spaces are kept per conversation: original turns (U), episodic memories (E) and
-semantic facts (S). Ids are stable and human readable: LoCoMo turn ids such as ``D3:12`` are kept
-as they are; other sources get ``<session>:<position>`` ids; episodes are ``E<n>`` and facts
-``S<n>``, numbered per conversation.
+semantic facts (S). Ids are stable and human readable: a message's own id (LoCoMo's such as
+``D3:12``) is kept as it is; a message without one gets ``D<session>:<n>``; episodes are ``E<n>``
+and facts ``S<n>``. The numbers come from per-conversation counters that nothing lowers, so an
+id never names two records in one life of a conversation (:func:`highest_numbers`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 import pydantic
 
@@ -21,11 +23,50 @@ from qemem.errors import InputError
 from qemem.lexicon import day_phrase
 
 Space = Literal["turn", "episode", "fact"]
+Role = Literal["user", "assistant", "other"]
+"""Who a message is from in a conversation with an assistant: the ``user`` the assistant
+serves, the ``assistant``, or an ``other`` participant; a conversation between people (LoCoMo)
+has none."""
+ROLES: tuple[Role, ...] = get_args(Role)
+FactKind = Literal["fact", "instruction", "preference"]
+"""What a semantic fact is: a durable ``fact``, a standing ``instruction`` the user gave the
+assistant ("always format code with syntax highlighting"), or a ``preference`` the user stated
+("I prefer lightweight libraries")."""
+FACT_KINDS: tuple[FactKind, ...] = get_args(FactKind)
+STANDING_KINDS: tuple[FactKind, ...] = ("instruction", "preference")
+"""The kinds of fact that stand until replaced: they apply to every later request."""
 
 OMIT_NONE = pydantic.Field(exclude_if=lambda value: value is None)
 """Field metadata: the JSON form leaves the field out while it is None, so a field that only
 results across conversations set keeps every single-conversation form byte for byte."""
+OMIT_EMPTY = pydantic.Field(exclude_if=lambda value: not value)
+"""Field metadata: the JSON form leaves the field out while it is empty."""
+OMIT_PLAIN = pydantic.Field(exclude_if=lambda value: value == "fact")
+"""Field metadata of a fact's kind: the JSON form leaves out the kind of a plain fact, so the
+form of every fact of a conversation between people stays as it was."""
 SPACES: tuple[Space, ...] = ("episode", "fact", "turn")
+
+NUMBERED_ID = re.compile(r"(E|S|D(?:0|[1-9][0-9]*):)([1-9][0-9]{0,14})")
+"""The ids qemem numbers (full match): a prefix (``E`` episodes, ``S`` facts, ``D<session>:``
+messages), then a number without leading zeros of at most 15 digits (qemem never gives a
+larger one, so larger ones need no counting)."""
+
+SESSION_COUNTER = "session"
+"""The id counter (beside those of the ``NUMBERED_ID`` prefixes, which it cannot be) holding
+the highest number of a session that was removed (its last message deleted): new sessions are
+numbered above it, so that a session number, and the ids ``D<session>:<n>`` of its messages,
+never name two different things."""
+
+
+def highest_numbers(ids: Iterable[str]) -> dict[str, int]:
+    """The highest number of each prefix among the ``ids`` of a ``NUMBERED_ID`` form."""
+    highest: dict[str, int] = {}
+    for rid in ids:
+        match = NUMBERED_ID.fullmatch(rid)
+        if match:
+            prefix, number = match[1], int(match[2])
+            highest[prefix] = max(highest.get(prefix, 0), number)
+    return highest
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -61,6 +102,59 @@ def check_text(
         raise InputError(
             f"the {what} holds the control character U+{ord(found.group()):04X} at character "
             f"{found.start() + 1}: remove it (tab, newline and carriage return are allowed)",
+            file=file,
+            record=record,
+            field=field,
+        )
+    return value
+
+
+def parse_role(
+    value: object,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = "role",
+) -> Role | None:
+    """A message's ``role`` as given (None when absent), any case and surrounding space
+    accepted; InputError naming the roles for anything else."""
+    if value is None:
+        return None
+    text = " ".join(value.split()).lower() if isinstance(value, str) else None
+    for role in ROLES:
+        if text == role:
+            return role
+    shown = repr(value) if isinstance(value, str) else f"a {type(value).__name__}"
+    raise InputError(
+        f"'role' must be one of {', '.join(ROLES)} (or left out), not {shown}",
+        file=file,
+        record=record,
+        field=field,
+    )
+
+
+ID_RULE = "ids may not contain '/'"
+"""Why an id with ``/`` is refused: the HTTP API routes on the decoded path, where
+``a/messages/b`` is ambiguous, and ids across conversations are written ``conversation/id``."""
+
+
+def check_id(
+    value: str,
+    what: str,
+    *,
+    file: str | None = None,
+    record: str | None = None,
+    field: str | None = None,
+) -> str:
+    """``value`` when it can be a new id of a conversation or a record (message, episode,
+    fact): text both stores keep exactly (:func:`check_text`) without ``/``, else InputError
+    naming the rule. Ids stored before the rule stay addressable by the library and the CLI,
+    so that they can be deleted."""
+    check_text(value, what, file=file, record=record, field=field)
+    if "/" in value:
+        raise InputError(
+            f"the {what} {value!r} contains '/': {ID_RULE}, as the HTTP API could not address "
+            "it; use another character, e.g. '-'",
             file=file,
             record=record,
             field=field,
@@ -157,7 +251,8 @@ Span = tuple[int, int]
 
 @dataclass(frozen=True)
 class Turn:
-    """One original message (space U). ``position`` orders turns inside their session."""
+    """One original message (space U). ``position`` orders turns inside their session;
+    ``role`` says who it is from in a conversation with an assistant (None: not given)."""
 
     id: str
     conversation_id: str
@@ -166,6 +261,7 @@ class Turn:
     speaker: str
     text: str
     timestamp: datetime
+    role: Annotated[Role | None, OMIT_NONE] = None
 
     @property
     def ref(self) -> str:
@@ -192,17 +288,33 @@ class Episode:
 
 @dataclass(frozen=True)
 class SemanticFact:
-    """A durable, self-contained fact (space S), with the episodes it was learned from."""
+    """A durable, self-contained fact (space S), with the episodes it was learned from and
+    the turns it was read from directly (``turn_ids``: a standing instruction or preference
+    the ingest's rules found in one message); ``kind`` says what it is (see ``FactKind``)."""
 
     id: str
     conversation_id: str
     content: str
     session: int
     episode_ids: tuple[str, ...]
+    kind: Annotated[FactKind, OMIT_PLAIN] = "fact"
+    turn_ids: Annotated[tuple[str, ...], OMIT_EMPTY] = ()
+
+    @property
+    def standing(self) -> bool:
+        """Whether the fact is a standing instruction or preference."""
+        return self.kind in STANDING_KINDS
 
 
 REDACTED = "[message redacted]"
 """The text of a redacted turn: it keeps its id, speaker, time and place, nothing it said."""
+
+
+def unredacted(turns: Iterable[Turn]) -> list[Turn]:
+    """``turns`` without the redacted ones: what evidence may show (a redacted turn still
+    counts among a conversation's turns, but it is never shown as evidence)."""
+    return [t for t in turns if t.text != REDACTED]
+
 
 SupersessionKind = Literal["build", "manual"]
 
@@ -223,13 +335,32 @@ class Supersession:
 
 
 @dataclass(frozen=True)
+class Correction:
+    """Fact ``fact`` was written by hand (``correct_fact``); this is its provenance, kept
+    whatever becomes of the fact it corrected. ``turn_ids``: the turns the user cited (none:
+    its origin is the hand alone); ``corrected_turns``: the turns the corrected statement was
+    learned from (a build deriving a statement near the correction from one of them sees it
+    superseded by the correction); ``recorded``: when it was made (UTC). A forgotten turn
+    leaves both lists."""
+
+    fact: str
+    turn_ids: tuple[str, ...]
+    corrected_turns: tuple[str, ...]
+    recorded: datetime
+
+
+@dataclass(frozen=True)
 class Conversation:
-    """A conversation: its id, namespace (user/tenant), speakers and sessions."""
+    """A conversation: its id, namespace (user/tenant), speakers and sessions. A stored one
+    has ``created_at`` (UTC): when this life of it began. A conversation deleted and created
+    again under its id is a new one, with a new ``created_at`` and ids counted from 1 again,
+    so a reference kept with the time it was read can be told stale."""
 
     id: str
     speakers: tuple[str, ...]
     sessions: tuple[Session, ...] = ()
     namespace: str = "default"
+    created_at: datetime | None = None
 
     @property
     def span(self) -> tuple[datetime, datetime] | None:
@@ -241,12 +372,14 @@ class Conversation:
 
 @dataclass(frozen=True)
 class TurnInput:
-    """A parsed message before ingestion; ``id`` is None when the source has none."""
+    """A parsed message before ingestion; ``id`` is None when the source has none, ``role``
+    when it names none."""
 
     speaker: str
     text: str
     timestamp: datetime
     id: str | None = None
+    role: Role | None = None
 
 
 @dataclass
@@ -461,10 +594,12 @@ class Pool:
     facts: list[PoolItem] = field(default_factory=list)
     turns: list[PoolItem] = field(default_factory=list)
     conversations: Annotated[list[str] | None, OMIT_NONE] = None
-    order: Annotated[list[Exposure], pydantic.Field(exclude=True)] = field(default_factory=list)
+    order: Annotated[list[Exposure], pydantic.Field(exclude=True)] = field(
+        default_factory=list, compare=False
+    )
     """The exposure order the pool was cut from (candidate by candidate, the units each
     newly exposes); for analysis, not part of the JSON form (empty in a pool read back or
-    merged)."""
+    merged) nor of a pool's equality."""
 
     def items(self) -> list[PoolItem]:
         return [*self.episodes, *self.facts, *self.turns]

@@ -109,6 +109,7 @@ def stored_answer(answer: Answer, index: ManyIndex) -> Answer:
     evidence.pool = index.stored_pool(evidence.pool)
     shown = evidence.shown
     shown.background_refs = [index.explicit(ref) for ref in shown.background_refs]
+    shown.standing = [index.explicit(ref) for ref in shown.standing]
     answer.across = Across(list(index.conversations), labels, split_sources(index, answer.sources))
     answer.sources = Sources()
     return answer

@@ -5,6 +5,9 @@
 * ``direct``: LLM plan, pool, one answer call over the pool (no cards).
 * ``no-refine``: LLM plan, pool, one constructor round, verification, assembly, answer.
 * ``full``: as ``no-refine`` with sufficiency-guided refinement (``AskConfig.refine_rounds``).
+* ``respond``: as ``full``, then the assistant's reply to the request instead of a short
+  answer: at the length the request needs (code, lists, summaries), following the user's
+  standing instructions and preferences, citing the ids it rests on (stage ``respond``).
 * ``matched``: the matched-context baseline: LLM plan and pool only to count the turns the
   query-guided pool exposes, then plain question-only hybrid search for as many turns
   (:func:`~qemem.retrieve.pool.matched_pool`) and one answer call over them, with the
@@ -12,10 +15,14 @@
 * ``nemori-baseline``: NEMORI's published query-time recipe over the same memory: dense top-10
   episodes and top-20 facts for the question, no plan, no turn search, one answer call with a
   prompt of the structure of that system's LoCoMo answer prompt (:mod:`qemem.answer.nemori`).
+
+Every answering call but ``nemori-baseline``'s carries the user's current standing instructions
+and preferences (:mod:`qemem.evidence.standing`) in a short section before the question.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +31,13 @@ from typing import Annotated, Any, Literal, get_args
 from qemem.answer import nemori
 from qemem.answer.assemble import Assembly, assemble, assemble_pool
 from qemem.answer.corpus import Corpus, OneConversation
-from qemem.answer.reply import answer_question
+from qemem.answer.reply import Asking, answer_candidates, answer_question
 from qemem.answer.sources import Sources, collect_sources
 from qemem.embed.base import Embedder
 from qemem.errors import InputError, LLMError
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex
-from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix, shared_prefix
+from qemem.evidence.layout import LAYOUTS, AnswerStage, Layout, SharedPrefix, shared_prefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.evidence.refine import (
     Evidence,
@@ -40,16 +47,18 @@ from qemem.evidence.refine import (
     build_evidence,
     call_records,
 )
+from qemem.evidence.standing import STANDING_TOKENS, StandingSection, standing_section
 from qemem.evidence.times import TimeResolution, resolve_times
 from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
+from qemem.llm.stages import ANSWER, ANSWER_ROUND0, RESPOND
 from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.base import MemoryStore, Scope
 
-Mode = Literal["retrieval", "direct", "no-refine", "full", "matched", "nemori-baseline"]
+Mode = Literal["retrieval", "direct", "no-refine", "full", "respond", "matched", "nemori-baseline"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 NO_LLM_MESSAGE = (
@@ -71,12 +80,15 @@ class AskConfig:
     everything else unchanged. ``answer_round0`` True makes, in full mode and only when round 0
     asks for refinement, one extra answer call over the round-0 cards (stage
     ``answer_round0``), kept as ``Answer.round0``: what the answer would have been without
-    refinement."""
+    refinement. ``standing_tokens`` caps the standing instructions and preferences section of
+    the answer prompt; ``respond_max_tokens`` the reply of mode ``respond``."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
     construct_max_tokens: int = 4096
     answer_max_tokens: int = 1024
+    respond_max_tokens: int = 4096
+    standing_tokens: int = STANDING_TOKENS
     retry_abstention: bool = True
     neighbours: int = 2
     episode_turns: int = 12
@@ -84,10 +96,6 @@ class AskConfig:
     plan: bool = True
     answer_round0: bool = False
     prompt_layout: Layout = "cached"
-
-
-ROUND0_STAGE = "answer_round0"
-"""The ledger stage of the round-0 answer (an analysis call, not part of the method's cost)."""
 
 
 @dataclass
@@ -234,37 +242,72 @@ def ask_over(
         ids = [item.id for item in pool.turns]
         evidence.shown = Shown(ids, [], ids, [item.ref for item in (*pool.episodes, *pool.facts)])
         return _finish(answer, index, ledger, degradations, started, config)
-    prefix = _prefix(llm, index, pool, config)
+    task: AnswerStage = "respond" if mode == "respond" else "answer"
+    prefix = _prefix(llm, index, pool, config, task)
+    section = standing_section(
+        index, question, config.standing_tokens, [item.id for item in pool.facts]
+    )
+    assembly = _assembled(answer, corpus, llm, mode, config, ledger, prefix, section)
+    degradations.extend(answer.evidence.degradations)
+    asking = _asking(index, section, answer.evidence.cards, task)
+    _answer_from(answer, llm, assembly, config, ledger, degradations, prefix, asking)
+    return _finish(answer, index, ledger, degradations, started, config)
+
+
+def _assembled(
+    answer: Answer,
+    corpus: Corpus,
+    llm: LLMClient,
+    mode: Mode,
+    config: AskConfig,
+    ledger: Ledger,
+    prefix: SharedPrefix | None,
+    section: StandingSection,
+) -> Assembly:
+    """What the answer prompt shows: the pool alone (``direct``, ``matched``), or the cards of
+    the constructor rounds (refined in ``full`` and ``respond``; recorded on ``answer``) with
+    their sources and the pool as background; with ``config.answer_round0`` the round-0
+    answer too."""
+    index, pool = corpus.index, answer.evidence.pool
     above = pool if prefix is not None else None
     if mode in ("direct", "matched"):
-        assembly = assemble_pool(index, pool, above=above)
-    else:
-        answer.evidence = evidence = build_evidence(
-            llm,
-            index,
-            plan,
-            pool,
-            _retriever(corpus, plan, config.retrieval),
-            refine_rounds=config.refine_rounds if mode == "full" else 0,
-            max_tokens=config.construct_max_tokens,
-            threshold=config.quote_threshold,
-            ledger=ledger,
-            prefix=prefix,
+        return assemble_pool(index, pool, above=above)
+    plan = answer.evidence.plan
+    answer.evidence = evidence = build_evidence(
+        llm,
+        index,
+        plan,
+        pool,
+        _retriever(corpus, plan, config.retrieval),
+        refine_rounds=config.refine_rounds if mode in ("full", "respond") else 0,
+        max_tokens=config.construct_max_tokens,
+        threshold=config.quote_threshold,
+        ledger=ledger,
+        prefix=prefix,
+    )
+    if mode == "full" and config.answer_round0 and _triggered(evidence):
+        asked = _asking(index, section, evidence.rounds[0].cards, "answer")
+        question = answer.question
+        answer.round0 = _round0_answer(
+            llm, index, question, pool, evidence, config, ledger, prefix, asked
         )
-        degradations.extend(evidence.degradations)
-        if mode == "full" and config.answer_round0 and _triggered(evidence):
-            round0 = _round0_answer(llm, index, question, pool, evidence, config, ledger, prefix)
-            answer.round0 = round0
-        assembly = assemble(
-            index,
-            evidence.cards,
-            evidence.pool,
-            neighbours=config.neighbours,
-            episode_turns=config.episode_turns,
-            above=above,
-        )
-    _answer_from(answer, llm, assembly, config, ledger, degradations, prefix)
-    return _finish(answer, index, ledger, degradations, started, config)
+    return assemble(
+        index,
+        evidence.cards,
+        evidence.pool,
+        neighbours=config.neighbours,
+        episode_turns=config.episode_turns,
+        above=above,
+    )
+
+
+def _asking(
+    index: SourceIndex, section: StandingSection, cards: Sequence[ViewCard], task: AnswerStage
+) -> Asking:
+    """How the answer call is made: ``task``, the participants, the standing section and
+    the cards it may retry an abstention for."""
+    fields = index.participants.prompt_fields()
+    return Asking(task, fields, section, answer_candidates(cards))
 
 
 def _nemori(
@@ -331,7 +374,7 @@ def _plan(
     if not planned:
         return rule_plan(question, "planning off (no-plan ablation)")
     conversation = index.conversation
-    plan = plan_question(llm, question, conversation.speakers, conversation.span, ledger=ledger)
+    plan = plan_question(llm, question, index.participants, conversation.span, ledger=ledger)
     if plan.source == "rules":
         degradations.append(f"plan fell back to rules: {plan.note or 'no reason given'}")
     return plan
@@ -345,22 +388,28 @@ def _answer_from(
     ledger: Ledger,
     degradations: list[str],
     prefix: SharedPrefix | None,
+    asking: Asking,
 ) -> None:
     """The answer call over the assembled evidence (opening with the shared ``prefix`` when
-    given); fills in the text, the citations and what the prompt showed."""
+    given) as ``asking`` says; fills in the text, the citations and what the prompt showed."""
+    respond = asking.task == "respond"
     reply = answer_question(
         llm,
         answer.question,
         assembly.text,
-        max_tokens=config.answer_max_tokens,
+        max_tokens=config.respond_max_tokens if respond else config.answer_max_tokens,
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
+        stage=RESPOND if respond else ANSWER,
         prefix=prefix,
+        asking=asking,
     )
     answer.text, answer.reasoning = reply.text, reply.reasoning
     answer.citations = assembly.citations
-    answer.evidence.shown = assembly.shown
+    answer.evidence.shown = dataclasses.replace(
+        assembly.shown, standing=[Ref("fact", f.id) for f in asking.standing.facts]
+    )
     answer.trace.abstention_retry = reply.abstention_retry
     degradations.extend(reply.degradations)
 
@@ -372,16 +421,16 @@ def _triggered(evidence: Evidence) -> bool:
 
 
 def _prefix(
-    llm: LLMClient, index: SourceIndex, pool: Pool, config: AskConfig
+    llm: LLMClient, index: SourceIndex, pool: Pool, config: AskConfig, task: AnswerStage
 ) -> SharedPrefix | None:
-    """The prompt-cache prefix every stage of the question opens with (``cached`` layout;
-    None for ``paper``, or when even the longest role leaves the prefix below the provider's
-    minimum cacheable length)."""
+    """The prompt-cache prefix every stage of the question opens with, ``task`` answering
+    (``cached`` layout; None for ``paper``, or when even the longest role leaves the prefix
+    below the provider's minimum cacheable length)."""
     if config.prompt_layout != "cached":
         return None
     provider = llm.provider
     minimum = min_cacheable_tokens(provider.name, provider.model) if provider else 0
-    return shared_prefix(index, pool, minimum)
+    return shared_prefix(index, pool, minimum, task)
 
 
 def _round0_answer(
@@ -393,9 +442,10 @@ def _round0_answer(
     config: AskConfig,
     ledger: Ledger,
     prefix: SharedPrefix | None,
+    asking: Asking,
 ) -> Round0Answer:
     """The answer over the round-0 cards and the initial pool alone (stage ``answer_round0``),
-    in the question's prompt layout."""
+    in the question's prompt layout, made as ``asking`` says."""
     assembly = assemble(
         index,
         evidence.rounds[0].cards,
@@ -412,8 +462,9 @@ def _round0_answer(
         retry_abstention=config.retry_abstention,
         ledger=ledger,
         inputs=assembly.inputs,
-        stage=ROUND0_STAGE,
+        stage=ANSWER_ROUND0,
         prefix=prefix,
+        asking=asking,
     )
     return Round0Answer(reply.text, reply.reasoning, assembly.shown)
 
@@ -444,6 +495,7 @@ def _finish(
         answer.cards,
         answer.evidence.shown.turns,
         episode_turns=config.episode_turns,
+        standing=answer.evidence.shown.standing,
     )
     answer.evidence.degradations = degradations
     answer.trace.record(ledger, started)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qemem.evidence.cards import ViewCard
+from qemem.evidence.conflicts import conflict_text
 from qemem.evidence.context import (
     FoundRecord,
     SourceIndex,
@@ -105,8 +106,11 @@ def format_card(number: int, card: ViewCard) -> str:
         times.append("PLANNED: stated as a plan or intention, not as something that had happened")
     if times:
         lines.append(f"    time: {'; '.join(times)}")
-    if card.relation:
-        lines.append(f"    relation: {as_data(card.relation)}")
+    relation = [as_data(card.relation)] if card.relation else []
+    if card.conflict is not None:
+        relation.append(conflict_text(card.conflict))
+    if relation:
+        lines.append(f"    relation: {'; '.join(relation)}")
     return "\n".join(lines)
 
 

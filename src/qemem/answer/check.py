@@ -31,14 +31,15 @@ from qemem.embed.base import Embedder
 from qemem.errors import StructuredOutputError
 from qemem.evidence.context import clean_id, show_date
 from qemem.evidence.quotes import best_quote_match
-from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm import Ledger, LLMClient, LLMRequest
+from qemem.llm.prompted import prompted_request
+from qemem.llm.stages import CHECK_CLAIM, CHECK_SPLIT
 from qemem.models import Span, Turn
 from qemem.passages import excerpt
-from qemem.prompts import as_data, as_lines, render
+from qemem.prompts import as_data, as_lines
 from qemem.retrieve.search import hybrid_search
 from qemem.store.base import MemoryStore, Scope
 
-SPLIT_STAGE, JUDGE_STAGE = "check.split", "check.claim"
 CANDIDATES = 8
 """Turns retrieved for each claim and shown to its judge."""
 
@@ -151,28 +152,23 @@ class CheckResult:
 
 def split_request(text: str) -> LLMRequest:
     """Split a statement into factual claims."""
-    return LLMRequest(
-        system=render("check_split"),
-        messages=[Message("user", render("check_split_input", text=as_data(text)))],
-        stage=SPLIT_STAGE,
-        max_tokens=1024,
-        schema=Split.model_json_schema(),
-        schema_name="claims",
-        inputs={"text": text},
+    inputs = {"text": text}
+    return prompted_request(
+        "check_split", CHECK_SPLIT, Split, "claims", inputs, max_tokens=1024, text=as_data(text)
     )
 
 
 def judge_request(claim: str, passages: Sequence[Mapping[str, str]]) -> LLMRequest:
     """Label one claim against the turns shown, citing those that support or contradict it."""
-    user = render("check_claim_input", claim=as_data(claim), passages=passage_lines(passages))
-    return LLMRequest(
-        system=render("check_claim"),
-        messages=[Message("user", user)],
-        stage=JUDGE_STAGE,
+    return prompted_request(
+        "check_claim",
+        CHECK_CLAIM,
+        CheckLabel,
+        "checked_claim",
+        {"claim": claim, "passages": [dict(p) for p in passages]},
         max_tokens=1024,
-        schema=CheckLabel.model_json_schema(),
-        schema_name="checked_claim",
-        inputs={"claim": claim, "passages": [dict(p) for p in passages]},
+        claim=as_data(claim),
+        passages=passage_lines(passages),
     )
 
 

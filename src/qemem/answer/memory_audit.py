@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,7 @@ import pydantic
 from qemem.answer.ask import Trace
 from qemem.answer.check import passage_lines
 from qemem.answer.sampling import Drawn, stratified_sample, weighted_share
+from qemem.audit_names import MEMORY_LABELS, MemoryLabel
 from qemem.errors import InputError, StructuredOutputError
 from qemem.evidence.context import show_date
 from qemem.evidence.times import resolve_times
@@ -46,14 +47,13 @@ from qemem.lexicon import (
     THIRD_PERSON_PRONOUNS,
     WEEKDAYS,
 )
-from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm import Ledger, LLMClient, LLMRequest
+from qemem.llm.prompted import prompted_request
+from qemem.llm.stages import AUDIT_MEMORY
 from qemem.models import Episode, SemanticFact, Turn
-from qemem.prompts import as_data, render
+from qemem.prompts import as_data
 from qemem.store.base import MemoryStore, Scope
 
-STAGE = "audit.memory"
-MemoryLabel = Literal["supported", "partially supported", "unsupported", "contradicted"]
-LABELS: tuple[MemoryLabel, ...] = get_args(MemoryLabel)
 AuditSpace = Literal["fact", "episode"]
 PERIODS = ("early", "middle", "late")
 DUPLICATE_COSINE = 0.96
@@ -240,17 +240,14 @@ def duplicate_pairs(
 
 def memory_request(statement: str, passages: Sequence[Mapping[str, str]]) -> LLMRequest:
     """The judge request for one record: its text and the turns it cites, nothing else."""
-    user = render(
-        "audit_memory_input", statement=as_data(statement), passages=passage_lines(passages)
-    )
-    return LLMRequest(
-        system=render("audit_memory"),
-        messages=[Message("user", user)],
-        stage=STAGE,
-        max_tokens=512,
-        schema=MemoryVerdict.model_json_schema(),
-        schema_name="memory_verdict",
-        inputs={"statement": statement, "passages": [dict(p) for p in passages]},
+    return prompted_request(
+        "audit_memory",
+        AUDIT_MEMORY,
+        MemoryVerdict,
+        "memory_verdict",
+        {"statement": statement, "passages": [dict(p) for p in passages]},
+        statement=as_data(statement),
+        passages=passage_lines(passages),
     )
 
 
@@ -270,8 +267,8 @@ def label_shares(items: Sequence[AuditedItem], space: AuditSpace, seed: int) -> 
         values = [float(i.label in hit) for i in rows]
         return to_share(weighted_share(values, weights, strata, seed=seed))
 
-    out: dict[str, Share] = {label: share([label]) for label in LABELS}
-    out["supported_or_partial"] = share(LABELS[:2])
+    out: dict[str, Share] = {label: share([label]) for label in MEMORY_LABELS}
+    out["supported_or_partial"] = share(MEMORY_LABELS[:2])
     return out
 
 
@@ -436,7 +433,6 @@ def audit_memory(
 
 
 __all__ = [
-    "LABELS",
     "AuditedItem",
     "Census",
     "DuplicatePair",

@@ -20,6 +20,7 @@ from qemem.errors import InputError
 from qemem.evidence.context import SourceIndex
 from qemem.evidence.refine import Shown
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm.stages import ANSWER_NEMORI
 from qemem.models import Episode, Pool, SemanticFact, Turn
 from qemem.prompts import as_data, render
 
@@ -30,8 +31,6 @@ FACTS = 20
 SOURCE_EPISODES = 2
 """Leading episodes shown with their original messages (NEMORI's
 ``--include-original-messages-top-k`` default)."""
-STAGE = "answer.nemori"
-"""The answer call's stage label (counted under ``answer`` in cost reports)."""
 
 NO_MEMORY = (
     "mode 'nemori-baseline' answers from episodes and semantic facts only, and conversation "
@@ -113,7 +112,7 @@ def nemori_answer(
     request = LLMRequest(
         system="",
         messages=[Message("user", user)],
-        stage=STAGE,
+        stage=ANSWER_NEMORI,
         temperature=0.0,
         max_tokens=max_tokens,
         inputs={"question": question, **shown.inputs},

@@ -15,7 +15,7 @@ from typing import Any
 
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.context import SourceIndex, pool_records
-from qemem.models import Episode, Pool, SemanticFact, Turn
+from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
 
 
 @dataclass
@@ -70,14 +70,17 @@ def collect_sources(
     shown: Iterable[str],
     *,
     episode_turns: int = 12,
+    standing: Iterable[Ref] = (),
 ) -> Sources:
     """The records the answer's pool, cards and answer context show (see the module doc):
     ``shown`` are the turn ids the answer context showed (``Evidence.shown.turns``, which
-    holds the cited turns' neighbours), the cards name their records by ``refs``."""
+    holds the cited turns' neighbours), the cards name their records by ``refs``, and
+    ``standing`` the facts of the standing instructions and preferences section (with the
+    turns they were read from)."""
     pooled_episodes, pooled_facts, turns = pool_records(pool)
     episodes = {e.id: e for e in pooled_episodes}
     facts = {f.id: f for f in pooled_facts}
-    for ref in (ref for card in cards for ref in card.refs):
+    for ref in (*(ref for card in cards for ref in card.refs), *standing):
         located = index.get(ref.id)
         record = located.record if located is not None else None
         if isinstance(record, Turn):
@@ -87,6 +90,10 @@ def collect_sources(
         elif isinstance(record, SemanticFact):
             facts[record.id] = record
     for fact in list(facts.values()):
+        for tid in fact.turn_ids:  # the messages it was read from directly
+            found = index.get(tid)
+            if found is not None and isinstance(found.record, Turn):
+                turns.append(found.record)
         for eid in fact.episode_ids:
             found = index.get(eid)
             if found is not None and isinstance(found.record, Episode):

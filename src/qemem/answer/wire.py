@@ -11,6 +11,9 @@ conversations), the pool times, and the merged pool's records (it keeps only its
 refs, in pool order: each round's entries carry the rest, their reasons without empty fields).
 Fields that only results across conversations set (a ref's ``conversation``, ``across``) are
 left out while unset, so single-conversation JSON does not change.
+
+``answer_brief`` is the profile of that form an agent's tool returns (MCP): the text, the cards'
+claims, quotes and shown times, the citations; ``record_brief`` a record as the tools show it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from qemem.answer.ask import Answer
 from qemem.answer.check import CheckResult
 from qemem.answer.memory_audit import MemoryAudit
 from qemem.evidence.block import Context
-from qemem.models import Pool
+from qemem.models import Episode, Pool, SemanticFact, Turn, format_datetime
 
 
 @cache
@@ -63,6 +66,66 @@ def answer_from_json(data: Any) -> Answer:
     """An ``Answer`` from its (full) JSON form, as :func:`answer_to_json` wrote it."""
     answer: Answer = _adapter(Answer).validate_python(data)
     return answer
+
+
+def record_brief(record: Turn | Episode | SemanticFact) -> dict[str, Any]:
+    """A record as an agent's tool shows it: a turn's id, date, speaker and text; an
+    episode's id, date, title, text and turns; a fact's id, text and episodes."""
+    if isinstance(record, Turn):
+        return {
+            "id": record.id,
+            "date": format_datetime(record.timestamp),
+            "speaker": record.speaker,
+            "text": record.text,
+        }
+    if isinstance(record, Episode):
+        return {
+            "id": record.id,
+            "date": format_datetime(record.timestamp),
+            "title": record.title,
+            "text": record.content,
+            "turns": list(record.turn_ids),
+        }
+    return {"id": record.id, "text": record.content, "episodes": list(record.episode_ids)}
+
+
+TOOL_CARD = {
+    "claim": "claim",
+    "quote": "quote",
+    "verified": "verified_quote",
+    "planned": "planned",
+    "grounded_in": "grounded_in",
+    "sources": "sources",
+}
+"""The card fields of :func:`answer_brief`: field of the JSON form -> its name there."""
+
+
+def answer_brief(answer: Answer) -> dict[str, Any]:
+    """The profile of :func:`answer_to_json` an agent's tool returns: ``answer`` (the text),
+    ``mode``, ``citations`` and per card the ``TOOL_CARD`` fields with ``time``, the time a
+    reader is shown (``ViewCard.shown_time``); across conversations each card's ``cited``
+    refs (conversation, space and id of each source). In mode ``retrieval`` (no answer),
+    ``evidence`` holds the pool's turns (``record_brief``, with their conversation across
+    conversations)."""
+    data = answer_to_json(answer)
+    across = answer.across is not None
+    cards = []
+    for card, form in zip(answer.cards, data["evidence"]["cards"], strict=True):
+        brief = {name: form[field] for field, name in TOOL_CARD.items()}
+        brief = {**brief, "time": card.shown_time} | ({"cited": form["refs"]} if across else {})
+        cards.append(brief)
+    evidence = [
+        ({"conversation": item.conversation} if item.conversation is not None else {})
+        | record_brief(item.record)
+        for item in (answer.pool.turns if answer.mode == "retrieval" else [])
+    ]
+    return {
+        "answer": data["text"],
+        "mode": data["mode"],
+        "cards": cards,
+        "citations": data["citations"],
+        "evidence": evidence,
+    }
 
 
 def pool_to_json(pool: Pool) -> dict[str, Any]:

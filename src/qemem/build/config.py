@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from qemem.llm.ledger import Ledger, Tally
+from qemem.llm.stages import BUILD
 
-STEPS: tuple[str, ...] = ("segment", "episode", "predict", "calibrate")
-"""The four LLM steps of a build; their stage labels are ``build.<step>``."""
+STEPS: tuple[str, ...] = tuple(stage.removeprefix("build.") for stage in BUILD)
+"""The four LLM steps of a build (its stages ``build.<step>``)."""
 CalibrateRule = Literal["complete", "method"]
 PronounRule = Literal["name", "keep"]
 
@@ -39,8 +41,16 @@ class BuildConfig:
     """
 
     batch_size: int = 40
+    batch_tokens: int = 24_000
+    """A segmentation batch also ends before its messages pass this many tokens (4 characters
+    a token): 40 BEAM replies (about 520 tokens each) make about 21,000, 40 LoCoMo turns about
+    1,200, so only sessions of long messages are segmented in more calls."""
     min_episode: int = 3
     max_episode: int = 15
+    episode_tokens: int = 8_000
+    """An episode's messages stay within this many tokens (a longer message is an episode of its
+    own), bounding the narrative and fact prompts: about 15 BEAM replies; no LoCoMo episode
+    comes near it."""
     window_size: int = 8
     related_facts: int = 20
     dedup_threshold: float = 0.97
@@ -115,21 +125,43 @@ class Fallback:
     reason: str
 
 
+@dataclass(frozen=True)
+class PerThousand:
+    """A build's LLM use per 1,000 messages it built (zeros when it built none): calls, input
+    and output tokens, and cost in USD at list prices with cache hits included (None for a
+    model without a price)."""
+
+    calls: float
+    input_tokens: float
+    output_tokens: float
+    cost_usd: float | None
+
+
 @dataclass
 class BuildReport:
     """What one build did: counts, degradations, LLM usage by step, wall time and the rules it
     built with (``BuildConfig.rules``; ``calibrate_rule`` also on its own).
 
     ``facts_rewritten`` and ``facts_refused`` count the facts the pronoun rule named or left
-    out, ``runs_merged`` the greeting-only and closing-only runs joined to a neighbour."""
+    out, ``runs_merged`` the greeting-only and closing-only runs joined to a neighbour,
+    ``messages`` the turns this build put into episodes. ``busy`` says why nothing was built
+    when another process was building the conversation (a build of several conversations
+    leaves it to that one)."""
 
     conversation: str
     sessions: list[int] = field(default_factory=list)
+    messages: int = 0
     episodes: int = 0
     facts_added: int = 0
     facts_merged: int = 0
     facts_superseded: int = 0
     """New facts recorded as superseding a known one (with the turns that show it)."""
+    facts_corrected: int = 0
+    """New facts superseded by a correction by hand: the corrected statement derived again
+    (:mod:`qemem.build.corrections`)."""
+    facts_contradicted: int = 0
+    """Supersessions the model claimed that the statements rule reads as contradictions
+    (:func:`~qemem.statements.relation_between`): both facts stay current."""
     facts_rewritten: int = 0
     facts_refused: int = 0
     runs_merged: int = 0
@@ -139,21 +171,38 @@ class BuildReport:
     seconds: float = 0.0
     calibrate_rule: str = "complete"
     rules: dict[str, Any] = field(default_factory=lambda: BuildConfig().rules())
+    busy: str | None = None
 
     @property
     def llm_calls(self) -> int:
         """LLM calls of every step together (repair calls included)."""
         return sum(t.calls for t in self.llm.values())
 
+    def per_thousand(self) -> PerThousand:
+        """LLM calls, tokens and cost per 1,000 messages built, all steps together."""
+        scale = 1000 / self.messages if self.messages else 0.0
+        tallies = list(self.llm.values())
+        costs = [t.cost_nominal_usd for t in tallies]
+        return PerThousand(
+            scale * sum(t.calls for t in tallies),
+            scale * sum(t.input_tokens for t in tallies),
+            scale * sum(t.output_tokens for t in tallies),
+            None if None in costs else scale * sum(c or 0.0 for c in costs),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form."""
         return {
             "conversation": self.conversation,
             "sessions": self.sessions,
+            "messages": self.messages,
+            "per_1000_messages": dataclasses.asdict(self.per_thousand()),
             "episodes": self.episodes,
             "facts_added": self.facts_added,
             "facts_merged": self.facts_merged,
             "facts_superseded": self.facts_superseded,
+            "facts_corrected": self.facts_corrected,
+            "facts_contradicted": self.facts_contradicted,
             "facts_rewritten": self.facts_rewritten,
             "facts_refused": self.facts_refused,
             "runs_merged": self.runs_merged,
@@ -163,7 +212,7 @@ class BuildReport:
             "seconds": self.seconds,
             "calibrate_rule": self.calibrate_rule,
             "rules": dict(self.rules),
-        }
+        } | ({"busy": self.busy} if self.busy is not None else {})
 
 
 def tally_steps(ledger: Ledger) -> dict[str, Tally]:

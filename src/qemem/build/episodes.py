@@ -19,7 +19,9 @@ from qemem.errors import LLMError
 from qemem.lexicon import TITLE_STOPWORDS
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
+from qemem.llm.stages import BUILD_EPISODE
 from qemem.models import Turn, format_datetime
+from qemem.participants import Participants
 
 
 def salient_title(turns: Sequence[Turn], words: int = 5) -> str:
@@ -48,17 +50,20 @@ def write_episode(
     config: BuildConfig,
     ledger: Ledger | None = None,
     before: Sequence[Turn] = (),
+    participants: Participants | None = None,
 ) -> tuple[str, str, str | None]:
     """(title, narrative, why it degraded or None) for the episode made of ``turns``, the
-    messages ``before`` it shown as context not to summarise.
+    messages ``before`` it shown as context not to summarise (the prompt names
+    ``participants``).
 
     On a failed call the title comes from the first turn's salient words and the narrative
     from the turns themselves.
     """
     req = request(
-        "episode",
+        BUILD_EPISODE,
         speakers,
         config.episode_max_tokens,
+        participants=participants,
         session_date=session_date(when),
         context=context_block(before),
         lines=turn_lines(turns),

@@ -10,13 +10,13 @@ call finished first, and a resumed build sees exactly what an uninterrupted one 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from qemem.build.facts import find_duplicate
-from qemem.models import Episode, SemanticFact
+from qemem.models import Episode, FactKind, SemanticFact
 from qemem.retrieve.bm25 import BM25Index, tokenize
 from qemem.retrieve.fusion import cosine_rank, fuse_lists
 from qemem.store.base import MemoryStore, Scope
@@ -83,11 +83,14 @@ class FactPool:
         next_fact: int,
         paraphrase_cosine: float | None = None,
         names: Sequence[str] = (),
+        kinds: Mapping[str, FactKind] | None = None,
     ) -> Merge:
-        """Add ``episode``'s facts (``texts`` with unit ``vectors``), merging each one that
-        restates a fact already here (:func:`~qemem.build.facts.find_duplicate` with
-        ``threshold``, ``paraphrase_cosine`` and the speakers' ``names``) into it; new facts
-        are numbered ``S<next_fact>`` onwards."""
+        """Add ``episode``'s facts (``texts`` with unit ``vectors``; ``kinds`` those that are
+        not plain facts), merging each one that restates a fact already here
+        (:func:`~qemem.build.facts.find_duplicate` with ``threshold``, ``paraphrase_cosine``
+        and the speakers' ``names``) into it (a plain fact restated as an instruction or a
+        preference takes that kind); new facts are numbered ``S<next_fact>`` onwards."""
+        kinds = kinds or {}
         contents = [f.content for f in self.facts]
         new: list[SemanticFact] = []
         new_rows: list[np.ndarray] = []
@@ -104,6 +107,7 @@ class FactPool:
                     text,
                     episode.session,
                     (episode.id,),
+                    kind=kinds.get(text, "fact"),
                 )
                 self._append(fact, vector, episode_number(episode.id))
                 contents.append(text)
@@ -112,8 +116,10 @@ class FactPool:
                 continue
             merged += 1
             target = self.facts[row]
-            if episode.id not in target.episode_ids:
-                updated = replace(target, episode_ids=(*target.episode_ids, episode.id))
+            kind = kinds.get(text, "fact") if target.kind == "fact" else target.kind
+            if episode.id not in target.episode_ids or kind != target.kind:
+                episodes = tuple(dict.fromkeys((*target.episode_ids, episode.id)))
+                updated = replace(target, episode_ids=episodes, kind=kind)
                 self.facts[row] = updated
                 changed[updated.id] = updated
         dim = self.matrix.shape[1]

@@ -31,30 +31,43 @@ from qemem.build.supersede import cited_turns
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, SemanticFact, Turn
+from qemem.llm.stages import BUILD_CALIBRATE, BUILD_PREDICT
+from qemem.models import Episode, FactKind, SemanticFact, Turn
+from qemem.participants import Participants
+from qemem.statements import relation_between
 
 SUPERSEDE_RULE = (
     "\nEach known fact starts with its id in brackets. When these messages show that a known "
-    "fact no longer holds (it changed, or they contradict it), return the fact that holds now "
-    'as {"fact": "...", "supersedes": "<id of the known fact>", "turns": [numbers of the '
-    "messages that show it]}; never name a known fact without the messages that show it."
+    "fact no longer holds because its value changed (a later count, deadline, setting, choice "
+    "or preference replaces it), return the fact that holds now as "
+    '{"fact": "...", "supersedes": "<id of the known fact>", "turns": [numbers of the '
+    "messages that show it]}; never name a known fact without the messages that show it. "
+    "When they only contradict a known fact (one says something never happened that the "
+    'other says did), return the new fact without "supersedes": both stay known.'
 )
-"""How the calibrate prompt asks for supersessions (only when known facts are shown)."""
+"""How the calibrate prompt asks for supersessions (only when known facts are shown): the
+rule of :mod:`qemem.statements` (an update supersedes; a contradiction keeps both)."""
 
 Claims = dict[str, tuple[str, tuple[str, ...]]]
 """New fact text -> (the known fact id it supersedes, the episode's turn ids that show it)."""
+Kinds = dict[str, FactKind]
+"""New fact text -> its kind, for the facts that are not plain facts."""
 
 
 @dataclass(frozen=True)
 class Extracted:
     """An episode's new facts, why extraction degraded (None when it did not), how many facts
-    the pronoun rule rewrote or refused, and the supersessions the new facts claim."""
+    the pronoun rule rewrote or refused, the supersessions the new facts claim, the kinds of
+    those that are standing instructions or preferences, and how many claimed supersessions
+    were contradictions (kept as two current facts, :func:`~qemem.statements.relation_between`)."""
 
     facts: list[str]
     degraded: str | None = None
     rewritten: int = 0
     refused: int = 0
     claims: Claims = field(default_factory=dict)
+    kinds: Kinds = field(default_factory=dict)
+    contradictions: int = 0
 
 
 def extract_facts(
@@ -66,10 +79,12 @@ def extract_facts(
     config: BuildConfig,
     ledger: Ledger | None = None,
     before: Sequence[Turn] = (),
+    participants: Participants | None = None,
 ) -> Extracted:
     """New durable facts of an episode and the supersessions claimed (see :class:`Extracted`):
     a claim names a known fact shown to the model and cites at least one turn of the episode
-    (any other claim is dropped; its fact stays new).
+    (any other claim is dropped; its fact stays new), and a claim the statements rule reads as
+    a contradiction is dropped too (both facts stay current).
 
     With known facts, one call predicts the episode from its title and those facts and a
     second extracts what the prediction missed or got wrong; without, facts are extracted
@@ -78,13 +93,15 @@ def extract_facts(
     refused (:func:`~qemem.build.factcheck.check_pronouns`). A failed call yields no facts.
     """
     when = session_date(episode.timestamp)
+    who = participants or Participants.of(speakers)
     try:
-        context, rule = _known_context(llm, episode, turns, known, speakers, config, ledger)
+        context, rule = _known_context(llm, episode, turns, known, who, config, ledger)
         out = llm.structured(
             request(
-                "calibrate",
+                BUILD_CALIBRATE,
                 speakers,
                 config.calibrate_max_tokens,
+                participants=who,
                 session_date=when,
                 known=context,
                 scope_rule=rule,
@@ -100,33 +117,43 @@ def extract_facts(
         if not degradable(exc):
             raise
         return Extracted([], str(exc))
-    texts, claims = _facts_of(out, known, [t.id for t in turns])
+    found = _facts_of(out, known, [t.id for t in turns])
     if config.pronoun_rule == "keep":
-        return Extracted(texts, claims=claims)
-    return _named(texts, claims, speakers, [t.speaker for t in turns], known)
+        return found
+    return _named(found, speakers, [t.speaker for t in turns], known)
 
 
 def _named(
-    texts: Sequence[str],
-    claims: Claims,
+    found: Extracted,
     speakers: Sequence[str],
     episode_speakers: Sequence[str],
     known: Sequence[SemanticFact],
 ) -> Extracted:
     """The facts that name their subject (:func:`~qemem.build.factcheck.check_pronouns`, one
-    by one so that a rewritten fact keeps its claim; a refused one's claim goes)."""
+    by one so that a rewritten fact keeps its claim and kind; a refused one's go)."""
     kept: list[str] = []
     kept_claims: Claims = {}
+    kept_kinds: Kinds = {}
     rewritten = refused = 0
-    for text in texts:
+    for text in found.facts:
         named, fixed, dropped = check_pronouns(
             [text], speakers, episode_speakers, [f.content for f in known]
         )
         rewritten, refused = rewritten + fixed, refused + dropped
-        if named and text in claims:
-            kept_claims.setdefault(named[0], claims[text])
+        if named and text in found.claims:
+            kept_claims.setdefault(named[0], found.claims[text])
+        if named and text in found.kinds:
+            kept_kinds.setdefault(named[0], found.kinds[text])
         kept += named
-    return Extracted(list(dict.fromkeys(kept)), None, rewritten, refused, kept_claims)
+    return Extracted(
+        list(dict.fromkeys(kept)),
+        None,
+        rewritten,
+        refused,
+        kept_claims,
+        kept_kinds,
+        found.contradictions,
+    )
 
 
 def _known_context(
@@ -134,21 +161,24 @@ def _known_context(
     episode: Episode,
     turns: Sequence[Turn],
     known: Sequence[SemanticFact],
-    speakers: Sequence[str],
+    participants: Participants,
     config: BuildConfig,
     ledger: Ledger | None,
 ) -> tuple[str, str]:
     """The calibrate prompt's known-facts block and rule: with known facts, after a predict
     call from the episode's title and those facts."""
     if not known:
-        return "Nothing is known about these people yet.", "these messages state"
+        nobody = "the user" if participants.with_assistant else "these people"
+        return f"Nothing is known about {nobody} yet.", "these messages state"
+    speakers = participants.speakers
     here = [s for s in speakers if any(t.speaker == s for t in turns)]
     marked = here if config.mark_speakers else ()
     predicted = llm.structured(
         request(
-            "predict",
+            BUILD_PREDICT,
             speakers,
             config.predict_max_tokens,
+            participants=participants,
             facts=known_block(known, marked),
             title=episode.title,
             session_date=session_date(episode.timestamp),
@@ -189,21 +219,34 @@ def _who(speakers: Sequence[str]) -> str:
 
 def _facts_of(
     out: CalibrateOut, known: Sequence[SemanticFact], turn_ids: Sequence[str]
-) -> tuple[list[str], Claims]:
-    """The cleaned new facts of a calibrate answer and their valid supersession claims."""
-    shown = {f.id for f in known}
+) -> Extracted:
+    """The cleaned new facts of a calibrate answer, their valid supersession claims (a claim
+    the statements rule reads as a contradiction is counted and dropped) and their kinds."""
+    shown = {f.id: f.content for f in known}
     texts: list[str] = []
     claims: Claims = {}
+    kinds: Kinds = {}
+    contradictions = 0
     for item in out.facts:
         text = " ".join((item if isinstance(item, str) else item.fact).split())
         if not text:
             continue
         texts.append(text)
-        if isinstance(item, NewFact) and item.supersedes in shown and text not in claims:
-            cited = cited_turns(item.turns, turn_ids)
-            if cited:
-                claims[text] = (str(item.supersedes), cited)
-    return list(dict.fromkeys(texts)), claims
+        if not isinstance(item, NewFact):
+            continue
+        if item.kind != "fact":
+            kinds.setdefault(text, item.kind)
+        old = shown.get(str(item.supersedes))
+        cited = cited_turns(item.turns, turn_ids) if old is not None else ()
+        if old is None or not cited or text in claims:
+            continue
+        if relation_between(old, text) == "contradiction":
+            contradictions += 1
+            continue
+        claims[text] = (str(item.supersedes), cited)
+    return Extracted(
+        list(dict.fromkeys(texts)), claims=claims, kinds=kinds, contradictions=contradictions
+    )
 
 
 def calibrate_context(known: str, prediction: str, rule: CalibrateRule) -> tuple[str, str]:

@@ -33,6 +33,7 @@ from typing import Any
 from qemem.build.origin import IMPORTED, Origin, record_origin
 from qemem.build.pipeline import next_number
 from qemem.embed.base import Embedder
+from qemem.embed.documents import embed_documents
 from qemem.errors import InputError, QememError, StoreError
 from qemem.lexicon import parse_datetime
 from qemem.models import Conversation, Episode, SemanticFact, Turn, check_path, search_text
@@ -168,7 +169,8 @@ def import_nemori(
             "conversation (qemem delete, then ingest again)"
         )
     report = ImportReport(scope.conversation)
-    reader = _EpisodeReader(conversation, store.turns(scope), scope, report)
+    first = next_number(store, scope, "E")
+    reader = _EpisodeReader(conversation, store.turns(scope), scope, report, first)
     fact_records: list[tuple[str, dict[str, Any]]] = []
     for path, number, record in _records(folder, user):
         if path not in report.files:
@@ -180,7 +182,8 @@ def import_nemori(
         elif _first(record, _FACT_TEXT):
             fact_records.append((where, record))
     episodes = reader.episodes
-    facts = _facts(fact_records, reader.ids, {e.id: e for e in episodes}, scope, report)
+    first_fact = next_number(store, scope, "S")
+    facts = _facts(fact_records, reader.ids, {e.id: e for e in episodes}, first_fact, report)
     if episodes or facts:
         _write(store, scope, embedder, episodes, facts)
     report.episodes, report.facts = len(episodes), len(facts)
@@ -189,7 +192,8 @@ def import_nemori(
 
 
 class _EpisodeReader:
-    """Turns NEMORI episode records into episodes on the stored turns, numbered in order."""
+    """Turns NEMORI episode records into episodes on the stored turns, numbered in order from
+    ``E<first>``."""
 
     def __init__(
         self,
@@ -197,6 +201,7 @@ class _EpisodeReader:
         turns: Sequence[Turn],
         scope: Scope,
         report: ImportReport,
+        first: int,
     ) -> None:
         self.scope, self.report = scope, report
         self.turns = turns
@@ -206,7 +211,8 @@ class _EpisodeReader:
         self.episodes: list[Episode] = []
         self.ids: dict[str, str] = {}
         """NEMORI episode id -> the imported episode's id."""
-        self.next_number = next_number([], "E")
+        self.next_number = first
+        """The number of the next episode id."""
 
     def add(self, record: dict[str, Any], messages: list[Any], where: str) -> None:
         """Import one episode record (skipped, and reported, when no message matches a turn)."""
@@ -252,8 +258,8 @@ def _write(
 ) -> None:
     """Embed, then store the imported episodes (marked as imported) and facts in one
     transaction."""
-    episode_vectors = embedder.embed([search_text(e) for e in episodes])
-    fact_vectors = embedder.embed([search_text(f) for f in facts])
+    episode_vectors = embed_documents(embedder, [search_text(e) for e in episodes])
+    fact_vectors = embed_documents(embedder, [search_text(f) for f in facts])
     with store.transaction():
         if episodes:
             store.add_episodes(scope, episodes, episode_vectors, embedder.id)
@@ -267,10 +273,11 @@ def _facts(
     records: Sequence[tuple[str, dict[str, Any]]],
     ids: dict[str, str],
     episodes: dict[str, Episode],
-    scope: Scope,
+    first: int,
     report: ImportReport,
 ) -> list[SemanticFact]:
-    """Facts of the semantic records whose sources were imported (session: earliest source)."""
+    """Facts of the semantic records whose sources were imported (session: earliest source),
+    numbered ``S<first>`` on."""
     facts: list[SemanticFact] = []
     for where, record in records:
         sources = _first(record, _SOURCES) or []
@@ -281,5 +288,6 @@ def _facts(
             report.skipped_facts.append(f"{where}: no source episode was imported ({text[:60]!r})")
             continue
         session = min(episodes[e].session for e in linked)
-        facts.append(SemanticFact(f"S{len(facts) + 1}", scope.conversation, text, session, linked))
+        fact = SemanticFact(f"S{first + len(facts)}", report.conversation, text, session, linked)
+        facts.append(fact)
     return facts

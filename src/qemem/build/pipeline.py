@@ -14,7 +14,6 @@ and the model's answers, never on timing or concurrency.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections import deque
@@ -22,12 +21,11 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 
-import numpy as np
-
 from qemem.build.config import BuildConfig, BuildReport, Fallback, tally_steps
+from qemem.build.corrections import corrected_again, touching
 from qemem.build.episodes import write_episode
 from qemem.build.factpool import FactPool, episode_number
-from qemem.build.facts import Claims, Extracted, extract_facts
+from qemem.build.facts import Extracted, extract_facts
 from qemem.build.origin import (
     SEGMENTS_KEY,
     Origin,
@@ -39,9 +37,12 @@ from qemem.build.origin import (
 )
 from qemem.build.segment import segment_turns
 from qemem.embed.base import Embedder
+from qemem.embed.documents import document_text, embed_documents
+from qemem.errors import ConversationChangedError, ConversationGoneError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
-from qemem.models import Episode, Supersession, Turn, search_text
+from qemem.models import Correction, Episode, Supersession, Turn, search_text, unredacted
+from qemem.participants import Participants
 from qemem.retrieve.bm25 import tokenize
 from qemem.store.base import MemoryStore, Scope
 
@@ -52,10 +53,11 @@ that concurrent builds of several conversations take turns there (the stemmer an
 embedders are not thread-safe) while their LLM calls overlap."""
 
 
-def next_number(ids: Sequence[str], prefix: str) -> int:
-    """One more than the largest ``<prefix><n>`` id among ``ids`` (1 when there is none)."""
-    numbers = [int(m[1]) for i in ids if (m := re.fullmatch(rf"{prefix}(\d+)", i))]
-    return max(numbers, default=0) + 1
+def next_number(store: MemoryStore, scope: Scope, prefix: str) -> int:
+    """The number of the next new id ``<prefix><n>`` of the scope's conversation: one more
+    than its id counter (:meth:`~qemem.store.base.MemoryStore.counters`), so never the number
+    of an id it had before, deleted or not."""
+    return store.counters(scope).get(prefix, 0) + 1
 
 
 def _segments(
@@ -63,7 +65,7 @@ def _segments(
     scope: Scope,
     llm: LLMClient,
     turns: list[Turn],
-    speakers: Sequence[str],
+    participants: Participants,
     config: BuildConfig,
     ledger: Ledger,
 ) -> tuple[list[list[Turn]], list[str], int]:
@@ -82,7 +84,9 @@ def _segments(
                 list(state.get("fallbacks", [])),
                 0,
             )
-    indices, fallbacks, merged = segment_turns(llm, turns, speakers, config, ledger)
+    indices, fallbacks, merged = segment_turns(
+        llm, turns, participants.speakers, config, ledger, participants
+    )
     groups = [[turns[i].id for i in group] for group in indices]
     store.set_state(scope, key, json.dumps({"groups": groups, "fallbacks": fallbacks}))
     return [[by_id[i] for i in g] for g in groups], fallbacks, merged
@@ -132,20 +136,23 @@ def _extended(
 
 def _to_build(
     store: MemoryStore, scope: Scope, builder: str, rebuild: bool
-) -> tuple[list[Episode], dict[int, list[Turn]]]:
+) -> dict[int, list[Turn]]:
     """Remove the episodes to build again (degraded ones, with ``rebuild`` other LLMs' ones,
-    and the last one of each session with appended turns); return the episodes left and the
-    turns to build, per session."""
+    and the last one of each session with appended turns); return the turns to build, per
+    session (never a redacted one: it has nothing to build from)."""
     stale = stale_episodes(store, scope, builder, other_models=rebuild)
     forget(store, scope, stale, builder)
     turns = store.turns(scope)
     episodes = store.episodes(scope)
     rebuilt = {t for e in stale for t in e.turn_ids}
-    extended = _extended(store, scope, episodes, turns, _pending(episodes, turns), rebuilt, builder)
+    material = unredacted(turns)
+    extended = _extended(
+        store, scope, episodes, turns, _pending(episodes, material), rebuilt, builder
+    )
     if extended:
         forget(store, scope, extended, builder)
         episodes = store.episodes(scope)
-    return episodes, _pending(episodes, turns)
+    return _pending(episodes, material)
 
 
 def build_memory(
@@ -163,7 +170,13 @@ def build_memory(
 
     Degraded episodes of earlier builds are removed first and built again, and with
     ``rebuild`` so is every episode another LLM built (imported and unrecorded ones too).
-    Episode ids ``E<n>`` and fact ids ``S<n>`` continue the stored numbering; ``progress`` is
+    Episode ids ``E<n>`` and fact ids ``S<n>`` continue the conversation's id counters (an id
+    is never given twice, not after its record was deleted either). The build is pinned to
+    the conversation's life it starts in (:meth:`~qemem.store.base.MemoryStore.pin`): once
+    the conversation is deleted, or a message or fact of it removed by hand, it writes nothing
+    more and raises ``ConversationGoneError`` / ``ConversationChangedError``, and the LLM
+    cache forgets its exchanges about the conversation (the calls it made since may quote the
+    removed text). ``progress`` is
     called with (turns done, turns pending). Running it again when nothing is pending or
     degraded makes no LLM call. A failed segmentation call falls back to windows, a failed
     narrative to a plain account of the turns, a failed fact extraction to no facts; each is
@@ -172,12 +185,14 @@ def build_memory(
     config = config or BuildConfig()
     started = time.perf_counter()
     builder = builder_id(llm)
-    episodes, pending = _to_build(store, scope, builder, rebuild)
+    scope = store.pin(scope)
+    pending = _to_build(store, scope, builder, rebuild)
     ledger = Ledger()
     conversation = store.get_conversation(scope)
     report = BuildReport(
         scope.conversation,
         sessions=sorted(pending),
+        messages=sum(len(turns) for turns in pending.values()),
         calibrate_rule=config.calibrate_rule,
         rules=config.rules(),
     )
@@ -196,18 +211,29 @@ def build_memory(
         report,
         facts,
         builder,
-        next_number([e.id for e in episodes], "E"),
-        next_number([f.id for f in store.facts(scope)], "S"),
+        next_number(store, scope, "E"),
+        next_number(store, scope, "S"),
     )
     run.speakers = conversation.speakers
-    for turn in store.turns(scope):
+    run.corrections = store.corrections(scope)
+    corrected = store.facts(scope, [c.fact for c in run.corrections])
+    run.corrected = {f.id: f.content for f in corrected}
+    every = unredacted(store.turns(scope))
+    run.participants = Participants.of(conversation.speakers, every)
+    for turn in every:
         run.sessions.setdefault(turn.session, []).append(turn)
     run.dates = {s.index: s.date_time for s in conversation.sessions}
     workers = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="qemem-build")
+    fenced = False
     try:
         run.execute(workers, pending, progress)
+    except (ConversationGoneError, ConversationChangedError):
+        fenced = True
+        raise
     finally:
         workers.shutdown(wait=True, cancel_futures=True)
+        if fenced:  # its calls since the removal may quote what was removed: no cache keeps them
+            llm.forget()
         report.llm = tally_steps(ledger)
         report.seconds = time.perf_counter() - started
     return report
@@ -239,9 +265,14 @@ class _Run:
         self.facts, self.builder = facts, builder
         self.next_episode, self.next_fact = next_episode, next_fact
         self.speakers: Sequence[str] = ()
+        self.participants = Participants(())
+        """Who takes part, with their roles (the prompts name them)."""
         self.dates: dict[int, datetime] = {}
         self.sessions: dict[int, list[Turn]] = {}
         """Every stored turn of each session, in order (the context shown before episodes)."""
+        self.corrections: list[Correction] = []
+        self.corrected: dict[str, str] = {}
+        """The texts of the facts written by hand (``corrections``), current or not."""
 
     def before(self, group: Sequence[Turn]) -> list[Turn]:
         """The ``config.context_turns`` turns of the session just before ``group``."""
@@ -258,7 +289,7 @@ class _Run:
     ) -> tuple[list[list[Turn]], list[str], int, list[_Narrative]]:
         """Segment one session's turns, then request the narratives of its episodes at once."""
         groups, fallbacks, merged = _segments(
-            self.store, self.scope, self.llm, turns, self.speakers, self.config, self.ledger
+            self.store, self.scope, self.llm, turns, self.participants, self.config, self.ledger
         )
         session = turns[0].session
         calls = [
@@ -271,6 +302,7 @@ class _Run:
                 self.config,
                 self.ledger,
                 self.before(group),
+                self.participants,
             )
             for group in groups
         ]
@@ -298,7 +330,8 @@ class _Run:
         lag: int,
     ) -> tuple[Episode, list[Turn], _Facts, list[str]]:
         """The next episode (from its narrative call), its turns, its fact extraction call
-        against the facts at its snapshot point, and what degraded so far."""
+        against the facts at its snapshot point (and the current corrections of its turns),
+        and what degraded so far."""
         session, group, narrative, fallbacks = item
         title, content, why = narrative.result()
         episode = Episode(
@@ -316,11 +349,15 @@ class _Run:
             reasons.append(f"narrative built from the turns ({why})")
         with CPU:
             known = self.facts.related(
-                self.embedder.embed([search_text(episode)], query=True)[0],
+                self.embedder.embed([document_text(search_text(episode))], query=True)[0],
                 tokenize(search_text(episode)),
                 self.config.related_facts,
                 episode_number(episode.id) - lag,
             )
+        shown = {f.id for f in known}
+        for fix in touching(self.corrections, episode.turn_ids):
+            if fix.fact in self.facts.rows and fix.fact not in shown:  # current, not shown
+                known.append(self.facts.facts[self.facts.rows[fix.fact]])
         call = workers.submit(
             extract_facts,
             self.llm,
@@ -331,6 +368,7 @@ class _Run:
             self.config,
             self.ledger,
             self.before(group),
+            self.participants,
         )
         return episode, group, call, reasons
 
@@ -363,26 +401,23 @@ class _Run:
                 reasons.append(f"no facts extracted ({extracted.degraded})")
             self.report.facts_rewritten += extracted.rewritten
             self.report.facts_refused += extracted.refused
+            self.report.facts_contradicted += extracted.contradictions
             self.report.degraded += [
                 f"{episode.id}: {r}" for r in reasons if not r.startswith("segmentation")
             ]
             with CPU:
-                self._commit(
-                    episode,
-                    extracted.facts,
-                    Origin(self.builder, tuple(reasons)),
-                    extracted.claims,
-                )
+                self._commit(episode, extracted, Origin(self.builder, tuple(reasons)))
             done += len(group)
             if progress:
                 progress(done, total)
             fill()
 
-    def _commit(self, episode: Episode, texts: list[str], origin: Origin, claims: Claims) -> None:
+    def _commit(self, episode: Episode, extracted: Extracted, origin: Origin) -> None:
         """Store ``episode``, its merged facts, the supersessions its new facts claim (of
-        facts still current) and its origin in one transaction."""
-        dim = self.facts.matrix.shape[1]
-        vectors = self.embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
+        facts still current) or that corrections make of them (:mod:`~qemem.build.corrections`)
+        and its origin in one transaction."""
+        texts, claims = extracted.facts, extracted.claims
+        vectors = embed_documents(self.embedder, texts)
         merge = self.facts.merge(
             episode,
             texts,
@@ -391,14 +426,27 @@ class _Run:
             self.next_fact,
             self.config.paraphrase_cosine,
             self.speakers,
+            extracted.kinds,
         )
         now = datetime.now(UTC)
+        corrected = corrected_again(
+            merge.new,
+            episode.turn_ids,
+            self.corrections,
+            self.corrected,
+            claims,
+            self.speakers,
+            episode.timestamp,
+            now,
+        )
+        again = {s.old for s in corrected}
         replaced: list[Supersession] = []
         for fact in merge.new:
             old, turns = claims.get(fact.content, ("", ()))
-            if old in self.facts.rows and old not in {s.old for s in replaced}:
+            fresh = fact.id not in again and old not in {s.old for s in replaced}
+            if fresh and old in self.facts.rows:
                 replaced.append(Supersession(old, fact.id, turns, episode.timestamp, "build", now))
-        episode_vector = self.embedder.embed([search_text(episode)])
+        episode_vector = embed_documents(self.embedder, [search_text(episode)])
         store, scope, embedder = self.store, self.scope, self.embedder.id
         with store.transaction():
             store.add_episodes(scope, [episode], episode_vector, embedder)
@@ -406,12 +454,13 @@ class _Run:
                 store.put_facts(scope, merge.new, merge.new_vectors, embedder)
             if merge.changed:
                 store.put_facts(scope, merge.changed, merge.changed_vectors, embedder)
-            if replaced:
-                store.put_supersessions(scope, replaced)
+            if replaced or corrected:
+                store.put_supersessions(scope, replaced + corrected)
             record_origin(store, scope, episode.id, origin)
-        self.facts.retire([s.old for s in replaced])
+        self.facts.retire([s.old for s in replaced + corrected])
         self.next_fact += len(merge.new)
         self.report.facts_superseded += len(replaced)
+        self.report.facts_corrected += len(corrected)
         self.report.episodes += 1
         self.report.facts_added += len(merge.new)
         self.report.facts_merged += merge.merged

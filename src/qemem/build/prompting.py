@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
 from qemem.errors import CacheMissError, LLMAuthError, LLMError
 from qemem.llm.types import LLMRequest, Message
 from qemem.models import Turn, format_datetime
+from qemem.participants import Participants
 from qemem.prompts import as_data, as_lines, render
 
 
@@ -34,12 +35,14 @@ class PredictOut(pydantic.BaseModel):
 
 
 class NewFact(pydantic.BaseModel):
-    """A new fact that replaces a known one: ``supersedes`` names the known fact, ``turns``
-    the numbers of the messages that show it changed."""
+    """A new fact given as an object: one that replaces a known one (``supersedes`` names the
+    known fact, ``turns`` the numbers of the messages that show it changed), or one of a
+    ``kind`` other than a plain fact (a standing instruction or preference of the user)."""
 
     fact: str
     supersedes: str | None = None
     turns: list[int | str] = pydantic.Field(default_factory=list)
+    kind: Literal["fact", "instruction", "preference"] = "fact"
 
 
 class CalibrateOut(pydantic.BaseModel):
@@ -75,26 +78,24 @@ def context_block(turns: Sequence[Turn]) -> str:
     )
 
 
-def speakers_of(speakers: Sequence[str]) -> str:
-    """Speaker names as prose: ``A and B``, ``A, B and C``."""
-    names = [as_data(s) for s in speakers] or ["the participants"]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 def request(
-    step: str,
+    stage: str,
     speakers: Sequence[str],
     max_tokens: int,
     inputs: Mapping[str, Any] | None = None,
+    *,
+    participants: Participants | None = None,
     **fields: object,
 ) -> LLMRequest:
-    """A build request for ``step`` (template ``build_<step>``, stage ``build.<step>``), carrying
-    ``inputs`` (e.g. the ``turns`` shown) as data."""
-    who = speakers_of(speakers)
+    """A build request of ``stage`` (one of ``stages.BUILD``; its template is the stage's name
+    with ``_`` for ``.``), carrying ``inputs`` (e.g. the ``turns`` shown) as data; the prompts
+    name the conversation's ``participants`` (default: the ``speakers`` as people)."""
+    who = participants or Participants.of(speakers)
+    named: dict[str, object] = {**who.prompt_fields(), **fields}
     return LLMRequest(
-        system=render("build_system", speakers=who),
-        messages=[Message("user", render(f"build_{step}", speakers=who, **fields))],
-        stage=f"build.{step}",
+        system=render("build_system", **named),
+        messages=[Message("user", render(stage.replace(".", "_"), **named))],
+        stage=stage,
         max_tokens=max_tokens,
         inputs=inputs or {},
     )

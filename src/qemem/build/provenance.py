@@ -12,7 +12,12 @@ def fact_episodes(store: MemoryStore, scope: Scope, fact: SemanticFact | str) ->
     if isinstance(fact, str):
         found = store.facts(scope, [fact])
         if not found:
-            raise NotFoundError(f"no fact {fact!r} in conversation {scope}: list them first")
+            raise NotFoundError(
+                f"no fact {fact!r} in conversation {scope}: list them first",
+                kind="fact",
+                name=fact,
+                conversation=scope.conversation,
+            )
         fact = found[0]
     return store.episodes(scope, fact.episode_ids)
 
@@ -22,6 +27,11 @@ def episode_turns(store: MemoryStore, scope: Scope, episode: Episode | str) -> l
     if isinstance(episode, str):
         found = store.episodes(scope, [episode])
         if not found:
-            raise NotFoundError(f"no episode {episode!r} in conversation {scope}: list them first")
+            raise NotFoundError(
+                f"no episode {episode!r} in conversation {scope}: list them first",
+                kind="episode",
+                name=episode,
+                conversation=scope.conversation,
+            )
         episode = found[0]
     return store.turns(scope, episode.turn_ids)

@@ -12,7 +12,10 @@ from qemem.build.prompting import SegmentOut, degradable, request, session_date,
 from qemem.errors import LLMError
 from qemem.llm.client import LLMClient
 from qemem.llm.ledger import Ledger
+from qemem.llm.stages import BUILD_SEGMENT
+from qemem.llm.types import estimate_tokens
 from qemem.models import Turn
+from qemem.participants import Participants
 
 
 def split_evenly(indices: list[int], max_size: int) -> list[list[int]]:
@@ -27,6 +30,22 @@ def split_evenly(indices: list[int], max_size: int) -> list[list[int]]:
         out.append(indices[start : start + size])
         start += size
     return out
+
+
+def within_tokens(indices: list[int], sizes: Sequence[int], budget: int) -> list[list[int]]:
+    """``indices`` (in order) cut into consecutive parts whose ``sizes`` (tokens per index)
+    add up to at most ``budget``, each as long as it can be; an index larger than the budget
+    is a part of its own. Indices that fit stay one part."""
+    parts: list[list[int]] = []
+    total = 0
+    for index in indices:
+        if parts and total + sizes[index] <= budget:
+            parts[-1].append(index)
+            total += sizes[index]
+        else:
+            parts.append([index])
+            total = sizes[index]
+    return parts
 
 
 def repair_groups(groups: Sequence[Sequence[int]], n_turns: int, max_size: int) -> list[list[int]]:
@@ -69,29 +88,41 @@ def segment_turns(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None = None,
+    participants: Participants | None = None,
 ) -> tuple[list[list[int]], list[str], int]:
     """Group the turns of one session into episodes (indices into ``turns``), one LLM call
-    per batch of at most ``config.batch_size`` turns; with ``config.merge_phatic``, greeting-
-    and closing-only runs then join their neighbour (:func:`~qemem.build.phatic.merge_phatic`,
-    across a batch boundary too, so the episode may then exceed ``max_episode``).
+    per batch of at most ``config.batch_size`` turns (the prompt names ``participants``);
+    with ``config.merge_phatic``, greeting- and closing-only runs then join their neighbour
+    (:func:`~qemem.build.phatic.merge_phatic`, across a batch boundary too, so the episode may
+    then exceed ``max_episode``).
+
+    Long messages are spread over more calls rather than cut: a batch also ends before its
+    messages pass ``config.batch_tokens`` tokens, and an episode before ``config.episode_tokens``
+    (a longer message is a batch and an episode of its own).
 
     Returns the groups, the reasons of the batches that fell back to windows and how many runs
     merged.
     """
     groups: list[list[int]] = []
     fallbacks: list[str] = []
-    batches = split_evenly(list(range(len(turns))), config.batch_size)
+    sizes = [estimate_tokens(t.text) for t in turns]
+    batches = [
+        part
+        for batch in split_evenly(list(range(len(turns))), config.batch_size)
+        for part in within_tokens(batch, sizes, config.batch_tokens)
+    ]
     for batch in batches:
         chunk = [turns[i] for i in batch]
         try:
-            local = _segment_batch(llm, chunk, speakers, config, ledger)
+            local = _segment_batch(llm, chunk, speakers, config, ledger, participants)
         except LLMError as exc:
             if not degradable(exc):
                 raise
             first, last = chunk[0].id, chunk[-1].id
             fallbacks.append(f"turns {first}..{last}: {exc}")
             local = windows(len(chunk), config.window_size)
-        groups.extend([[batch[i] for i in group] for group in local])
+        for group in local:
+            groups.extend(within_tokens([batch[i] for i in group], sizes, config.episode_tokens))
     if not config.merge_phatic:
         return groups, fallbacks, 0
     merged, count = merge_phatic(groups, turns, speakers)
@@ -104,11 +135,13 @@ def _segment_batch(
     speakers: Sequence[str],
     config: BuildConfig,
     ledger: Ledger | None,
+    participants: Participants | None,
 ) -> list[list[int]]:
     req = request(
-        "segment",
+        BUILD_SEGMENT,
         speakers,
         config.segment_max_tokens,
+        participants=participants,
         session_date=session_date(turns[0].timestamp),
         min_size=config.min_episode,
         max_size=config.max_episode,

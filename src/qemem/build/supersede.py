@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 
 from qemem.errors import InputError
+from qemem.lexicon import check_year
 from qemem.models import SemanticFact, Supersession
 
 AsOf = date | datetime
@@ -19,14 +20,18 @@ AsOf = date | datetime
 
 
 def parse_as_of(text: str) -> AsOf:
-    """An ``--as-of`` value: an ISO 8601 date (2023-05-08) or date-time; InputError else."""
+    """An ``--as-of`` value: an ISO 8601 date (2023-05-08) or date-time of the years
+    ``FIRST_YEAR`` to ``LAST_YEAR``; InputError else."""
     try:
-        return date.fromisoformat(text) if len(text.strip()) == 10 else datetime.fromisoformat(text)
+        when = date.fromisoformat(text) if len(text.strip()) == 10 else datetime.fromisoformat(text)
     except ValueError:
         raise InputError(
             f"as-of {text!r} is not an ISO 8601 date or date-time: write 2023-05-08 or "
-            "2023-05-08T13:56"
+            "2023-05-08T13:56",
+            field="as_of",
         ) from None
+    check_year(when, text, "as-of date", "as_of")
+    return when
 
 
 def on_or_before(moment: datetime, as_of: AsOf) -> bool:

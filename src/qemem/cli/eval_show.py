@@ -14,7 +14,7 @@ from qemem.eval.coverage import CoverageReport, PoolCoverageReport, auc
 
 if TYPE_CHECKING:
     from qemem.eval.compare import GapComparison
-    from qemem.eval.locomo import RunResult
+    from qemem.eval.runs import RunResult
 
 
 def check_coverage_flags(baseline: str | None, planner: bool, no_plan: bool) -> None:

@@ -59,6 +59,7 @@ SHOWN = 8
 
 class AskMode(StrEnum):
     full = "full"
+    respond = "respond"
     no_refine = "no-refine"
     direct = "direct"
     retrieval = "retrieval"
@@ -92,7 +93,8 @@ def build(
     ] = CalibrateChoice.complete,
 ) -> None:
     """Build the episodes and semantic facts the store lacks, and rebuild degraded ones (needs
-    an LLM; resumable). Exits with status 3 when any call degraded."""
+    an LLM; resumable). A conversation another process is building is left to it (and said
+    so) when several are built. Exits with status 3 when any call degraded."""
     memory = Memory.open(existing_store(store), embedder=embedder, llm=llm, namespace=namespace)
     with memory, progress_bar("building", as_json) as progress:
         config = BuildConfig(calibrate_rule=cast(CalibrateRule, str(calibrate_rule)))
@@ -103,6 +105,9 @@ def build(
         return
     table = Table("conversation", "step", "calls", "tokens in", "tokens out", "cost USD")
     for r in reports:
+        if r.busy is not None:
+            console.print(f"{markup_safe(r.conversation)}: not built here: {markup_safe(r.busy)}")
+            continue
         for step, tally in r.llm.items():
             cost = tally.cost_spent_usd
             table.add_row(
@@ -115,12 +120,21 @@ def build(
             )
         console.print(
             f"{markup_safe(r.conversation)}: {r.episodes} episodes, {r.facts_added} facts "
-            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact; "
+            f"(+{r.facts_merged} merged, {r.facts_superseded} superseding a known fact, "
+            f"{r.facts_corrected} superseded by a correction; "
             f"pronoun rule: {r.facts_rewritten} named, {r.facts_refused} refused), "
             f"{r.runs_merged} greeting/closing runs merged, "
             f"{len(r.fallbacks)} segmentation fallbacks, "
             f"{len(r.degraded)} degraded calls, {r.seconds:.1f} s"
         )
+        if r.messages:
+            rate = r.per_thousand()
+            usd = "" if rate.cost_usd is None else f", ${rate.cost_usd:.2f}"
+            console.print(
+                f"  build cost per 1,000 messages ({r.messages} built): {rate.calls:,.0f} "
+                f"calls, {rate.input_tokens:,.0f} tokens in, "
+                f"{rate.output_tokens:,.0f} tokens out{usd}"
+            )
     console.print(table)
     show_faults(memory)
     _exit_if_degraded(reports)
@@ -185,13 +199,12 @@ def show_answer(answer: Answer) -> None:
     if answer.cards:
         table = Table("#", "claim", "sources", "quote", "time", "verified")
         for n, card in enumerate(answer.cards, start=1):
-            resolved = card.rule_time.phrase if card.rule_time else ""
             table.add_row(
                 str(n),
                 plain(card.claim),
                 plain(", ".join(card.sources)),
                 plain(card.quote),
-                plain((card.time or resolved) + (" (planned)" if card.planned else "")),
+                plain(card.shown_time + (" (planned)" if card.planned else "")),
                 "yes" if card.verified else "[red]no[/]",
             )
         console.print(table)

@@ -74,6 +74,8 @@ def _show(done: Forgotten, as_json: bool) -> None:
         f"facts removed: {' '.join(done.facts) or 'none'}",
         f"facts that lost an episode: {' '.join(done.unlinked) or 'none'}",
         f"supersessions removed: {' '.join(done.supersessions) or 'none'}",
+        f"current again: {' '.join(done.restored)}" if done.restored else "",
+        f"session {done.sessions[0]} left empty and removed" if done.sessions else "",
     ]
     console.print(plain("; ".join(p for p in parts if p), None))
 
@@ -112,7 +114,8 @@ def delete_fact(
     namespace: NamespaceOpt = "default",
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete one fact (a fact it superseded is current again)."""
+    """Delete one fact: a fact it superseded is current again (deleting a correction
+    restores the fact it corrected); a correction of it stays."""
     with Memory.open(existing_store(store), namespace=namespace) as memory:
         _show(memory.delete_fact(conversation, fact), as_json)
 

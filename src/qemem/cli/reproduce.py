@@ -21,10 +21,12 @@ from qemem.cli.common import (
     plain,
     print_json,
 )
+from qemem.datasets.beam import is_beam_file
 from qemem.errors import InputError, QememError
 from qemem.eval.manifest import data_sha256
 from qemem.reproduce.conditions import (
     Conditions,
+    bundled_beam_sample,
     bundled_sample,
     load_conditions,
     load_pinned,
@@ -310,7 +312,7 @@ def make_settings(
     path = data or bundled_sample()
     if not path.is_file():
         raise InputError(f"no data file {path}: pass a LoCoMo JSON file (qemem data locomo)")
-    kind = "locomo" if data is not None else "sample"
+    kind = "sample" if data is None else "beam" if is_beam_file(path) else "locomo"
     settings = Settings(
         data=path.resolve(),
         data_kind=kind,
@@ -320,6 +322,7 @@ def make_settings(
         judge=judge,
         work=folder,
         repo=repo_root(),
+        beam=path.resolve() if kind == "beam" else bundled_beam_sample(),
     )
     err_console.print(
         plain(

@@ -18,6 +18,7 @@ from qemem.cli.common import (
     LLMOpt,
     StoreOpt,
     console,
+    err_console,
     existing_store,
     print_json,
 )
@@ -27,6 +28,7 @@ from qemem.keys import create_key, open_key_store, revoke_key, verify_key
 from qemem.llm import open_llm
 from qemem.memory import IDEMPOTENCY_HOURS, Memory
 from qemem.memory.jobs import check_auto_build
+from qemem.store import store_exists
 
 keys_app = typer.Typer(
     help="API keys of the HTTP service and MCP server (one namespace each).",
@@ -38,9 +40,17 @@ HostOpt = Annotated[str, typer.Option("--host", help="Interface to listen on.")]
 PortOpt = Annotated[int, typer.Option("--port", help="TCP port.")]
 
 
+CREATE_HINT = (
+    "pass --create to start with a new, empty store (or fill one first with qemem ingest "
+    "FILE --store PATH)"
+)
+"""How ``serve`` and ``mcp`` say to get a store when theirs is missing."""
+
+
 def _server_extra() -> None:
     try:
         import fastapi  # noqa: F401
+        import fastapi_offline  # noqa: F401
         import mcp  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
@@ -113,8 +123,9 @@ def serve(
         ),
     ] = IDEMPOTENCY_HOURS,
 ) -> None:
-    """Serve the HTTP API (OpenAPI docs at /docs); every /v1 route needs an API key. Every
-    process (``--workers``, replicas on one PostgreSQL) runs the store's background jobs."""
+    """Serve the HTTP API (OpenAPI docs at /docs) and MCP (streamable HTTP at /mcp); every /v1
+    route and /mcp need an API key. Every process (``--workers``, replicas on one PostgreSQL)
+    runs the store's background jobs."""
     _server_extra()
     from qemem.service.listen import serve_app
 
@@ -126,8 +137,9 @@ def serve(
     _check_auto_build(auto_build, llm)  # refused here rather than in each worker
     if auto_build is not None:
         os.environ["QEMEM_AUTO_BUILD"] = repr(auto_build)
-    store = store if create else existing_store(store)
+    store = store if create else existing_store(store, CREATE_HINT)
     os.environ["QEMEM_STORE"] = str(store)
+    os.environ["QEMEM_HOST"] = host
     os.environ["QEMEM_MAX_BODY"] = str(max_body)
     os.environ["QEMEM_JOB_LEASE"] = str(job_lease)
     os.environ["QEMEM_JOB_ATTEMPTS"] = str(job_attempts)
@@ -163,10 +175,17 @@ def mcp(
     store: StoreOpt,
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", help="Namespace served (default: the QEMEM_API_KEY's)."),
+        typer.Option(
+            "--namespace", help="Namespace served on stdio (default: the QEMEM_API_KEY's)."
+        ),
     ] = None,
     http: Annotated[
-        bool, typer.Option("--http", help="Streamable HTTP at /mcp instead of stdio.")
+        bool,
+        typer.Option(
+            "--http",
+            help="Streamable HTTP at /mcp instead of stdio: qemem serve, where every request "
+            "needs an API key of the store (Authorization: Bearer).",
+        ),
     ] = False,
     host: HostOpt = "127.0.0.1",
     port: PortOpt = 8766,
@@ -177,10 +196,20 @@ def mcp(
 ) -> None:
     """Run the MCP server (stdio by default). With QEMEM_API_KEY set, the key's namespace is
     served (a revoked key is refused) and a read-only key cannot remember or forget. With
-    --auto-build, the server also runs the store's build jobs while it is up."""
+    --auto-build, the server also runs the store's build jobs while it is up. With --http it
+    is `qemem serve` (MCP at /mcp): each request's own key decides its namespace and access."""
     _server_extra()
     _check_auto_build(auto_build, llm)
-    store = store if create else existing_store(store)
+    store = store if create else existing_store(store, CREATE_HINT)
+    if http:
+        _check_http_keys(store, namespace)
+        if os.environ.get("QEMEM_API_KEY"):
+            err_console.print(
+                "[dim]QEMEM_API_KEY is not used over --http: each client sends its own key "
+                "('Authorization: Bearer <key>')[/]"
+            )
+        serve(store, host=host, port=port, auto_build=auto_build, embedder=embedder, llm=llm)
+        return
     from qemem.service.mcp_server import create_mcp_server, running_jobs
 
     read_only = False
@@ -201,11 +230,29 @@ def mcp(
         Memory.open(store, embedder=embedder, llm=llm, namespace=namespace or "default") as memory,
         running_jobs(memory, auto_build),
     ):
-        server = create_mcp_server(memory, read_only=read_only)
-        if http:
-            server.run("streamable-http", host=host, port=port)
-        else:
-            server.run()
+        create_mcp_server(memory, read_only=read_only).run()
+
+
+def _check_http_keys(store: str, namespace: str | None) -> None:
+    """Refuse ``qemem mcp --http`` with ``--namespace`` (each client's key decides it), or
+    over a store without a usable API key (no client could connect)."""
+    if namespace is not None:
+        raise ConfigError(
+            "over --http each client's API key decides its namespace: drop --namespace"
+        )
+    usable = False
+    if store_exists(store):
+        keys = open_key_store(store)
+        try:
+            usable = any(k.revoked is None for k in keys.list())
+        finally:
+            keys.close()
+    if not usable:
+        raise ConfigError(
+            "over --http every request needs an API key of the store, and it has none: create "
+            "one with `qemem keys create --store STORE --namespace NAME`, and have the MCP "
+            "client send it as 'Authorization: Bearer <key>'"
+        )
 
 
 @keys_app.command("create")

@@ -1,6 +1,9 @@
 """Retrieval coverage: how early a ranking exposes *all* annotated evidence turns of a question.
 
-Evidence annotations are used only here, for analysis; the system never sees them.
+Evidence annotations are used only here, for analysis; the system never sees them. A question
+without evidence turns (a BEAM abstention probe, say) has nothing to expose: it is counted
+apart (``without_evidence``), not as covered, and every share is over the questions with
+evidence.
 """
 
 from __future__ import annotations
@@ -119,19 +122,28 @@ def auc(curve: Mapping[int, float]) -> float:
     return sum(curve.values()) / len(curve) if curve else 0.0
 
 
+def with_evidence(questions: Sequence[LocomoQuestion]) -> tuple[list[LocomoQuestion], int]:
+    """The questions that have evidence turns, and how many have none (counted apart)."""
+    kept = [q for q in questions if q.evidence]
+    return kept, len(questions) - len(kept)
+
+
 @dataclass
 class CoverageReport:
-    """Coverage of one evaluation: per-question ranks and the curve over budgets."""
+    """Coverage of one evaluation: per-question ranks and the curve over budgets, over the
+    ``questions`` with evidence (``without_evidence`` more were left out)."""
 
     questions: int
     coverage: dict[int, float]
     auc: float
     ranks: list[int | None] = field(default_factory=list)
     per_category: dict[int, float] = field(default_factory=dict)
+    without_evidence: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
             "questions": self.questions,
+            "questions_without_evidence": self.without_evidence,
             "coverage": {str(b): round(v, 4) for b, v in self.coverage.items()},
             "auc": round(self.auc, 4),
             "auc_by_category": {str(c): round(v, 4) for c, v in self.per_category.items()},
@@ -167,9 +179,9 @@ def evaluate_coverage(
     budgets: Sequence[int] = TURN_BUDGETS,
     progress: Progress | None = None,
 ) -> CoverageReport:
-    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question (of ``conversations``
-    when given), measure coverage."""
-    questions = load_questions(memory, data, categories, conversations)
+    """Ingest ``data`` (LoCoMo) if needed, rank turns for each question with evidence (of
+    ``conversations`` when given), measure coverage."""
+    questions, apart = with_evidence(load_questions(memory, data, categories, conversations))
     aliases: dict[str, dict[str, tuple[str, str, str]]] = {}
     ranks: list[int | None] = []
     for n, question in enumerate(questions, start=1):
@@ -184,7 +196,7 @@ def evaluate_coverage(
         c: auc(curve)
         for c, curve in curves_by_category(ranks, questions, categories, budgets).items()
     }
-    return CoverageReport(len(questions), curve, auc(curve), ranks, per_category)
+    return CoverageReport(len(questions), curve, auc(curve), ranks, per_category, apart)
 
 
 # ---------------------------------------------------------------------------- pool coverage
@@ -322,7 +334,8 @@ class PoolCoverageReport:
     coverage within 20 turns and over the whole pool (:func:`category_coverage`).
     ``baseline`` holds the same of a baseline pool built for the same questions in the same
     run (e.g. :func:`turns_only`, or the question alone without planning), when one was asked
-    for; ``baseline_name`` says which.
+    for; ``baseline_name`` says which. ``questions`` counts those with evidence;
+    ``without_evidence`` the ones left out.
     """
 
     questions: int
@@ -336,20 +349,22 @@ class PoolCoverageReport:
     categories: dict[int, dict[str, float | int]] = field(default_factory=dict)
     baseline_name: str = ""
     pool_tokens: float = 0.0
+    without_evidence: int = 0
 
     @property
     def coverage(self) -> dict[int, float]:
         return self.curves["turns/strict"]
 
     @property
-    def whole_pool(self) -> float:
-        """The share of questions whose complete evidence is anywhere in the pool."""
-        ranks = self.ranks.get("tokens/strict", [])
-        return sum(r is not None for r in ranks) / len(ranks) if ranks else 0.0
-
-    @property
     def auc(self) -> float:
         return auc(self.coverage)
+
+    @property
+    def whole_pool(self) -> float:
+        """Share of questions whose complete evidence is anywhere in the pool (as cut by the
+        config's budgets)."""
+        found = self.ranks.get("turns/strict", [])
+        return sum(r is not None for r in found) / len(found) if found else 0.0
 
     def milestones(self, target: float = MILESTONE) -> dict[str, int | None]:
         """The smallest turn and token budgets (strict rule) at which complete-evidence
@@ -372,9 +387,9 @@ class PoolCoverageReport:
         """What this pool's (or the baseline's) entry reports."""
         return {
             "curves": _curves_dict(self.curves),
+            "whole_pool": round(self.whole_pool, 4),
             "mean_pool_turns": round(self.pool_turns, 1),
             "mean_pool_tokens": round(self.pool_tokens, 1),
-            "whole_pool": round(self.whole_pool, 4),
             "planner": self.planner,
             "config": asdict(self.config),
             "milestones": {"target": MILESTONE, **self.milestones()},
@@ -386,6 +401,7 @@ class PoolCoverageReport:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
             "questions": self.questions,
+            "questions_without_evidence": self.without_evidence,
             "coverage": {str(b): round(v, 4) for b, v in self.coverage.items()},
             "auc": round(self.auc, 4),
             "auc_by_category": {
@@ -436,22 +452,18 @@ def evaluate_pool_coverage(
     conversations: Sequence[str] = (),
     turn_budgets: Sequence[int] = TURN_BUDGETS,
     token_budgets: Sequence[int] = TOKEN_BUDGETS,
-    with_evidence: bool = False,
     progress: Progress | None = None,
 ) -> PoolCoverageReport:
-    """Ingest ``data`` (LoCoMo) if needed, build each question's full pool (planned with
-    ``llm`` when given, else the rule plan: the question alone) and measure how early its
-    exposure order (``Pool.order``) covers the annotated evidence: of every evidence turn the
-    passage that best matches the question's answer (:func:`best_passage`; a short turn is
-    one passage). Budgets count units (a turn, or a passage of a long one) and their tokens.
-    With ``baseline`` (a config) or ``baseline_plan`` False (the planning ablation: the same
-    config with the question alone and rule flags), a second pool per question gives the
-    baseline's curves; ``conversations`` keeps only their questions (all when empty);
-    ``with_evidence`` only those with annotated evidence."""
+    """Ingest ``data`` (LoCoMo) if needed, build the full pool of each question with evidence
+    (planned with ``llm`` when given, else the rule plan: the question alone) and measure how
+    early its exposure order (``Pool.order``) covers the annotated evidence: of every evidence
+    turn the passage that best matches the question's answer (:func:`best_passage`; a short
+    turn is one passage). Budgets count units (a turn, or a passage of a long one) and their
+    tokens. With ``baseline`` (a config) or ``baseline_plan`` False (the planning ablation:
+    the same config with the question alone and rule flags), a second pool per question gives
+    the baseline's curves; ``conversations`` keeps only their questions (all when empty)."""
     config = config or RetrievalConfig()
-    questions = load_questions(memory, data, categories, conversations)
-    if with_evidence:
-        questions = [q for q in questions if q.evidence]
+    questions, apart = with_evidence(load_questions(memory, data, categories, conversations))
     variants: list[tuple[RetrievalConfig, bool]] = [(config, True)]
     if baseline is not None or not baseline_plan:
         variants.append((baseline or config, baseline_plan))
@@ -493,6 +505,7 @@ def evaluate_pool_coverage(
             ranks=rank,
             categories=category_coverage(rank["turns/strict"], questions, categories),
             pool_tokens=tokens / count,
+            without_evidence=apart,
         )
         for rank, total, tokens, (cfg, planned) in zip(
             ranks, exposed_total, tokens_total, variants, strict=True

@@ -23,6 +23,7 @@ import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message
+from qemem.llm.stages import JUDGE
 from qemem.prompts import render
 
 Label = Literal["CORRECT", "WRONG"]
@@ -69,7 +70,7 @@ def judge_request(
     return LLMRequest(
         system=render("judge"),
         messages=[Message("user", user)],
-        stage="judge",
+        stage=JUDGE,
         temperature=0.0,
         max_tokens=max_tokens,
         inputs={"question": question, "gold": gold, "prediction": shown},

@@ -10,39 +10,41 @@ analyse the records; the system never sees them.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from qemem.answer import AskConfig
 from qemem.answer.ask import MODES, Mode
-from qemem.build import BuildConfig
 from qemem.build.config import CalibrateRule
-from qemem.errors import ConfigError, InputError, LLMAuthError, LLMError
-from qemem.eval.coverage import alias_keys
+from qemem.errors import InputError
 from qemem.eval.errata import ERRATA_FILE, Errata, judge_errata, load_errata
 from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS, Judgement, judge_answer
 from qemem.eval.manifest import run_info
 from qemem.eval.records import make_record
 from qemem.eval.report import write_report
 from qemem.eval.results import load_records, record_key
-from qemem.eval.sources import write_run_sources
+from qemem.eval.runs import (
+    Context,
+    RunProgress,
+    RunResult,
+    answer_all,
+    check_fingerprint,
+    client_name,
+    finish_run,
+    open_clients,
+    prepare_memory,
+    write_json,
+)
 from qemem.evidence.layout import Layout
-from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
-from qemem.llm import Ledger, LLMClient, open_llm
+from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions
+from qemem.llm import Ledger, LLMClient
 from qemem.memory import Memory
-from qemem.models import Turn
 from qemem.prompts import prompt_hashes
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store import redact
-
-RunProgress = Callable[[str, int, int], None]
-"""Called with (phase, done, total); phases ``ingest``, ``build`` and ``questions``."""
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
 #: manifest entries that must match for a rerun to continue the records of an output folder
@@ -101,22 +103,6 @@ class LocomoRunConfig:
         return data
 
 
-@dataclass
-class RunResult:
-    """What a run did. ``provider_calls`` counts LLM calls not served from the cache (build,
-    answering and judging), ``cached_calls`` those that were."""
-
-    out: Path
-    questions: int
-    answered: int
-    skipped: int
-    failures: list[str] = field(default_factory=list)
-    provider_calls: int = 0
-    cached_calls: int = 0
-    summary: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-
-
 # ---------------------------------------------------------------------------- the run
 
 
@@ -156,75 +142,6 @@ def _check(config: LocomoRunConfig) -> None:
         raise InputError(f"categories must be among 1-5, got {config.categories}")
 
 
-def _clients(
-    config: LocomoRunConfig, llm: LLMClient | None = None, judge: LLMClient | None = None
-) -> tuple[LLMClient | None, LLMClient | None]:
-    """Answerer and judge clients: the ones given, else opened from their specs sharing one
-    cache; the judge is the answerer unless a different judge (spec or client) is given;
-    neither in retrieval mode without an LLM."""
-    cache = config.cache or os.environ.get("QEMEM_LLM_CACHE") or config.out / "llm-cache.db"
-    kwargs: dict[str, Any] = {
-        "cache_path": cache,
-        "cache_mode": config.cache_mode,
-        "concurrency": config.concurrency,
-    }
-    if llm is None:
-        llm = open_llm(config.llm, **kwargs)
-    if llm is None and config.mode != "retrieval":
-        raise LLMError(
-            f"mode {config.mode!r} needs an LLM: pass --llm (e.g. anthropic:claude-haiku-4-5, or "
-            "fake for an offline trial) or set QEMEM_LLM; mode retrieval needs none"
-        )
-    if config.mode == "retrieval":
-        return llm, None
-    if judge is not None:
-        return llm, judge
-    if config.judge is None or config.judge == config.llm:
-        return llm, llm
-    return llm, open_llm(config.judge, **kwargs)
-
-
-def _name(client: LLMClient | None) -> str | None:
-    return f"{client.provider.name}:{client.provider.model}" if client is not None else None
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
-
-
-def _check_fingerprint(path: Path, manifest: Mapping[str, Any]) -> None:
-    """Refuse to mix records of different models, data or embedder in one folder."""
-    if not path.exists():
-        return
-    old = json.loads(path.read_text("utf-8"))
-    changed = [k for k in FINGERPRINT if k in old and old[k] != manifest.get(k)]
-    if changed:
-        raise ConfigError(
-            f"{path.parent} holds a run with a different {', '.join(changed)} "
-            f"({', '.join(f'{old[k]!r}' for k in changed)}); use a new --out folder"
-        )
-
-
-def _build(
-    memory: Memory,
-    conversations: Sequence[str],
-    config: LocomoRunConfig,
-    progress: RunProgress | None,
-) -> None:
-    """Build what the store lacks; record the builds that did work in build.json."""
-    path = config.out / "build.json"
-    done = json.loads(path.read_text("utf-8")) if path.exists() else {}
-    build = BuildConfig(calibrate_rule=config.calibrate_rule)
-    reports = memory.build(list(conversations), config=build)  # several at once
-    for n, (cid, report) in enumerate(zip(conversations, reports, strict=True)):
-        if report.llm_calls or report.episodes:
-            done[cid] = report.to_dict()
-        if progress:
-            progress("build", n + 1, len(conversations))
-    if done:
-        _write_json(path, done)
-
-
 def run_locomo(
     config: LocomoRunConfig,
     progress: RunProgress | None = None,
@@ -242,7 +159,7 @@ def run_locomo(
     config.out.mkdir(parents=True, exist_ok=True)
     results = config.out / "results.jsonl"
     done = {record_key(r) for r in load_records(results)}
-    llm, judge = _clients(config, llm, judge)
+    llm, judge = open_clients(config, llm, judge)
     needed = list(dict.fromkeys(q.conversation for q in questions))
     memory = Memory.open(
         config.out / "memory.db" if config.store is None else config.store,
@@ -251,42 +168,37 @@ def run_locomo(
     )
     try:
         manifest = _manifest(config, memory, llm, judge, questions, errata)
-        _check_fingerprint(config.out / "manifest.json", manifest)
-        _write_json(config.out / "manifest.json", manifest)
+        check_fingerprint(config.out / "manifest.json", manifest, FINGERPRINT)
+        write_json(config.out / "manifest.json", manifest)
         build = llm is not None and config.build
-        context = _prepare_memory(memory, samples, needed, config, build, progress, clock)
+        context = prepare_memory(
+            memory,
+            samples,
+            needed,
+            config,
+            build=build,
+            progress=progress,
+            clock=clock,
+        )
         pending = [q for q in questions if (q.conversation, q.index, config.mode) not in done]
         skipped = len(questions) - len(pending)
         answer_one = _answerer(memory, judge, config, context)
-        failures = _answer_all(
+        failures = answer_all(
             pending, answer_one, results, config.concurrency, skipped, len(questions), progress
         )
-        clock["answered"] = time.perf_counter()
-        keys = {(q.conversation, q.index, config.mode) for q in questions}
-        records = [r for r in load_records(results) if record_key(r) in keys]
-        judged = _judge_errata(config, records, errata, judge)
-        summary = write_report(config.out, records, manifest, plots=config.plots, errata=judged)
-        clients = [c for c in dict.fromkeys([llm, judge]) if c is not None]
-        totals = [c.ledger.total() for c in clients]
-        cached = sum(t.cached_calls for t in totals)
-        provider = sum(t.calls for t in totals) - cached
-        answered = len(pending) - len(failures)
-        timings = _timings(clock, records, answered, skipped, failures)
-        _write_json(
-            config.out / "timings.json",
-            {**timings, "provider_calls": provider, "cached_calls": cached},
-        )
-        seconds = time.perf_counter() - clock["started"]
-        return RunResult(
+
+        def report(records: list[dict[str, Any]]) -> dict[str, Any]:
+            judged = _judge_errata(config, records, errata, judge)
+            return write_report(config.out, records, manifest, plots=config.plots, errata=judged)
+
+        return finish_run(
             config.out,
-            len(questions),
-            answered,
-            skipped,
+            {(q.conversation, q.index, config.mode) for q in questions},
+            clock,
+            (len(questions), len(pending)),
             failures,
-            provider,
-            cached,
-            summary,
-            seconds,
+            [llm, judge],
+            report,
         )
     finally:
         memory.close()
@@ -310,8 +222,8 @@ def _manifest(
         mode=config.mode,
         prompt_layout=config.prompt_layout,
         embedder=memory.embedder.id,
-        answerer=_name(llm),
-        judge=_name(judge),
+        answerer=client_name(llm),
+        judge=client_name(judge),
         judge_is_answerer=judge is not None and judge is llm,
         judge_runs=config.judge_runs if judge else 0,
         judge_max_tokens=config.judge_max_tokens if judge else None,
@@ -339,42 +251,8 @@ def _judge_errata(
     judged = judge_errata(
         records, errata, judge, runs=config.judge_runs, max_tokens=config.judge_max_tokens
     )
-    _write_json(path, judged)
+    write_json(path, judged)
     return judged
-
-
-Context = dict[str, tuple[dict[str, Turn], Mapping[str, object]]]
-"""Per conversation: its turns by id and the alias keys of its turns (for visibility)."""
-
-
-def _prepare_memory(
-    memory: Memory,
-    samples: Sequence[dict[str, Any]],
-    needed: Sequence[str],
-    config: LocomoRunConfig,
-    build: bool,
-    progress: RunProgress | None,
-    clock: dict[str, float],
-) -> Context:
-    """Ingest the needed conversations, build their memory (when ``build``), write the run's
-    sources; returns what scoring needs of each conversation."""
-    wanted = [
-        s for n, s in enumerate(samples) if str(s.get("sample_id") or f"sample-{n}") in needed
-    ]
-    memory.ingest(
-        parse_locomo(wanted, str(config.data)),
-        progress=(lambda d, t: progress("ingest", d, t)) if progress else None,
-    )
-    clock["ingested"] = time.perf_counter()
-    if build:
-        _build(memory, needed, config, progress)
-    clock["built"] = time.perf_counter()
-    write_run_sources(config.out, memory, needed)
-    context: Context = {}
-    for cid in needed:
-        turns = memory.turns(cid)
-        context[cid] = ({t.id: t for t in turns}, alias_keys(turns))
-    return context
 
 
 def _answerer(
@@ -419,84 +297,3 @@ def _judge(
         max_tokens=config.judge_max_tokens,
         ledger=ledger,
     )
-
-
-def _timings(
-    clock: Mapping[str, float],
-    records: Sequence[Mapping[str, Any]],
-    answered: int,
-    skipped: int,
-    failures: Sequence[str],
-) -> dict[str, Any]:
-    """The phases' durations, what was answered, and the per-question answer latency."""
-    return {
-        "ingest_s": round(clock["ingested"] - clock["started"], 2),
-        "build_s": round(clock["built"] - clock["ingested"], 2),
-        "questions_s": round(clock["answered"] - clock["built"], 2),
-        "wall_s": round(time.perf_counter() - clock["started"], 2),
-        "answered": answered,
-        "skipped": skipped,
-        "failures": list(failures),
-        "latency_s": _latency(records),
-    }
-
-
-def _answer_all(
-    pending: Sequence[LocomoQuestion],
-    answer_one: Callable[[LocomoQuestion], dict[str, Any]],
-    results: Path,
-    concurrency: int,
-    skipped: int,
-    total: int,
-    progress: RunProgress | None,
-) -> list[str]:
-    """Answer ``pending`` with at most ``concurrency`` in flight, appending each record as it
-    finishes; a question that fails (an LLM call, or any other error in its worker) is reported
-    with its error and retried by a rerun, and the run goes on; only an authentication error
-    stops it."""
-    failures: list[str] = []
-    finished = skipped
-    data = results.read_bytes() if results.exists() else b""
-    if data and not data.endswith(b"\n"):  # drop a line cut off by an interrupted run
-        results.write_bytes(data[: data.rfind(b"\n") + 1])
-    if progress:
-        progress("questions", finished, total)
-    queue = iter(pending)
-    with results.open("a", encoding="utf-8") as handle, ThreadPoolExecutor(concurrency) as pool:
-        running: dict[Future[dict[str, Any]], LocomoQuestion] = {}
-        try:
-            while True:
-                while len(running) < concurrency and (q := next(queue, None)) is not None:
-                    running[pool.submit(answer_one, q)] = q
-                if not running:
-                    break
-                ready, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in ready:
-                    q = running.pop(future)
-                    try:
-                        record = future.result()
-                    except LLMAuthError:
-                        raise
-                    except LLMError as exc:
-                        failures.append(f"{q.conversation}#{q.index}: {exc}")
-                    except Exception as exc:  # a bug or bad record must not end the run
-                        failures.append(f"{q.conversation}#{q.index}: {type(exc).__name__}: {exc}")
-                    else:
-                        handle.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-                        handle.flush()
-                    finished += 1
-                    if progress:
-                        progress("questions", finished, total)
-        finally:
-            for future in running:
-                future.cancel()
-    return failures
-
-
-def _latency(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Mean, median and 95th percentile of per-question answer latency."""
-    values = sorted(float(r["latency_s"].get("answer", 0.0)) for r in records)
-    if not values:
-        return {}
-    p50, p95 = (values[min(len(values) - 1, int(q * len(values)))] for q in (0.5, 0.95))
-    return {"mean": round(sum(values) / len(values), 3), "p50": round(p50, 3), "p95": round(p95, 3)}

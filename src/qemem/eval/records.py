@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from qemem.answer import ROUND0_STAGE, Answer
+from qemem.answer import Answer
 from qemem.answer.wire import answer_to_json
 from qemem.eval.coverage import budget_positions, evidence_rank, exposure_groups
 from qemem.eval.grounding import card_records
@@ -16,6 +16,7 @@ from qemem.eval.metrics import bleu1, f1_common, f1_locomo
 from qemem.evidence.refine import Evidence
 from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import stage_group
+from qemem.llm.stages import ANSWER_ROUND0, CONSTRUCT
 from qemem.models import Turn
 from qemem.view.record import RUN_REASONS
 
@@ -81,9 +82,9 @@ def refinement_info(answer: Answer, round0: Judgement | None = None) -> dict[str
     first = evidence.rounds[0].feedback if evidence.rounds else None
     triggered = answer.mode == "full" and first is not None and not first.sufficient
     extra = [c for r in evidence.rounds[1:] for c in r.calls]
-    cost = stage_costs(extra).get("construct", {})
+    cost = stage_costs(extra).get(CONSTRUCT, {})
     rounds = len(evidence.rounds) - 1 if answer.mode in ("full", "no-refine") else 0
-    before = stage_costs(answer.trace.calls).get(ROUND0_STAGE, {})
+    before = stage_costs(answer.trace.calls).get(ANSWER_ROUND0, {})
     return {
         "triggered": triggered,
         "rounds": max(0, rounds),

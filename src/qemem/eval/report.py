@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from qemem.answer import ROUND0_STAGE
 from qemem.errors import InputError
 from qemem.eval.audit.markdown import audit_markdown, load_audits
 from qemem.eval.coverage import (
@@ -35,12 +34,13 @@ from qemem.eval.results import load_records, record_key, run_records
 from qemem.eval.sources import load_run_sources
 from qemem.eval.stats import mean_std, wilson_interval
 from qemem.ingest.locomo import CATEGORY_NAMES
+from qemem.llm.stages import ANSWER, ANSWER_ROUND0, CONSTRUCT, JUDGE, PLAN
 from qemem.view import report_html
 
 Record = Mapping[str, Any]
-METHOD_STAGES = ("plan", "construct", "answer")
+METHOD_STAGES = (PLAN, CONSTRUCT, ANSWER)
 #: stages that measure the method rather than belong to it (left out of the method's cost)
-ANALYSIS_STAGES = ("judge", ROUND0_STAGE)
+ANALYSIS_STAGES = (JUDGE, ANSWER_ROUND0)
 EVIDENCE_TURN_BUCKETS = ("1", "2", ">=3")
 SPAN_BUCKETS = ("same session", "<=30 days", "31-180 days", ">180 days")
 #: the evidence visibility stages, in order: initial pool, refined pool, final context, cited

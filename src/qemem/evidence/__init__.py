@@ -14,6 +14,7 @@ from qemem.evidence.cards import (
 )
 from qemem.evidence.context import SourceIndex, format_memories, format_pool
 from qemem.evidence.layout import LAYOUTS, Layout, SharedPrefix
+from qemem.evidence.plans import is_planned
 from qemem.evidence.quotes import QuoteCheck, best_quote_match, verify_quote
 from qemem.evidence.refine import Evidence, RoundTrace, build_evidence, merge_pools
 from qemem.evidence.times import (
@@ -21,7 +22,6 @@ from qemem.evidence.times import (
     TimeResolution,
     annotate_times,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )

@@ -4,12 +4,15 @@
 (turn hits, episodes and facts interleaved; the context a hit brings in right after it): an
 episode, a fact, a turn, or one passage of a long turn (shown under its turn's header, the
 rest of the turn left out). It keeps the longest beginning of that list that fits the budget:
-the first item that does not fit ends the block, so a larger budget never shows less (the
-block fills monotonically; passages keep every item small). The block is rendered like every
-prompt of the method (episodes, facts, turns; grouped by session under one date header each;
-every record with its citable id; a text of several lines keeps its lines) with each relative
-time expression followed by its resolution (``annotate_times``, the answer context's
-format). Tokens are estimated as characters / 4. No LLM call.
+the first item that does not fit ends the block, so a larger budget for the pool never shows
+less of it (the block fills monotonically; passages keep every item small). The block is rendered
+like every prompt of the method (episodes, facts, turns; grouped by session under one date
+header each; every record with its citable id; a text of several lines keeps its lines) with
+each relative time expression followed by its resolution (``annotate_times``, the answer
+context's format). In a conversation with an assistant the block opens with the user's
+current standing instructions and preferences (:mod:`qemem.evidence.standing`, at most a
+quarter of the budget; those it shows are not repeated among the pool's facts), and the pool
+fills the rest. Tokens are estimated as characters / 4. No LLM call.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from qemem.evidence.context import SourceIndex, format_memories, session_header
+from qemem.evidence.standing import STANDING_SHARE, StandingSection, standing_section
 from qemem.evidence.times import annotate_times
 from qemem.llm.types import estimate_tokens
 from qemem.models import (
+    OMIT_EMPTY,
     OMIT_NONE,
     Episode,
     Pool,
@@ -30,6 +35,7 @@ from qemem.models import (
     SemanticFact,
     Span,
     Turn,
+    Unit,
     search_text,
     split_key,
 )
@@ -63,10 +69,12 @@ class ContextItem:
 class Context:
     """The block (``text``), the items it shows in exposure order, its estimated ``tokens``
     and the ``budget_tokens`` it was cut to; ``left_out`` counts pool candidates that did not
-    fit; ``planner`` is "rule" or "llm". A block across conversations has ``conversation``
-    "" and ``conversations`` the ones ranked together (``qemem.evidence.many``)."""
+    fit; ``planner`` is "rule" or "llm"; ``standing`` the refs of the items that are the
+    user's standing instructions and preferences (the block's first section). A block across
+    conversations has ``conversation`` None and ``conversations`` the ones ranked together
+    (``qemem.evidence.many``)."""
 
-    conversation: str
+    conversation: str | None
     question: str
     text: str
     items: list[ContextItem] = field(default_factory=list)
@@ -75,6 +83,7 @@ class Context:
     left_out: int = 0
     planner: str = "rule"
     conversations: Annotated[list[str] | None, OMIT_NONE] = None
+    standing: Annotated[list[Ref], OMIT_EMPTY] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -90,9 +99,10 @@ class _Entry:
 
 
 def _priority(pool: Pool) -> list[_Entry]:
-    """The pool's candidates in exposure order, a context turn right after its hit; a long
-    turn as its passages, each where the pool's exposure order shows it (its turn's place in
-    a pool without one)."""
+    """The pool's candidates in exposure order, a context turn right after its hit; a turn,
+    or each passage of a long one, where the pool's exposure order first shows it (a turn
+    that is also a later hit stays with the candidate that exposed it first); without an
+    exposure order (a pool read back or merged), by the positions of its items."""
     at = {item.id: item.position for item in pool.items() if item.position is not None}
 
     def rank(item: PoolItem) -> tuple[float, int]:
@@ -101,21 +111,18 @@ def _priority(pool: Pool) -> list[_Entry]:
         vias = [at[r.via] for r in item.reasons if r.via in at]
         return (float(min(vias)) if vias else float("inf")), 1
 
-    exposed: dict[tuple[str, Span], tuple[float, int]] = {}
+    exposed: dict[Unit, tuple[float, int]] = {}
     for n, exposure in enumerate(pool.order):
-        for tid, span in exposure.units:
-            if span is not None:
-                hit = exposure.space == "turn" and split_key(exposure.id) == (tid, span)
-                exposed.setdefault((tid, span), (float(n), 0 if hit else 1))
+        for unit in exposure.units:
+            hit = exposure.space == "turn" and split_key(exposure.id) == unit
+            exposed.setdefault(unit, (float(n), 0 if hit else 1))
     ranked: list[tuple[tuple[float, int], _Entry]] = []
     for item in pool.items():
-        if item.space == "turn" and item.passages is not None:
-            ranked += [
-                (exposed.get((item.id, span), rank(item)), _Entry(item, span))
-                for span in item.passages
-            ]
-        else:
+        if item.space != "turn":
             ranked.append((rank(item), _Entry(item)))
+            continue
+        spans: list[Span | None] = list(item.passages) if item.passages is not None else [None]
+        ranked += [(exposed.get((item.id, span), rank(item)), _Entry(item, span)) for span in spans]
     return [entry for _, entry in sorted(ranked, key=lambda pair: pair[0])]
 
 
@@ -160,35 +167,47 @@ def _cost(index: SourceIndex, entry: _Entry, shown: str, opened: set[object]) ->
     return estimate_tokens(text + "\n")
 
 
+def _item(index: SourceIndex, entry: _Entry, shown: str) -> ContextItem:
+    record = entry.item.record
+    return ContextItem(
+        ref=entry.ref,
+        session=record.session,
+        date=index.session_date(record).isoformat(),
+        text=shown,
+        speaker=record.speaker if isinstance(record, Turn) else None,
+        tokens=estimate_tokens(shown),
+    )
+
+
+def _standing_items(index: SourceIndex, section: StandingSection) -> list[ContextItem]:
+    return [_item(index, _Entry(PoolItem("fact", fact)), fact.content) for fact in section.facts]
+
+
 def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: int) -> Context:
     """The block of ``pool`` cut to ``budget_tokens`` (see the module doc)."""
-    ranked = _priority(pool)
-    shown = {entry.ref: _shown(index, entry) for entry in ranked}
+    ranked = [item.id for item in pool.facts]
+    section = standing_section(index, question, int(budget_tokens * STANDING_SHARE), ranked)
+    standing = {f.id for f in section.facts}
+    candidates = [e for e in _priority(pool) if e.item.space != "fact" or e.item.id not in standing]
+    budget = budget_tokens - section.tokens
+    shown = {entry.ref: _shown(index, entry) for entry in candidates}
     chosen: list[_Entry] = []
     opened: set[object] = set()
     spent = 0
-    for entry in ranked:
+    for entry in candidates:
         cost = _cost(index, entry, shown[entry.ref], opened)
-        if spent + cost > budget_tokens:
+        if spent + cost > budget:
             break
         chosen.append(entry)
         spent += cost
         opened.update({entry.item.space, (entry.item.space, entry.item.record.session)})
     text = _render(index, chosen)
-    while chosen and estimate_tokens(text) > budget_tokens:  # headers are shared: rarely needed
+    while chosen and estimate_tokens(text) > budget:  # headers are shared: rarely needed
         chosen.pop()
         text = _render(index, chosen)
-    items = [
-        ContextItem(
-            ref=entry.ref,
-            session=entry.item.record.session,
-            date=index.session_date(entry.item.record).isoformat(),
-            text=shown[entry.ref],
-            speaker=entry.item.record.speaker if isinstance(entry.item.record, Turn) else None,
-            tokens=estimate_tokens(shown[entry.ref]),
-        )
-        for entry in chosen
-    ]
+    text = section.text + text if text else section.text.rstrip()
+    firsts = _standing_items(index, section)
+    items = firsts + [_item(index, entry, shown[entry.ref]) for entry in chosen]
     return Context(
         conversation=pool.conversation,
         question=question,
@@ -196,5 +215,6 @@ def context_block(index: SourceIndex, pool: Pool, question: str, budget_tokens: 
         items=items,
         tokens=estimate_tokens(text or EMPTY),
         budget_tokens=budget_tokens,
-        left_out=len(ranked) - len(chosen),
+        left_out=len(candidates) - len(chosen) + section.left_out,
+        standing=[item.ref for item in firsts],
     )

@@ -15,6 +15,8 @@ reliably the card's. The rule, in order:
 
 A card whose quote states a plan or speaks of the future (``is_planned``) and whose rule time is
 not a resolved past expression is ``planned``: said on that date, not yet done.
+
+``shown_time`` is the one rule for which time a reader is shown.
 """
 
 from __future__ import annotations
@@ -25,15 +27,29 @@ from datetime import date, datetime
 from typing import Literal
 
 from qemem.evidence.agreement import time_agrees
+from qemem.evidence.plans import is_planned
 from qemem.evidence.times import (
     TimeResolution,
     event_expressions,
-    is_planned,
     normalise_time,
     resolve_times,
 )
 
 TimeBasis = Literal["quote", "cited", "session"]
+
+
+def rests_on_expression(rule: TimeResolution | None, basis: TimeBasis | None) -> bool:
+    """Whether a rule time rests on an expression of the quote or a cited turn (not only on
+    the session date, the day it was said)."""
+    return rule is not None and basis != "session" and bool(rule.expression)
+
+
+def shown_time(model_time: str, rule: TimeResolution | None, basis: TimeBasis | None) -> str:
+    """The one time a reader is shown for a card (the CLI, the MCP tools, the answer and run
+    pages): the rule's phrase when it rests on an expression (resolved against its session
+    date, so checkable), else the constructor's own time ``model_time`` ("" when it gave
+    none). The answer prompt shows the answerer both, with what the rule rests on."""
+    return rule.phrase if rule is not None and rests_on_expression(rule, basis) else model_time
 
 
 @dataclass(frozen=True)

@@ -14,20 +14,37 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 
 from qemem.errors import StructuredOutputError
 from qemem.evidence.agreement import time_agrees
-from qemem.evidence.card_time import CitedText, TimeBasis, card_time
+from qemem.evidence.card_time import (
+    CitedText,
+    TimeBasis,
+    card_time,
+    shown_time,
+)
 from qemem.evidence.context import FoundRecord, SourceIndex, clean_id, format_pool, pool_records
 from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD, QuoteCheck, best_check, quote_checks
 from qemem.evidence.times import TimeResolution
 from qemem.llm import Ledger, LLMClient, LLMRequest, LLMResponse, Message
-from qemem.models import Episode, Plan, Pool, Ref, SemanticFact, Space, Turn, search_text
+from qemem.llm.stages import CONSTRUCT
+from qemem.models import (
+    OMIT_NONE,
+    Episode,
+    Plan,
+    Pool,
+    Ref,
+    SemanticFact,
+    Space,
+    Turn,
+    search_text,
+)
 from qemem.prompts import render
+from qemem.statements import Relation
 
 MAX_FOLLOW_UPS = 3
 
@@ -77,6 +94,17 @@ class Feedback:
     follow_up_queries: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Conflict:
+    """A card's disagreement with card ``other`` (numbered from 1, as the answer prompt shows
+    the cards): an ``update`` or a ``contradiction``, and whether this card is the ``later``
+    statement of the two."""
+
+    kind: Relation
+    other: int
+    later: bool
+
+
 @dataclass
 class ViewCard:
     """A verified (or marked unverified) evidence card.
@@ -88,7 +116,9 @@ class ViewCard:
     "fact" when against model-written memory text (so a verified card is never mistaken for
     one verified against original words); ``resolved_time`` the deterministic time, ``time``
     the model's, and ``time_agrees`` their
-    agreement (None when the model gave no time or nothing resolved).
+    agreement (None when the model gave no time or nothing resolved); ``conflict`` its
+    disagreement with another card, when the constructor named one
+    (:mod:`qemem.evidence.conflicts`).
     """
 
     claim: str
@@ -109,15 +139,12 @@ class ViewCard:
     time_source: str | None = None
     time_event: str = ""
     planned: bool = False
+    conflict: Annotated[Conflict | None, OMIT_NONE] = None
 
     @property
-    def rule_time(self) -> TimeResolution | None:
-        """The rule time when it rests on an expression (quote or cited turn); None when it is
-        only the session date (the day it was said) or nothing resolved."""
-        rule = self.resolved_time
-        if rule is None or self.time_basis == "session" or not rule.expression:
-            return None
-        return rule
+    def shown_time(self) -> str:
+        """The time a reader is shown for the card (``card_time.shown_time``)."""
+        return shown_time(self.time, self.resolved_time, self.time_basis)
 
     @property
     def model_written(self) -> bool:
@@ -171,12 +198,12 @@ def construct_cards(
     }
     own = _construct_input(index, pool, plan, existing, refining, cached=prefix is not None)
     if prefix is not None:
-        request = prefix.request("construct", own, max_tokens=max_tokens, inputs=inputs)
+        request = prefix.request(CONSTRUCT, own, max_tokens=max_tokens, inputs=inputs)
     else:
         request = LLMRequest(
-            render("construct"),
+            render("construct", **index.participants.prompt_fields()),
             [Message("user", own)],
-            "construct",
+            CONSTRUCT,
             max_tokens=max_tokens,
             inputs=inputs,
         )

@@ -26,7 +26,9 @@ from qemem.models import (
     Span,
     Turn,
     format_datetime,
+    unredacted,
 )
+from qemem.participants import Participants
 from qemem.passages import Units, excerpt
 from qemem.prompts import as_data, as_lines
 from qemem.store.base import MemoryStore, Scope
@@ -64,6 +66,7 @@ class SourceIndex:
             store.turns(scope),
             store.episodes(scope),
             store.facts(scope),
+            {s.old for s in store.supersessions(scope)},
             store.passages(scope),
         )
 
@@ -73,16 +76,21 @@ class SourceIndex:
         turns: list[Turn],
         episodes: list[Episode],
         facts: list[SemanticFact],
+        superseded: set[str],
         passages: Mapping[str, Sequence[Span]],
     ) -> None:
-        """Index the records (``turns`` in conversation order; ids unique) and the passages
-        of the long turns (turn id -> spans)."""
+        """Index the records (``turns`` in conversation order; ids unique; ``superseded``
+        the ids of the facts a supersession replaces) and the passages of the long turns
+        (turn id -> spans). Redacted turns are left out: they are never evidence, nor shown
+        around it."""
         self.conversation = conversation
-        self.turns = turns
+        self.turns = unredacted(turns)
         self.episodes = episodes
         self.facts = facts
+        self.superseded = superseded
+        self.participants = Participants.of(conversation.speakers, turns)
         self.passages = {t: list(spans) for t, spans in passages.items()}
-        self.units = Units(turns, self.passages)
+        self.units = Units(self.turns, self.passages)
         self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}
         self._by_id.update((e.id, FoundRecord("episode", e)) for e in self.episodes)
         self._by_id.update((t.id, FoundRecord("turn", t)) for t in self.turns)
@@ -120,13 +128,18 @@ class SourceIndex:
         return [f.record for f in found if f is not None and isinstance(f.record, Turn)]
 
     def turns_of(self, located: FoundRecord) -> list[Turn]:
-        """The original turns behind a record: itself, an episode's turns, a fact's episodes'."""
+        """The original turns behind a record: itself, an episode's turns, a fact's own turns
+        (``turn_ids``) and its episodes'."""
         record = located.record
         if isinstance(record, Turn):
             return [record]
         if isinstance(record, Episode):
             return self.episode_turns(record, len(record.turn_ids))
         out: list[Turn] = []
+        for tid in record.turn_ids:
+            found = self._by_id.get(tid)
+            if found is not None and isinstance(found.record, Turn):
+                out.append(found.record)
         for eid in record.episode_ids:
             found = self._by_id.get(eid)
             if found is not None and isinstance(found.record, Episode):

@@ -63,6 +63,7 @@ class ManyIndex(SourceIndex):
         facts: list[SemanticFact] = []
         speakers: list[str] = []
         passages: dict[str, list[Span]] = {}
+        superseded: set[str] = set()
         for cid, scope in scopes.items():
             conversation = store.get_conversation(scope)
             speakers.extend(conversation.speakers)
@@ -80,9 +81,10 @@ class ManyIndex(SourceIndex):
             turns += [self._turn(cid, t) for t in own_turns]
             episodes += [self._episode(cid, e) for e in own_episodes]
             facts += [self._fact(cid, f) for f in own_facts]
+            superseded |= {label(cid, s.old) for s in store.supersessions(scope)}
             passages |= {label(cid, t): spans for t, spans in store.passages(scope).items()}
         merged = Conversation("", tuple(dict.fromkeys(speakers)), tuple(sessions))
-        self._load(merged, turns, episodes, facts, passages)
+        self._load(merged, turns, episodes, facts, superseded, passages)
 
     def _remember(self, cid: str, record: Record) -> tuple[str, int]:
         """The label and index session of ``record`` of conversation ``cid``, remembered."""
@@ -109,7 +111,8 @@ class ManyIndex(SourceIndex):
     def _fact(self, cid: str, fact: SemanticFact) -> SemanticFact:
         name, session = self._remember(cid, fact)
         ids = tuple(label(cid, e) for e in fact.episode_ids)
-        return dataclasses.replace(fact, id=name, session=session, episode_ids=ids)
+        turns = tuple(label(cid, t) for t in fact.turn_ids)
+        return dataclasses.replace(fact, id=name, session=session, episode_ids=ids, turn_ids=turns)
 
     def get(self, raw_id: str) -> FoundRecord | None:
         """The record a label names; a bare id (``D1:3``) only when exactly one of the
@@ -212,5 +215,9 @@ class ManyIndex(SourceIndex):
             for item in context.items
         ]
         return dataclasses.replace(
-            context, conversation="", items=items, conversations=list(self.conversations)
+            context,
+            conversation=None,
+            items=items,
+            conversations=list(self.conversations),
+            standing=[self.explicit(ref) for ref in context.standing],
         )

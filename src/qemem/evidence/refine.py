@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from qemem.evidence.cards import (
     Feedback,
@@ -27,11 +27,12 @@ from qemem.evidence.cards import (
     merge_cards,
     verify_card,
 )
+from qemem.evidence.conflicts import mark_conflicts
 from qemem.evidence.context import SourceIndex
 from qemem.evidence.layout import SharedPrefix
 from qemem.evidence.quotes import DEFAULT_THRESHOLD
 from qemem.llm import Ledger, LLMClient, LLMResponse
-from qemem.models import Plan, Pool, PoolEntry, PoolItem, Ref, Turn
+from qemem.models import OMIT_EMPTY, Plan, Pool, PoolEntry, PoolItem, Ref, Turn
 
 Retriever = Callable[[Sequence[str], Collection[Ref]], Pool]
 """``retrieve(queries, exclude)``: a pool for ``queries`` without the records in exclude."""
@@ -83,13 +84,15 @@ class RoundTrace:
 class Shown:
     """Exactly what the answer prompt shows, as the assembler wrote it: every turn id in
     conversation order (``turns``), the turns of the cited-sources section
-    (``cited_context``), the turns of the background section (``background``) and the
-    episodes and facts shown there (``background_refs``)."""
+    (``cited_context``), the turns of the background section (``background``), the
+    episodes and facts shown there (``background_refs``) and the facts of the standing
+    instructions and preferences section (``standing``)."""
 
     turns: list[str] = field(default_factory=list)
     cited_context: list[str] = field(default_factory=list)
     background: list[str] = field(default_factory=list)
     background_refs: list[Ref] = field(default_factory=list)
+    standing: Annotated[list[Ref], OMIT_EMPTY] = field(default_factory=list)
 
 
 @dataclass
@@ -153,14 +156,16 @@ def build_evidence(
     prefix: SharedPrefix | None = None,
 ) -> Evidence:
     """Cards for ``plan`` from ``pool``, refined up to ``refine_rounds`` extra rounds; every
-    constructor call opens with ``prefix`` when given (the ``cached`` layout)."""
+    constructor call opens with ``prefix`` when given (the ``cached`` layout). The cards of
+    the record carry the conflicts their relations name (:mod:`qemem.evidence.conflicts`)."""
     cards: list[ViewCard] = []
     rounds: list[RoundTrace] = []
     examined: set[Ref] = set()
     merged = pool
 
     def done(termination: str, degradations: Sequence[str] = ()) -> Evidence:
-        return Evidence(plan, rounds, cards, merged, termination, list(degradations))
+        marked = mark_conflicts(cards, index)
+        return Evidence(plan, rounds, marked, merged, termination, list(degradations))
 
     current, queries = pool, None
     for number in range(refine_rounds + 1):

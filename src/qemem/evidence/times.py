@@ -22,7 +22,9 @@ Conventions (documented choices):
   8 May 2023"), or the next one after it when its clause is in the future tense ("I'm going on
   Friday", "we will meet this Friday"); the anchor date itself when it is that weekday.
 * "last/this/next week" and "weekend": the previous/current/next ISO week (its Saturday and
-  Sunday for weekends). "on/over the weekend" and "this past weekend" mean the last weekend.
+  Sunday for weekends). "on/over the weekend" and "this past weekend" mean the last weekend,
+  and so does "this weekend" said on a weekday in a clause in the past tense ("we went hiking
+  this weekend", said on a Monday).
 * "last month": the calendar month before the anchor's, phrased "the month before <anchor>";
   "this/next month": that month by name ("June 2023"). "last night" is yesterday; "the other
   day" is vague like "a few days ago".
@@ -39,8 +41,17 @@ Conventions (documented choices):
   "last <season>": the latest one that ended before the anchor; "next": the first that starts
   after it; "this": the one containing the anchor, else the nearest one.
 
+* A phrase relative to another event ("two weekends later", "a week after", "the next day")
+  counts from the last expression resolved before it in the same text ("we went camping last
+  weekend, and two weekends later ..."), when that one is no coarser than the phrase's unit;
+  otherwise (or with a vague count: "a few days later") it has no date and is left alone.
+
 Matching is case-insensitive on whole words; matches do not overlap (the earliest, then the
-longest, wins) and are returned in text order.
+longest, wins) and are returned in text order. An expression whose resolution would leave
+Python's calendar (years 1 to 9999: "5000 years ago", "999999999 days ago", or any relative
+time said on a date at an end of it) is not resolved; qemem takes dates of the years 1900 to
+2200 only (``qemem.lexicon.FIRST_YEAR``), where the calendar leaves room for every count up to
+several thousand years.
 """
 
 from __future__ import annotations
@@ -193,6 +204,8 @@ def _other_day(_: re.Match[str], anchor: date) -> _Resolved:
 def _relative_unit(m: re.Match[str], anchor: date) -> _Resolved:
     rel, unit = m.group("rel").lower(), m.group("unit").lower()
     step = {"last": -1, "this": 0, "next": 1}[rel]
+    if (rel, unit) == ("this", "weekend") and anchor.weekday() < 5 and _past_clause(m):
+        return _past_weekend(m, anchor)
     if unit == "month":
         start, end = month_range(*shift_month(anchor, step))
         if step < 0:
@@ -213,7 +226,7 @@ def _relative_unit(m: re.Match[str], anchor: date) -> _Resolved:
     return start, end, "weekend", f"the weekend of {day_phrase(start)}"
 
 
-def _past_weekend(_: re.Match[str], anchor: date) -> _Resolved:
+def _past_weekend(_: re.Match[str] | None, anchor: date) -> _Resolved:
     start, end = _units_ago(anchor, 1, "weekend")
     return start, end, "weekend", f"the weekend before {day_phrase(anchor)}"
 
@@ -228,12 +241,31 @@ _FUTURE = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_END = re.compile(r"[.!?;\n]")
+#: Past-tense markers of a clause: common irregular past forms, "have/'ve been", and a subject
+#: pronoun before a verb in -ed ("we hiked", "I finally finished").
+_PAST = re.compile(
+    r"\b(?:was|were|had|did|went|got|made|took|came|saw|met|spent|ran|found|bought|felt|"
+    r"gave|left|told|thought|ate|drove|flew|won|lost|began|wrote|sang|swam)\b|"
+    r"(?:\b(?:have|has)|['\u2019]ve)\s+(?:been|\w+ed)\b|"
+    r"\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+|just\s+|also\s+|all\s+)?\w+ed\b",
+    re.IGNORECASE,
+)
 
 
 def _future_clause(text: str, position: int) -> bool:
     """Whether the clause of ``text`` that ends at ``position`` speaks of the future."""
     start = max((m.end() for m in _CLAUSE_END.finditer(text, 0, position)), default=0)
     return bool(_FUTURE.search(text, start, position))
+
+
+def _past_clause(m: re.Match[str]) -> bool:
+    """Whether the clause around match ``m`` speaks of the past and not of the future."""
+    text = m.string
+    start = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
+    end_match = _CLAUSE_END.search(text, m.end())
+    end = end_match.start() if end_match else len(text)
+    clause = text[start:end]
+    return bool(_PAST.search(clause)) and not _FUTURE.search(clause)
 
 
 def _weekday(m: re.Match[str], anchor: date) -> _Resolved:
@@ -323,14 +355,17 @@ def _resolve(text: str, day: date) -> tuple[TimeResolution, ...]:
     for start, _, match, handler in found:
         if start < taken_until:
             continue
+        try:
+            first, last, granularity, phrase = handler(match, day)
+        except (OverflowError, ValueError):  # a count past the calendar ("5000 years ago")
+            continue  # is no date: the expression stays as said
         taken_until = match.end()
-        first, last, granularity, phrase = handler(match, day)
         resolutions.append(
             TimeResolution(
                 match.group(), first, last, granularity, phrase, position=start, anchor=day
             )
         )
-    return tuple(resolutions)
+    return tuple(_with_events(text, resolutions, day))
 
 
 def normalise_time(text: str, anchor: date | datetime | str) -> TimeResolution:
@@ -368,6 +403,75 @@ _EVENT = re.compile(
 )
 
 
+_EVENT_PARTS = re.compile(
+    rf"^(?:(?P<n>{_COUNT}|the)\s+(?P<unit>day|night|weekend|week|month|year)s?\s+"
+    r"(?P<dir>later|after(?:wards)?|before|earlier|on)|the\s+(?:next|following)\s+"
+    r"(?P<next>day|morning|evening|night|weekend|week|month|year))$",
+    re.IGNORECASE,
+)
+_ORDER = {"day": 0, "week": 1, "weekend": 1, "month": 2, "season": 3, "year": 4}
+
+
+def _shift(ref: TimeResolution, n: int, unit: str) -> _Resolved | None:
+    """The ``unit`` lying ``n`` units (negative: before) from the start of ``ref``, phrased
+    as an absolute period; None when ``ref`` is coarser than ``unit``."""
+    if _ORDER[ref.granularity] > _ORDER[unit]:
+        return None
+    if unit == "day":
+        day = ref.start + timedelta(days=n)
+        return day, day, "day", day_phrase(day)
+    if unit in ("week", "weekend"):
+        monday = _monday(ref.start) + timedelta(weeks=n)
+        first = monday + timedelta(days=5 if unit == "weekend" else 0)
+        granularity: Granularity = "weekend" if unit == "weekend" else "week"
+        return first, monday + timedelta(days=6), granularity, f"the {unit} of {day_phrase(first)}"
+    if unit == "month":
+        year, month = shift_month(ref.start, n)
+        start, end = month_range(year, month)
+        return start, end, "month", _month_phrase(year, month)
+    year = ref.start.year + n
+    return date(year, 1, 1), date(year, 12, 31), "year", str(year)
+
+
+def _event_offset(phrase: str) -> tuple[int, str] | None:
+    """(signed count, unit) of an event-relative phrase; None for a vague count."""
+    parts = _EVENT_PARTS.match(" ".join(phrase.split()))
+    if parts is None:
+        return None
+    if parts["next"]:
+        unit = parts["next"].lower()
+        return 1, "day" if unit in ("morning", "evening", "night") else unit
+    word = parts["n"].lower()
+    n, vague = (1, False) if word == "the" else _parse_count(word)
+    if vague:
+        return None
+    unit = "day" if parts["unit"].lower() == "night" else parts["unit"].lower()
+    sign = -1 if parts["dir"].lower() in ("before", "earlier") else 1
+    return sign * n, unit
+
+
+def _with_events(text: str, found: list[TimeResolution], anchor: date) -> list[TimeResolution]:
+    """``found`` with the event-relative phrases of ``text`` that count from an expression
+    resolved before them (see the module doc), in text order."""
+    out = sorted(found, key=lambda r: r.position)
+    for match in _EVENT.finditer(text):
+        start, end = match.start(), match.end()
+        if any(start < r.position + len(r.expression) and r.position < end for r in out):
+            continue
+        earlier = [r for r in out if r.position + len(r.expression) <= start]
+        offset = _event_offset(match.group())
+        if not earlier or offset is None:
+            continue
+        shifted = _shift(earlier[-1], *offset)
+        if shifted is not None:
+            first, last, granularity, phrase = shifted
+            resolution = TimeResolution(
+                match.group(), first, last, granularity, phrase, position=start, anchor=anchor
+            )
+            out = sorted([*out, resolution], key=lambda r: r.position)
+    return out
+
+
 def event_expressions(text: str) -> list[tuple[int, str]]:
     """Event-relative phrases of ``text`` ("two weekends later", "a few days after", "the
     next day"): relative, but to another event, so no date follows from the session date.
@@ -380,18 +484,3 @@ def event_expressions(text: str) -> list[tuple[int, str]]:
         for m in _EVENT.finditer(text)
         if not any(m.start() < end and start < m.end() for start, end in taken)
     ]
-
-
-#: Plans and future-tense statements: "will"/"'ll"/"shall", "going to"/"gonna", "plan"/
-#: "planning", "want to"/"wanna", "hope to", "about to", "next <word>".
-_PLANNED = re.compile(
-    r"(?:\b(?:will|shall|gonna|going\s+to|plan(?:s|ning)?|want(?:s)?\s+to|wanna|"
-    r"hop(?:e|es|ing)\s+to|about\s+to|next\s+\w+)\b|['\u2019]ll\b)",
-    re.IGNORECASE,
-)
-
-
-def is_planned(text: str) -> bool:
-    """Whether ``text`` states a plan or speaks in the future tense (a deterministic rule: see
-    ``_PLANNED``); such a statement is timed as said on its date, not as a past event."""
-    return bool(_PLANNED.search(text))

@@ -9,7 +9,9 @@ Each record is an object with:
 - ``speaker`` and ``text`` (strings, required);
 - ``id`` (string, optional): a stable message id; without one qemem assigns ``D<session>:<n>``;
 - ``image_caption`` (string, optional): folded into the text as ``[shares a photo: …]``;
-- ``namespace`` (string, optional): the user or tenant, ``default`` when absent.
+- ``namespace`` (string, optional): the user or tenant, ``default`` when absent;
+- ``role`` (string, optional): who the message is from in a conversation with an assistant,
+  ``user``, ``assistant`` or ``other`` (any case); without it the speakers are people.
 
 Messages keep their file order inside a session; they are never re-sorted by timestamp.
 """
@@ -28,7 +30,9 @@ from qemem.models import (
     SessionInput,
     TurnInput,
     check_same_kind,
+    check_text,
     fold_caption,
+    parse_role,
 )
 
 REQUIRED = ("conversation_id", "session_id", "timestamp", "speaker", "text")
@@ -127,6 +131,10 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
                     record=where,
                     field=name,
                 )
+        for name in (*REQUIRED, "id", "image_caption", "namespace"):
+            if isinstance(record.get(name), str):  # before a store sees it (an id is looked up)
+                what = name.replace("_", " ")
+                check_text(record[name], what, file=file, record=where, field=name)
         try:
             timestamp = parse_datetime(record["timestamp"])
         except InputError as exc:
@@ -147,7 +155,8 @@ def parse_generic(records: Iterable[Any], file: str = "<input>") -> list[Convers
         if speaker not in conv.speakers:
             conv.speakers.append(speaker)
         text = fold_caption(record["text"], record.get("image_caption"))
-        session.turns.append(TurnInput(speaker, text, timestamp, record.get("id")))
+        role = parse_role(record.get("role"), file=file, record=where)
+        session.turns.append(TurnInput(speaker, text, timestamp, record.get("id"), role))
     _check_unique_ids(list(conversations.values()), file)
     return list(conversations.values())
 

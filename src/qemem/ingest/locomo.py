@@ -1,4 +1,6 @@
-"""The LoCoMo format (``locomo10.json``: a list of samples, or one sample)."""
+"""The LoCoMo format (``locomo10.json``: a list of samples, or one sample). A turn may carry a
+``role`` (``user``, ``assistant`` or ``other``), as converted chats with an assistant do;
+LoCoMo's own turns have none: its speakers are two people."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from qemem.models import (
     TurnInput,
     check_same_kind,
     fold_caption,
+    parse_role,
 )
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -125,7 +128,10 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
             if speaker not in speakers:
                 speakers.append(speaker)
             text = fold_caption(turn["text"], turn.get("blip_caption"))
-            session.turns.append(TurnInput(speaker, text, date_time, tid))
+            role = parse_role(
+                turn.get("role"), file=file, record=f"sample {cid}", field=f"{where}.role"
+            )
+            session.turns.append(TurnInput(speaker, text, date_time, tid, role))
         sessions.append(session)
     if not sessions:
         raise fail("conversation has no session with turns", "conversation")

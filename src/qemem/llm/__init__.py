@@ -10,7 +10,7 @@ from qemem.llm.client import LLMClient, Structured
 from qemem.llm.jsonx import extract_json
 from qemem.llm.ledger import Ledger, Tally, stage_group
 from qemem.llm.prices import DEFAULT_PRICES, PriceTable
-from qemem.llm.spec import make_provider, open_llm
+from qemem.llm.spec import make_provider, open_cache, open_llm
 from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "cache_key",
     "extract_json",
     "make_provider",
+    "open_cache",
     "open_llm",
     "stage_group",
 ]

@@ -6,6 +6,13 @@ schema, temperature, max_tokens), where the endpoint is whatever else selects th
 models; absent for providers without one). It never includes the stage label (the same prompt
 from two stages is one exchange) nor any secret (providers keep keys out of
 ``name``/``model``/``base_url``).
+
+An exchange is tied to the conversations it was about (the ``subjects`` of the client that
+made or reused it, see ``LLMClient.about``): :meth:`LLMCache.forget` removes every exchange
+tied to a conversation, which ``Memory`` does when the conversation, or one of its messages,
+is deleted or redacted. The file runs with ``secure_delete`` and its log is truncated after a
+forget, so removed exchanges leave the file. Exchanges recorded without a subject (by code that
+calls the LLM outside ``Memory``, or before subjects existed) are tied to nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -25,7 +33,8 @@ from qemem.llm.types import LLMRequest, LLMResponse
 CacheMode = Literal["off", "readwrite", "replay"]
 CACHE_MODES: tuple[CacheMode, ...] = ("off", "readwrite", "replay")
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS llm_cache (
     key TEXT PRIMARY KEY,
     provider TEXT NOT NULL,
@@ -33,8 +42,17 @@ CREATE TABLE IF NOT EXISTS llm_cache (
     request TEXT NOT NULL,
     response TEXT NOT NULL,
     created REAL NOT NULL
+)""",
+    """
+CREATE TABLE IF NOT EXISTS llm_cache_subjects (
+    key TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    conversation TEXT NOT NULL,
+    PRIMARY KEY (namespace, conversation, key)
+)""",
 )
-"""
+Subject = tuple[str, str]
+"""A conversation an exchange was about: (namespace, conversation id)."""
 
 
 def provider_endpoint(provider: object) -> str | None:
@@ -99,10 +117,12 @@ class LLMCache:
                 self.path, timeout=60.0, isolation_level=None, check_same_thread=False
             )
             conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA secure_delete = ON")
             for attempt in range(50):
                 try:
                     conn.execute("PRAGMA journal_mode = WAL")
-                    conn.execute(_SCHEMA)
+                    for table in _SCHEMA if self.mode == "readwrite" else _SCHEMA[:1]:
+                        conn.execute(table)  # a replayed recording gains no table
                     break
                 except sqlite3.OperationalError:
                     if attempt == 49:
@@ -123,24 +143,72 @@ class LLMCache:
         return LLMResponse.from_dict(json.loads(row[0])) if row else None
 
     def put(
-        self, key: str, provider: str, model: str, request: LLMRequest, response: LLMResponse
+        self,
+        key: str,
+        provider: str,
+        model: str,
+        request: LLMRequest,
+        response: LLMResponse,
+        subjects: Sequence[Subject] = (),
     ) -> None:
-        """Store an exchange unless one is already stored under ``key`` (first writer wins)."""
+        """Store an exchange unless one is already stored under ``key`` (first writer wins),
+        tied to ``subjects`` (see :meth:`tie`), in one transaction."""
         if self.mode != "readwrite":
             return
         req = request.to_dict()
         req.pop("stage")
-        self._conn().execute(
-            "INSERT OR IGNORE INTO llm_cache VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                provider,
-                model,
-                json.dumps(req, sort_keys=True),
-                json.dumps(response.to_dict(), sort_keys=True),
-                time.time(),
-            ),
-        )
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "INSERT OR IGNORE INTO llm_cache VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    provider,
+                    model,
+                    json.dumps(req, sort_keys=True),
+                    json.dumps(response.to_dict(), sort_keys=True),
+                    time.time(),
+                ),
+            )
+            _tie(conn, key, subjects)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def tie(self, key: str, subjects: Sequence[Subject]) -> None:
+        """Tie the exchange under ``key`` to the conversations ``subjects`` (an exchange
+        reused for another conversation is about it too): forgetting any of them removes
+        it. Nothing in replay mode, which never writes."""
+        if self.mode == "readwrite" and subjects:
+            _tie(self._conn(), key, subjects)
+
+    def forget(self, namespace: str, conversation: str) -> int:
+        """Remove every exchange tied to the conversation (also one another conversation
+        reused: it holds this one's text); the number removed. Nothing in replay mode, which
+        never writes (a replayed recording is a fixed input)."""
+        if self.mode != "readwrite":
+            return 0
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            keys = [
+                (row[0],)
+                for row in conn.execute(
+                    "SELECT key FROM llm_cache_subjects WHERE namespace = ? AND conversation = ?",
+                    (namespace, conversation),
+                )
+            ]
+            conn.executemany("DELETE FROM llm_cache WHERE key = ?", keys)
+            conn.executemany("DELETE FROM llm_cache_subjects WHERE key = ?", keys)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        if keys:  # the old copies of the removed rows leave the write-ahead log too
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return len(keys)
 
     def miss(self, key: str, provider: str, model: str, stage: str) -> CacheMissError:
         """The error replay mode raises for an unrecorded request."""
@@ -163,3 +231,11 @@ class LLMCache:
                 conn.close()
             self._all.clear()
         self._local = threading.local()
+
+
+def _tie(conn: sqlite3.Connection, key: str, subjects: Sequence[Subject]) -> None:
+    """Record that the exchange under ``key`` was about each of ``subjects``."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO llm_cache_subjects VALUES (?, ?, ?)",
+        [(key, namespace, conversation) for namespace, conversation in subjects],
+    )

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pydantic
 
 from qemem.errors import LLMCallError, StructuredOutputError
-from qemem.llm.cache import LLMCache, cache_key, provider_endpoint
+from qemem.llm.cache import LLMCache, Subject, cache_key, provider_endpoint
 from qemem.llm.jsonx import extract_json
 from qemem.llm.ledger import Ledger
 from qemem.llm.prices import Price, PriceTable
+from qemem.llm.stages import REPAIR
 from qemem.llm.types import LLMRequest, LLMResponse, Message, Provider
 
 T = TypeVar("T", bound=pydantic.BaseModel)
@@ -112,6 +114,24 @@ class LLMClient:
         self.faults: Counter[str] = Counter()
         """Provider failures that were retried (by HTTP status or error kind) and outputs that
         needed a repair call (``invalid output``)."""
+        self.subjects: tuple[Subject, ...] = ()
+        """The conversations this client's exchanges are about (``about``): the cache ties
+        what it records or replays to them, so forgetting one removes them."""
+
+    def about(self, namespace: str, conversations: Iterable[str]) -> LLMClient:
+        """This client for calls about ``conversations`` of ``namespace``: the same provider,
+        cache, concurrency bound, ledger and fault counts (a shallow copy), whose exchanges
+        the cache ties to those conversations (:meth:`LLMCache.forget`). Close the client it
+        came from, not this one."""
+        view = copy.copy(self)
+        view.subjects = tuple(dict.fromkeys((namespace, c) for c in conversations))
+        return view
+
+    def forget(self) -> None:
+        """Remove the cache's exchanges about this client's conversations (``about``)."""
+        if self.cache is not None:
+            for namespace, conversation in self.subjects:
+                self.cache.forget(namespace, conversation)
 
     def __repr__(self) -> str:
         return f"LLMClient({self.provider.name}:{self.provider.model})"
@@ -190,7 +210,8 @@ class LLMClient:
         name, model = self.provider.name, self.provider.model
         key = cache_key(name, model, request, provider_endpoint(self.provider))
         hit = self.cache.get(key) if self.cache is not None else None
-        if hit is not None:
+        if hit is not None and self.cache is not None:
+            self.cache.tie(key, self.subjects)
             response = hit.with_(stage=request.stage, cached=True)
             response = response.with_(cost_usd=self._cost(response))
         else:
@@ -207,7 +228,7 @@ class LLMClient:
                 and cacheable(request, response)
                 and (accept is None or accept(response))
             ):
-                self.cache.put(key, name, model, request, response)
+                self.cache.put(key, name, model, request, response, self.subjects)
         self.ledger.record(response)
         if ledger is not None:
             ledger.record(response)
@@ -242,7 +263,7 @@ class LLMClient:
             with self._rng_lock:
                 self.faults["invalid output"] += 1
         repair = request.with_(
-            stage=f"{request.stage}.repair",
+            stage=request.stage + REPAIR,
             messages=[
                 *request.messages,
                 Message("assistant", first.text or "(empty output)"),

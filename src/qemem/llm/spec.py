@@ -99,6 +99,18 @@ def _env_float(name: str, default: float) -> float:
     return value
 
 
+def open_cache(
+    path: str | os.PathLike[str] | None = None, mode: str | None = None
+) -> LLMCache | None:
+    """The record/replay cache ``open_llm`` uses: file ``path`` (else QEMEM_LLM_CACHE) in
+    ``mode`` (else QEMEM_CACHE_MODE, default readwrite); None without a file or when off."""
+    path = path if path is not None else os.environ.get("QEMEM_LLM_CACHE") or None
+    chosen = parse_mode(mode or os.environ.get("QEMEM_CACHE_MODE") or "readwrite")
+    if path is None and chosen == "replay":
+        raise ConfigError("cache mode replay needs a cache file: set QEMEM_LLM_CACHE")
+    return LLMCache(Path(path), chosen) if path is not None and chosen != "off" else None
+
+
 def open_llm(
     spec: str | None = None,
     *,
@@ -123,11 +135,7 @@ def open_llm(
         timeout = _env_float("QEMEM_LLM_TIMEOUT", 120.0)
     if concurrency is None:
         concurrency = int(_env_float("QEMEM_LLM_CONCURRENCY", 4))
-    path = cache_path if cache_path is not None else os.environ.get("QEMEM_LLM_CACHE") or None
-    mode = parse_mode(cache_mode or os.environ.get("QEMEM_CACHE_MODE") or "readwrite")
-    if path is None and mode == "replay":
-        raise ConfigError("cache mode replay needs a cache file: set QEMEM_LLM_CACHE")
-    cache = LLMCache(Path(path), mode) if path is not None and mode != "off" else None
+    cache = open_cache(cache_path, cache_mode)
     table: dict[str, Price] = {}
     cache_table: dict[str, CachePrice] = {}
     if os.environ.get("QEMEM_PRICES"):

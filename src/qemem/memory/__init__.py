@@ -14,11 +14,11 @@ from qemem.memory.api import (
 )
 from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.auditing import AUDIT_SAMPLE
-from qemem.memory.facade import Memory
+from qemem.memory.facade import EMBED_CHARS, Memory
+from qemem.memory.ingesting import check_ingest
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 from qemem.memory.reindex import ReindexReport, reindex, reindex_store
-from qemem.memory.turn_vectors import EMBED_CHARS
 
 __all__ = [
     "AUDIT_SAMPLE",
@@ -36,6 +36,7 @@ __all__ = [
     "ReembedReport",
     "ReindexReport",
     "SearchResult",
+    "check_ingest",
     "check_query",
     "reembed",
     "reembed_store",

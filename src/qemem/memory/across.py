@@ -52,7 +52,7 @@ class _Host(Protocol):
     @property
     def llm(self) -> LLMClient | None: ...
 
-    def _require_llm(self, what: str) -> LLMClient: ...
+    def _require_llm(self, what: str, about: Sequence[str] = ()) -> LLMClient: ...
 
     def _check_embedder(self) -> None: ...
 
@@ -80,14 +80,14 @@ class MemoryAcross:
         check_query(question)
         check_context(budget_tokens, mode)
         scopes = _scopes(self, conversations)
-        llm = self._require_llm("context mode 'llm'") if mode == "llm" else None
+        llm = self._require_llm("context mode 'llm'", list(scopes)) if mode == "llm" else None
         self._check_embedder()
         corpus = ManyConversations(self.store, scopes, self.embedder)
         merged = corpus.index.conversation
         plan = (
             rule_plan(question)
             if llm is None
-            else plan_question(llm, question, merged.speakers, merged.span)
+            else plan_question(llm, question, corpus.index.participants, merged.span)
         )
         pool = corpus.pool(plan, whole_order())
         block = context_block(corpus.index, pool, question, budget_tokens)
@@ -108,5 +108,5 @@ class MemoryAcross:
         check_query(question)
         scopes = _scopes(self, conversations)
         self._check_embedder()
-        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")
+        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}", list(scopes))
         return ask_many(self.store, scopes, self.embedder, llm, question, mode=mode, config=config)

@@ -114,10 +114,15 @@ MAX_FACT_CHARS = 2000
 
 @dataclass(frozen=True)
 class Forgotten:
-    """What forgetting a message or a fact removed: the messages deleted or redacted, the
-    episodes citing them, the facts removed (left without provenance, or deleted), the facts
-    that lost an episode but stay (``unlinked``), and the supersessions that went (by the id
-    of the fact they replaced, which is current again)."""
+    """What forgetting a message or a fact changed: the messages deleted or redacted, the
+    episodes citing them, the facts removed (left without provenance, or deleted; a fact
+    written by hand, a correction, is only removed by deleting it), the facts that lost an
+    episode but stay (``unlinked``), the supersessions that went (by the id of the fact they
+    replaced), the facts current again because the fact that replaced them went
+    (``restored``: deleting a correction restores the fact it corrected; deleting a corrected
+    fact removes its supersession and keeps the correction), and the session a deleted
+    message left empty (removed, so that a session dated wrongly can be replaced; its number
+    is not used again)."""
 
     conversation: str
     deleted: list[str] = field(default_factory=list)
@@ -126,6 +131,8 @@ class Forgotten:
     facts: list[str] = field(default_factory=list)
     unlinked: list[str] = field(default_factory=list)
     supersessions: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    sessions: list[int] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -204,7 +211,8 @@ class MemoryAPI(Protocol):
         ...
 
     def delete_fact(self, conversation: str, fact: str) -> Forgotten:
-        """Delete one fact (a fact it replaced is current again)."""
+        """Delete one fact: a fact it replaced (a correction's corrected fact) is current
+        again; a correction of it stays current."""
         ...
 
     def correct_fact(

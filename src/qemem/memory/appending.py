@@ -6,39 +6,49 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
+
+import numpy as np
 
 from qemem.errors import ConfigError, ConflictError, InputError, NotFoundError, QememError
 from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
-from qemem.memory.turn_vectors import TurnVectors, store_turn_vectors
+from qemem.memory.standing import embed_standing, store_standing
+from qemem.memory.turn_vectors import (
+    EmbedTexts,
+    TurnVectors,
+    embed_turns,
+    record_embedder,
+    store_turn_vectors,
+)
 from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
-Embed = Callable[[Sequence[Turn]], list[TurnVectors]]
-"""The vectors of turns and of their passages (``Memory.embed_turns``)."""
 
 
 def append_messages(
     store: MemoryStore,
     scope: Scope,
     messages: Sequence[Mapping[str, Any]],
-    embed: Embed,
+    embed: EmbedTexts,
     embedder: str,
     *,
     key: str | None = None,
     retention: timedelta = timedelta(hours=IDEMPOTENCY_HOURS),
 ) -> Appended:
     """Append generic-format ``messages`` to the scope's conversation in one transaction
-    (``embed`` gives the new turns' vectors, made by ``embedder``). With ``key``, a batch
-    already appended under it less than ``retention`` ago is not appended again: its recorded
-    response is returned; the key with another body is an InputError."""
+    (``embed`` gives the vectors of search documents, made by ``embedder``: those of the new
+    turns and of the passages of the long ones), with the standing
+    instructions and preferences the user's new messages state (:mod:`qemem.memory.standing`).
+    With ``key``, a batch already appended under it less than ``retention`` ago is not
+    appended again: its recorded response is returned; the key with another body is an
+    InputError."""
     if key is not None:
         check_idempotency_key(key)
     records = [
@@ -49,16 +59,16 @@ def append_messages(
         return Appended()
     parse_generic(records, "<messages>")  # refuse a bad batch before anything else
     digest = _fingerprint(scope.conversation, records)
-    vectors = _embed_ahead(store, scope, records, embed)
+    ahead = _embed_ahead(store, scope, records, embed)
     with store.transaction():
         if key is not None:
-            replayed = _replay(store, scope.namespace, key, digest, retention)
+            replayed = _replay(store, scope, key, digest, retention)
             if replayed is not None:
                 return replayed
-        done = _append(store, scope, records, _reusing(vectors, embed), embedder)
+        done = _append(store, scope, records, embed, embedder, ahead)
         if key is not None:
             response = json.dumps(asdict(done))
-            store.record_response(scope.namespace, key, digest, response, retention)
+            store.record_response(scope, key, digest, response, retention)
     return done
 
 
@@ -70,10 +80,12 @@ def _fingerprint(conversation: str, records: Sequence[Mapping[str, Any]]) -> str
 
 
 def _replay(
-    store: MemoryStore, namespace: str, key: str, digest: str, retention: timedelta
+    store: MemoryStore, scope: Scope, key: str, digest: str, retention: timedelta
 ) -> Appended | None:
-    """The response recorded under ``key`` for this very request; None when there is none."""
-    recorded = store.recorded_response(namespace, key, retention)
+    """The response recorded under ``key`` for this very request; None when there is none
+    (a record goes with its conversation). ConflictError when a message it acknowledged was
+    deleted since: a replay never acknowledges what is not stored."""
+    recorded = store.recorded_response(scope.namespace, key, retention)
     if recorded is None:
         return None
     if recorded[0] != digest:
@@ -84,7 +96,17 @@ def _replay(
             "batch, and the same body with the same key only to retry it"
         )
     data = json.loads(recorded[1])
-    return Appended(list(data["ids"]), int(data["turns_added"]), int(data["sessions_added"]))
+    ids = [str(i) for i in data["ids"]]
+    exists = stored_conversation(store, scope) is not None  # a record of an older store
+    stored = {t.id for t in store.turns_of(scope, ids=ids)} if exists else set()
+    gone = sorted(set(ids) - stored)
+    if gone:
+        raise ConflictError(
+            f"{IDEMPOTENCY_HEADER} {key!r} was used for this batch, but its messages "
+            f"{', '.join(gone[:5])} were deleted since: it is not stored any more. Send it "
+            "with a new key to store it again"
+        )
+    return Appended(ids, int(data["turns_added"]), int(data["sessions_added"]))
 
 
 @dataclass
@@ -104,13 +126,15 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
     [conv] = parse_generic(records, "<messages>")
     existing = stored_conversation(store, scope)
     stored: list[Turn] = []
+    counters: dict[str, int] = {}
     if existing is not None:
         keys = {s.key for s in conv.sessions}
         sessions = [s.index for s in existing.sessions if s.key in keys]
         ids = [t.id for s in conv.sessions for t in s.turns if t.id is not None]
         stored = store.turns_of(scope, sessions=sessions, ids=ids)
+        counters = store.counters(scope)  # numbered ids and new sessions' numbers
     counts = after_stored_turns(conv, existing, stored)
-    additions = find_additions(conv, existing, stored, "<messages>")
+    additions = find_additions(conv, existing, stored, counters, "<messages>")
     if existing is not None and additions.turns:
         taken = store.turns_of(scope, ids=[t.id for t in additions.turns])
         if taken:
@@ -122,51 +146,71 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
     return _Plan(conv, stored, counts, additions)
 
 
+@dataclass
+class _Ahead:
+    """Vectors embedded before the write transaction, by search text: of the turns a batch
+    would add (with their passages'), and of the standing facts they state."""
+
+    turns: dict[str, TurnVectors] = field(default_factory=dict)
+    facts: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 def _embed_ahead(
-    store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: Embed
-) -> dict[str, TurnVectors]:
-    """Vectors of the turns the batch would add, by search text, embedded before the write
-    transaction so that no writer waits for the embedder. Planned from an unlocked read: what
-    another writer changes meanwhile is planned again inside the transaction (a turn not
-    embedded here is embedded there), and a batch this read would refuse is refused there."""
+    store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: EmbedTexts
+) -> _Ahead:
+    """Vectors of the turns the batch would add (and of their passages) and of the standing
+    facts they state, by search text, embedded before the write transaction so that no
+    writer waits for the embedder. Planned from an unlocked read: what another writer changes
+    meanwhile is planned again inside the transaction (a record not embedded here is embedded
+    there), and a batch this read would refuse is refused there."""
     try:
         turns = _plan(store, scope, records).additions.turns
     except QememError:
-        return {}
-    return {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)} if turns else {}
+        return _Ahead()
+    if not turns:
+        return _Ahead()
+    vectors = embed_turns(embed, turns)
+    return _Ahead(
+        dict(zip(map(search_text, turns), vectors, strict=True)),
+        embed_standing(turns, record_embedder(embed)),
+    )
 
 
-def _reusing(ahead: Mapping[str, TurnVectors], embed: Embed) -> Embed:
-    """``embed`` that takes the vectors embedded ahead and embeds only the other turns."""
-
-    def vectors(turns: Sequence[Turn]) -> list[TurnVectors]:
-        missing = [t for t in turns if search_text(t) not in ahead]
-        if not turns or len(missing) == len(turns):
-            return embed(turns)
-        fresh = dict(zip(map(search_text, missing), embed(missing), strict=True)) if missing else {}
-        return [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
-
-    return vectors
+def _turn_vectors(
+    turns: Sequence[Turn], ahead: Mapping[str, TurnVectors], embed: EmbedTexts
+) -> list[TurnVectors]:
+    """The vectors of ``turns``: those embedded ahead, the other turns' embedded now."""
+    missing = [t for t in turns if search_text(t) not in ahead]
+    fresh = (
+        dict(zip(map(search_text, missing), embed_turns(embed, missing), strict=True))
+        if missing
+        else {}
+    )
+    return [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
 
 
 def _append(
     store: MemoryStore,
     scope: Scope,
     records: Sequence[Mapping[str, Any]],
-    embed: Embed,
+    embed: EmbedTexts,
     embedder: str,
+    ahead: _Ahead,
 ) -> Appended:
-    """Store what is new of the batch (inside the caller's transaction), planned under the
-    conversation's write lock so that concurrent appends take turns on every backend."""
+    """Store what is new of the batch and the standing facts it states (inside the caller's
+    transaction; ``ahead`` the vectors embedded before it), planned under the conversation's
+    write lock so that concurrent appends take turns on every backend."""
     store.lock_scope(scope)
     plan = _plan(store, scope, records)
     additions = plan.additions
-    vectors = embed(additions.turns)
+    vectors = _turn_vectors(additions.turns, ahead.turns, embed)
     store.put_conversation(scope, additions.conversation.speakers)
     if additions.sessions:
         store.add_sessions(scope, additions.sessions)
     if additions.turns:
         store_turn_vectors(store, scope, additions.turns, vectors, embedder)
+        facts = record_embedder(embed)
+        store_standing(store, scope, additions.turns, ahead.facts, facts, embedder)
     ids = message_ids(records, {t.id for t in plan.stored}, additions.turns, plan.counts)
     return Appended(ids, len(additions.turns), len(additions.sessions))
 
@@ -207,7 +251,9 @@ def after_stored_turns(
                     f"({old.speaker}: {old.text[:60]!r}); stored turns never change, "
                     "so send it under a new id"
                 )
-        session.turns = [TurnInput(t.speaker, t.text, t.timestamp, t.id) for t in prior] + fresh
+        session.turns = [
+            TurnInput(t.speaker, t.text, t.timestamp, t.id, t.role) for t in prior
+        ] + fresh
         counts.append((session.key, len(fresh)))
     return counts
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from qemem.answer.memory_audit import MemoryAudit, audit_memory, check_sample
@@ -18,7 +19,7 @@ class _Host(Protocol):
     store: MemoryStore
     namespace: str
 
-    def _require_llm(self, what: str) -> LLMClient: ...
+    def _require_llm(self, what: str, about: Sequence[str] = ()) -> LLMClient: ...
 
 
 class MemoryAudits:
@@ -43,18 +44,20 @@ class MemoryAudits:
             return audit_memory(
                 self.store,
                 scope,
-                self._require_llm("auditing the memory"),
+                self._require_llm("auditing the memory", [conversation]),
                 sample=sample,
                 seed=seed,
             )
         if isinstance(judge, LLMClient):
-            return audit_memory(self.store, scope, judge, sample=sample, seed=seed)
+            about = judge.about(self.namespace, [conversation])
+            return audit_memory(self.store, scope, about, sample=sample, seed=seed)
         client = open_llm(judge)
         if client is None:
             raise LLMError(
                 f"the judge spec {judge!r} names no LLM: give e.g. anthropic:claude-sonnet-4-5"
             )
         try:
-            return audit_memory(self.store, scope, client, sample=sample, seed=seed)
+            about = client.about(self.namespace, [conversation])
+            return audit_memory(self.store, scope, about, sample=sample, seed=seed)
         finally:
             client.close()

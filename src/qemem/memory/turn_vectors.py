@@ -1,10 +1,11 @@
 """The vectors of new turns: one per turn, and one per passage of each long turn.
 
 A turn that fits in one passage (:mod:`qemem.passages`) is embedded whole, as before
-passages existed (its search document, cut at :data:`EMBED_CHARS`). A longer turn is embedded
-passage by passage, so every part of it reaches dense search; its own vector, which no search
-reads while it has passages, is its first passage's (nothing is embedded twice). Ingest,
-append and ``reindex`` store both with :func:`store_turn_vectors` or ``put_passages``.
+passages existed (its search document, cut by :func:`~qemem.embed.documents.document_text`
+as every writer cuts it). A longer turn is embedded passage by passage, so every part of it
+reaches dense search; its own vector, which no search reads while it has passages, is its
+first passage's (nothing is embedded twice). Ingest, append and ``reindex`` store both with
+:func:`store_turn_vectors` or ``put_passages``.
 """
 
 from __future__ import annotations
@@ -14,16 +15,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qemem.models import Span, Turn, search_text
+from qemem.embed.documents import document_text
+from qemem.models import SemanticFact, Span, Turn, search_text
 from qemem.passages import PASSAGE_CHARS, is_whole, split_passages
 from qemem.store import MemoryStore, Scope
 
-EMBED_CHARS = 4000
-"""Only the first characters of a record's search document are embedded (BM25 indexes all);
-a passage is shorter."""
-
 EmbedTexts = Callable[[Sequence[str], Callable[[int, int], None] | None], np.ndarray]
-"""Passage-side vectors of texts, in batches, reporting (texts done, texts) as it goes."""
+"""Document-side vectors of search documents, each cut by
+:func:`~qemem.embed.documents.document_text`, in batches, reporting (texts done, texts) as it
+goes (``Memory`` passes :func:`~qemem.embed.documents.embed_documents` with its embedder)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,12 @@ class TurnVectors:
     vector: np.ndarray
     passages: tuple[Span, ...] = ()
     passage_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+
+
+def record_embedder(embed: EmbedTexts) -> Callable[[Sequence[SemanticFact]], np.ndarray]:
+    """``embed`` for records taken whole (the standing facts an ingest finds): the vectors of
+    their search documents, in their order."""
+    return lambda records: embed([search_text(r) for r in records], None)
 
 
 def passage_spans(turn: Turn, size: int = PASSAGE_CHARS) -> list[Span]:
@@ -60,10 +66,10 @@ def embed_turns(
     for n, turn in enumerate(turns):
         spans = passage_spans(turn, size)
         if not spans:
-            texts.append(search_text(turn)[:EMBED_CHARS])
+            texts.append(document_text(search_text(turn)))
             owners.append((n, None))
         for passage in spans:
-            texts.append(search_text(turn, passage))
+            texts.append(document_text(search_text(turn, passage)))
             owners.append((n, passage))
     vectors = embed(texts, progress)
     whole: dict[int, np.ndarray] = {}

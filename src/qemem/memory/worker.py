@@ -4,7 +4,8 @@ Each thread claims the oldest claimable job, runs it under a lease that a heartb
 every third of the lease (and each progress step), and ends it done or failed. A job that is
 cancelled, or taken over by another worker after this one's lease expired, stops at its next
 progress step; a worker that shuts down gives its running jobs back to the queue. Every
-``qemem serve`` process runs one worker, so any process of any replica may run any job.
+``qemem serve`` process runs one worker, so any process of any replica may run any job. A
+failed job's error names no server path (every channel shows it; the log keeps the path).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from qemem.errors import JobStoppedError, QememError
+from qemem.errors import JobStoppedError, QememError, without_paths
 from qemem.memory.facade import Memory
 from qemem.memory.jobs import REPORTS, job_table
 from qemem.store.jobs import JobRow, JobTable, Lease
@@ -97,6 +98,7 @@ class JobWorker:
         threads: int = 2,
     ) -> None:
         self.table = job_table(memory.store)
+        self.store_path = str(getattr(memory.store, "path", ""))
         self.tenant = tenant
         self.lease_s = lease_s
         self.poll_s = min(1.0, lease_s / 5)
@@ -155,11 +157,13 @@ class JobWorker:
                     self.table.release(job.id, lease.owner)
                 return
             except QememError as exc:
-                self.table.finish(job.id, lease.owner, "failed", error=str(exc))
+                log.warning("job %s failed: %s", job.id, exc)
+                error = without_paths(str(exc), [self.store_path])
+                self.table.finish(job.id, lease.owner, "failed", error=error)
                 return
             except Exception as exc:  # a job must always end in a final state
                 log.exception("job %s failed", job.id)
-                error = f"internal error: {exc!r}"
+                error = without_paths(f"internal error: {exc!r}", [self.store_path])
                 self.table.finish(job.id, lease.owner, "failed", error=error)
                 return
             result = REPORTS.dump_json(reports).decode()

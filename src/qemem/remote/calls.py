@@ -6,31 +6,29 @@ method's result; an error response is thrown into it as the ``QememError`` it st
 ``delete`` can treat a 404 as "absent"). ``RemoteMemory`` drives these generators with
 ``httpx.Client``, ``AsyncRemoteMemory`` with ``httpx.AsyncClient``: one protocol, two drivers,
 the same results and exceptions.
+
+An operation's request is built from its declaration in the operation table
+(:mod:`qemem.operations`) by ``call_of``, the one place paths are made: every path segment
+taken from an argument is percent-encoded whole, so an id holding ``/``, ``#``, ``?``, ``%``
+or spaces names that id and nothing else. The few operations that are more than one request
+(``ingest``, ``build``) or that finish the answer here (``delete``, ``episodes`` and ``facts``
+with ``ids``) are composed below.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from datetime import date, datetime
+from collections.abc import Callable, Collection, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 from urllib.parse import quote, urlencode
 
 import httpx
-from pydantic import TypeAdapter
+from pydantic import BaseModel, TypeAdapter
 
-from qemem.answer import Answer
-from qemem.answer.ask import Mode
-from qemem.answer.check import CheckResult
-from qemem.answer.memory_audit import MemoryAudit
-from qemem.answer.wire import (
-    answer_from_json,
-    audit_from_json,
-    check_from_json,
-    context_from_json,
-)
 from qemem.build import BuildReport
 from qemem.errors import (
     AuthError,
@@ -41,30 +39,12 @@ from qemem.errors import (
     QememError,
     StoreError,
 )
-from qemem.evidence.block import Context
 from qemem.ingest.additions import IngestReport
-from qemem.ingest.reader import Format, read_conversations
-from qemem.memory.api import (
-    IDEMPOTENCY_HEADER,
-    Appended,
-    ContextMode,
-    Forgotten,
-    Progress,
-    SearchResult,
-    check_idempotency_key,
-)
+from qemem.ingest.reader import read_conversations
+from qemem.memory.api import Appended, MemoryAPI, Progress
 from qemem.memory.jobs import Job
-from qemem.models import (
-    Conversation,
-    ConversationInput,
-    Episode,
-    Pool,
-    Ref,
-    SemanticFact,
-    Session,
-    Space,
-    Supersession,
-)
+from qemem.models import ConversationInput, Episode, SemanticFact
+from qemem.operations import Operation, operation, route_of
 
 T = TypeVar("T")
 R = TypeVar("R", Episode, SemanticFact)
@@ -82,9 +62,7 @@ class Call:
 
 @dataclass(frozen=True)
 class Wait:
-    """A pause of ``seconds`` before the next request (polling)."""
-
-    seconds: float
+    """A pause before the next poll (of the client's ``poll_seconds``)."""
 
 
 Steps = Generator[Call | Wait, Any, T]
@@ -98,14 +76,8 @@ _ERRORS: dict[int, type[QememError]] = {
     413: InputError,
     422: InputError,
 }
-_SESSIONS = TypeAdapter(list[Session])
-_REFS = TypeAdapter(list[Ref])
 BATCH = 200
 """Messages per request when ingesting a file."""
-
-
-def _load(kind: type[T] | Any, data: Any) -> T:
-    return TypeAdapter(kind).validate_python(data)  # type: ignore[no-any-return]
 
 
 def unreachable(base_url: str, exc: httpx.TransportError) -> QememError:
@@ -129,36 +101,86 @@ def result_of(response: httpx.Response) -> Any:
     return response.json() if response.content else None
 
 
-def conversation_of(data: Mapping[str, Any]) -> Conversation:
-    return Conversation(
-        data["id"],
-        tuple(data["speakers"]),
-        tuple(_SESSIONS.validate_python(data["sessions"])),
-        data["namespace"],
-    )
+# ---------------------------------------------------------------------- requests
+def segment(value: str) -> str:
+    """``value`` as one path segment: every reserved character percent-encoded (``/`` too),
+    and the dot segments ``.`` and ``..`` spelled ``%2E`` so that no client or server
+    resolves them."""
+    if value in (".", ".."):
+        return "%2E" * len(value)
+    return quote(value, safe="")
 
 
-def job_of(data: Mapping[str, Any]) -> Job:
-    """A job from its JSON (fields this client does not know are left out)."""
-    known = {f.name for f in fields(Job)}
-    reports: list[BuildReport] = _load(list[BuildReport], data["reports"])
-    return Job(**{k: v for k, v in data.items() if k in known} | {"reports": reports})
+@cache
+def _field(model: type[BaseModel], name: str) -> TypeAdapter[Any]:
+    annotation: Any = model.model_fields[name].annotation
+    return TypeAdapter(annotation)
 
 
-# ---------------------------------------------------------------------- operations
-def add_messages(
-    conversation: str, messages: Sequence[Mapping[str, Any]], idempotency_key: str | None
-) -> Steps[Appended]:
+def _json(model: type[BaseModel], name: str, value: Any) -> Any:
+    """A body field's JSON, as the model's field type writes it (a ``Ref`` without its unset
+    conversation); a value the type does not describe (a bare string for a list, messages as
+    dicts) goes as it is, for the server to judge."""
+    if isinstance(value, Collection) and not isinstance(value, str | bytes | Mapping):
+        value = list(value)
+    return _field(model, name).dump_python(value, mode="json", warnings=False)
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value.isoformat() if isinstance(value, date) else str(value)
+
+
+def call_of(op: Operation, args: Mapping[str, Any]) -> Call:
+    """The request of ``op`` with the method's ``args``: each one in the path, a header, the
+    query or the body, as the route declares (TypeError when one has no place)."""
+    route = route_of(op)
+    if route is None:
+        raise TypeError(f"{op.name} has no route of its own: it is composed of others")
+    wire = {op.wire(k): v for k, v in args.items() if k != "self"} | dict(op.fixed)
+    path = route.path.format(**{p: segment(wire.pop(p)) for p in route.params})
     headers = {}
-    if idempotency_key is not None:
-        headers[IDEMPOTENCY_HEADER] = check_idempotency_key(idempotency_key)
-    path = f"/v1/conversations/{conversation}/messages"
-    out = yield Call("POST", path, {"messages": list(messages)}, headers)
-    return Appended(out["ids"], out["turns_added"], out["sessions_added"])
+    for header in route.headers:
+        value = wire.pop(header.param)
+        if value is not None:
+            headers[header.header] = header.check(value)
+    if route.query is not None:
+        params = {f: wire.pop(f) for f in route.query.model_fields if f in wire}
+        kept = {k: _query_value(v) for k, v in params.items() if v is not None}
+        path += "?" + urlencode(kept, quote_via=quote) if kept else ""
+    body = None
+    if route.body is not None:
+        fields = [f for f in route.body.model_fields if f in wire]
+        body = {f: _json(route.body, f, wire.pop(f)) for f in fields}
+    if wire:
+        raise TypeError(f"{op.name}: the route has no place for {sorted(wire)}")
+    return Call(route.method, path, body, headers)
 
 
+@cache
+def _returns(name: str) -> TypeAdapter[Any]:
+    return TypeAdapter(get_type_hints(getattr(MemoryAPI, name))["return"])
+
+
+def sent(op: Operation, args: Mapping[str, Any]) -> Steps[Any]:
+    """``op`` as one request, its answer decoded (as the operation declares, else as the
+    method's return type)."""
+    out = yield call_of(op, args)
+    return op.decode(out) if op.decode else _returns(op.name).validate_python(out)
+
+
+def steps(name: str, args: Mapping[str, Any]) -> Steps[Any]:
+    """The steps of operation ``name`` called with ``args`` (a method's ``locals()``)."""
+    args = {k: v for k, v in args.items() if k != "self"}
+    composed = COMPOSED.get(name)
+    return composed(args) if composed else sent(operation(name), args)
+
+
+# ---------------------------------------------------------------------- composed
 def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict[str, Any]]]:
-    """Each conversation's turns as messages; id-less ones get an embedded ingest's ids."""
+    """Each conversation's turns as messages, with the ids the source gives them (the server
+    gives the others theirs)."""
     return {
         conv.id: [
             {
@@ -166,29 +188,34 @@ def _messages(conversations: Sequence[ConversationInput]) -> dict[str, list[dict
                 "timestamp": turn.timestamp.isoformat(),
                 "speaker": turn.speaker,
                 "text": turn.text,
-                "id": turn.id or f"D{session.index}:{position + 1}",
+                **({"id": turn.id} if turn.id is not None else {}),
             }
+            | ({"role": turn.role} if turn.role else {})
             for session in conv.sessions
-            for position, turn in enumerate(session.turns)
+            for turn in session.turns
         ]
         for conv in conversations
     }
 
 
-def ingest(
-    source: str | Path | Sequence[ConversationInput], fmt: Format, progress: Progress | None
-) -> Steps[IngestReport]:
+def ingest(args: dict[str, Any]) -> Steps[IngestReport]:
+    """Parse here, send as batches of messages."""
     started = time.perf_counter()
+    source: str | Path | Sequence[ConversationInput] = args["source"]
+    progress: Progress | None = args["progress"]
     conversations = (
-        read_conversations(source, fmt) if isinstance(source, str | Path) else list(source)
+        read_conversations(source, args["fmt"]) if isinstance(source, str | Path) else list(source)
     )
     messages = _messages(conversations)
     total, done = sum(map(len, messages.values())), 0
     report = IngestReport()
+    add = operation("add_messages")
     for cid, batch in messages.items():
         sessions = turns = 0
         for start in range(0, len(batch), BATCH):
-            appended = yield from add_messages(cid, batch[start : start + BATCH], None)
+            chunk = batch[start : start + BATCH]
+            call = {"conversation": cid, "messages": chunk, "idempotency_key": None}
+            appended: Appended = yield from sent(add, call)
             sessions, turns = sessions + appended.sessions_added, turns + appended.turns_added
             done += len(appended.ids)
             if progress:
@@ -198,33 +225,20 @@ def ingest(
     return report
 
 
-def delete(conversation: str) -> Steps[bool]:
-    try:
-        yield Call("DELETE", f"/v1/conversations/{conversation}")
-    except NotFoundError:
-        return False
-    return True
-
-
-def conversations() -> Steps[list[Conversation]]:
-    out = yield Call("GET", "/v1/conversations")
-    return [conversation_of(c) for c in out]
-
-
-def conversation(conversation: str) -> Steps[Conversation]:
-    return conversation_of((yield Call("GET", f"/v1/conversations/{conversation}")))
-
-
-def build(
-    conversation: str | None, progress: Progress | None, poll_seconds: float
-) -> Steps[list[BuildReport]]:
-    targets = [conversation] if conversation else [c.id for c in (yield from conversations())]
+def build(args: dict[str, Any]) -> Steps[list[BuildReport]]:
+    """A build job per conversation (all of them by default), each polled to its end."""
+    conversation: str | None = args["conversation"]
+    progress: Progress | None = args["progress"]
+    if conversation:
+        targets = [conversation]
+    else:
+        targets = [c.id for c in (yield from sent(operation("conversations"), {}))]
     reports: list[BuildReport] = []
     for cid in targets:
-        job = yield from enqueue_build(cid)
+        job: Job = yield from sent(operation("enqueue_build"), {"conversation": cid})
         while job.status in ("queued", "running"):
-            yield Wait(poll_seconds)
-            job = yield from get_job(job.id)
+            yield Wait()
+            job = yield from sent(operation("job"), {"job_id": job.id})
             if progress and job.total:
                 progress(job.done, job.total)
         if job.status != "done":
@@ -233,143 +247,13 @@ def build(
     return reports
 
 
-def enqueue_build(conversation: str) -> Steps[Job]:
-    return job_of((yield Call("POST", f"/v1/conversations/{conversation}/build")))
-
-
-def get_job(job_id: str) -> Steps[Job]:
-    return job_of((yield Call("GET", f"/v1/jobs/{job_id}")))
-
-
-def jobs(status: str | None, limit: int, before: str | None) -> Steps[list[Job]]:
-    params = {"status": status, "limit": str(limit), "cursor": before}
-    query = "&".join(f"{k}={quote(v, safe='')}" for k, v in params.items() if v is not None)
-    return [job_of(j) for j in (yield Call("GET", f"/v1/jobs?{query}"))]
-
-
-def cancel_job(job_id: str) -> Steps[Job]:
-    return job_of((yield Call("DELETE", f"/v1/jobs/{job_id}")))
-
-
-def search(
-    conversation: str, query: str | Sequence[str], k: int | None, space: Space
-) -> Steps[list[SearchResult]]:
-    body = {"query": query if isinstance(query, str) else list(query), "k": k, "space": space}
-    out = yield Call("POST", f"/v1/conversations/{conversation}/search", body)
-    return _load(list[SearchResult], out["results"])
-
-
-def search_many(
-    conversations: Sequence[str], query: str | Sequence[str], k: int | None, space: Space
-) -> Steps[list[SearchResult]]:
-    body = {
-        "conversations": conversations if isinstance(conversations, str) else list(conversations),
-        "query": query if isinstance(query, str) else list(query),
-        "k": k,
-        "space": space,
-    }
-    out = yield Call("POST", "/v1/search", body)
-    return _load(list[SearchResult], out["results"])
-
-
-def retrieve(conversation: str, question: str, exclude: Collection[Ref]) -> Steps[Pool]:
-    refs = _REFS.dump_python(list(exclude), mode="json")
-    body = {"query": question, "pool": True, "exclude": refs}
-    out = yield Call("POST", f"/v1/conversations/{conversation}/search", body)
-    return _load(Pool, out["pool"])
-
-
-def context(
-    conversation: str, question: str, budget_tokens: int, mode: ContextMode
-) -> Steps[Context]:
-    body = {"question": question, "budget_tokens": budget_tokens, "mode": mode}
-    return context_from_json(
-        (yield Call("POST", f"/v1/conversations/{conversation}/context", body))
-    )
-
-
-def _conversation_list(conversations: Sequence[str]) -> str | list[str]:
-    """As sent: a bare string stays one, so the server refuses it as ``Memory`` does."""
-    return conversations if isinstance(conversations, str) else list(conversations)
-
-
-def context_many(
-    conversations: Sequence[str], question: str, budget_tokens: int, mode: ContextMode
-) -> Steps[Context]:
-    body = {
-        "conversations": _conversation_list(conversations),
-        "question": question,
-        "budget_tokens": budget_tokens,
-        "mode": mode,
-    }
-    return context_from_json((yield Call("POST", "/v1/context", body)))
-
-
-def ask_many(conversations: Sequence[str], question: str, mode: Mode) -> Steps[Answer]:
-    body = {"conversations": _conversation_list(conversations), "question": question, "mode": mode}
-    return answer_from_json((yield Call("POST", "/v1/ask", body)))
-
-
-def ask(conversation: str, question: str, mode: Mode) -> Steps[Answer]:
-    body = {"question": question, "mode": mode}
-    return answer_from_json((yield Call("POST", f"/v1/conversations/{conversation}/ask", body)))
-
-
-def check(conversation: str, text: str) -> Steps[CheckResult]:
-    body = {"text": text}
-    return check_from_json((yield Call("POST", f"/v1/conversations/{conversation}/check", body)))
-
-
-def episodes(conversation: str, ids: Sequence[str] | None) -> Steps[list[Episode]]:
-    path = f"/v1/conversations/{conversation}/episodes"
-    found: list[Episode] = _load(list[Episode], (yield Call("GET", path)))
-    return found if ids is None else _select(found, ids)
-
-
-def facts(
-    conversation: str,
-    ids: Sequence[str] | None,
-    as_of: date | datetime | str | None,
-    include_superseded: bool,
-) -> Steps[list[SemanticFact]]:
-    query: dict[str, str] = {}
-    if ids is not None:  # exactly those facts, current or not
-        include_superseded = True
-    elif as_of is not None:
-        query["as_of"] = as_of if isinstance(as_of, str) else as_of.isoformat()
-    if include_superseded:
-        query["include_superseded"] = "true"
-    path = f"/v1/conversations/{conversation}/facts"
-    found: list[SemanticFact] = _load(list[SemanticFact], (yield Call("GET", path + _query(query))))
-    return found if ids is None else _select(found, ids)
-
-
-def supersessions(conversation: str) -> Steps[list[Supersession]]:
-    path = f"/v1/conversations/{conversation}/supersessions"
-    return _load(list[Supersession], (yield Call("GET", path)))
-
-
-def forget_message(conversation: str, message: str, redact: bool) -> Steps[Forgotten]:
-    path = f"/v1/conversations/{conversation}/messages/{quote(message, safe='')}"
-    call = Call("POST", path + "/redact") if redact else Call("DELETE", path)
-    return _load(Forgotten, (yield call))
-
-
-def delete_fact(conversation: str, fact: str) -> Steps[Forgotten]:
-    path = f"/v1/conversations/{conversation}/facts/{quote(fact, safe='')}"
-    return _load(Forgotten, (yield Call("DELETE", path)))
-
-
-def correct_fact(
-    conversation: str, fact: str, content: str, turns: Sequence[str]
-) -> Steps[Supersession]:
-    path = f"/v1/conversations/{conversation}/facts/{quote(fact, safe='')}/correct"
-    body = {"content": content, "turns": list(turns)}
-    return _load(Supersession, (yield Call("POST", path, body)))
-
-
-def _query(params: Mapping[str, str]) -> str:
-    return "?" + urlencode(params) if params else ""
+def delete(args: dict[str, Any]) -> Steps[bool]:
+    """True when the conversation was deleted, False when there was none (404)."""
+    try:
+        yield call_of(operation("delete"), args)
+    except NotFoundError:
+        return False
+    return True
 
 
 def _select(records: list[R], ids: Sequence[str]) -> list[R]:
@@ -378,6 +262,27 @@ def _select(records: list[R], ids: Sequence[str]) -> list[R]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-def audit_memory(conversation: str, sample: int, seed: int) -> Steps[MemoryAudit]:
-    body = {"sample": sample, "seed": seed}
-    return audit_from_json((yield Call("POST", f"/v1/conversations/{conversation}/audit", body)))
+def episodes(args: dict[str, Any]) -> Steps[list[Episode]]:
+    """The conversation's episodes (those of ``ids``, chosen here)."""
+    ids: Sequence[str] | None = args.pop("ids")
+    found: list[Episode] = yield from sent(operation("episodes"), args)
+    return found if ids is None else _select(found, ids)
+
+
+def facts(args: dict[str, Any]) -> Steps[list[SemanticFact]]:
+    """The facts the server lists; with ``ids`` all of them, current or not (chosen here)."""
+    ids: Sequence[str] | None = args.pop("ids")
+    if ids is not None:  # exactly those facts, current or not
+        args |= {"as_of": None, "include_superseded": True}
+    found: list[SemanticFact] = yield from sent(operation("facts"), args)
+    return found if ids is None else _select(found, ids)
+
+
+COMPOSED: dict[str, Callable[[dict[str, Any]], Steps[Any]]] = {
+    "ingest": ingest,
+    "build": build,
+    "delete": delete,
+    "episodes": episodes,
+    "facts": facts,
+}
+"""The operations the clients compose here; every other one is ``sent`` as declared."""

@@ -15,7 +15,9 @@ from qemem.errors import InputError
 FORMAT = "qemem-reproduce/1"
 PINNED_FORMAT = "qemem-reproduce-pinned/1"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z0-9_.-]+))?\}")
-KNOWN = {"data", "embedder", "llm", "judge", "out", "store", "repo"}
+KNOWN = {"data", "beam", "embedder", "llm", "judge", "out", "store", "repo"}
+#: the kinds of data a condition runs on: the bundled sample, a LoCoMo file, a BEAM file
+DATA_KINDS = ("sample", "locomo", "beam")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ class Condition:
     name: str
     title: str
     description: str
-    data: tuple[str, ...]  # "sample" (the bundled sample) and/or "locomo" (needs --data)
+    data: tuple[str, ...]  # of DATA_KINDS: "locomo" and "beam" need --data
     figures: tuple[Figure, ...]
     pending: str | None = None
 
@@ -116,6 +118,12 @@ def default_path() -> Path:
 def bundled_sample() -> Path:
     """The sample conversation shipped with the package (what CI reproduces on)."""
     return Path(str(resources.files("qemem").joinpath("data/sample.json")))
+
+
+def bundled_beam_sample() -> Path:
+    """The BEAM-format sample shipped with the package (two hand-written chats converted by
+    ``qemem data beam``): what the BEAM conditions run on in CI."""
+    return Path(str(resources.files("qemem").joinpath("data/beam_sample.json")))
 
 
 def _mapping(value: Any, where: str) -> dict[str, Any]:
@@ -194,8 +202,10 @@ def load_conditions(path: Path | None = None) -> Conditions:
             for f, v in _mapping(c.get("figures"), where).items()
         )
         data = tuple(c.get("data", ["sample", "locomo"]))
-        if not figures or not set(data) <= {"sample", "locomo"}:
-            raise InputError(f"condition {name!r}: needs figures; data sample|locomo", file=where)
+        if not figures or not set(data) <= set(DATA_KINDS):
+            raise InputError(
+                f"condition {name!r}: needs figures; data {'|'.join(DATA_KINDS)}", file=where
+            )
         conditions[name] = Condition(
             name=name,
             title=str(c.get("title", name)),

@@ -9,12 +9,18 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from qemem.errors import InputError, QememError
-from qemem.reproduce.conditions import PLACEHOLDER, Condition, Conditions, Run
+from qemem.reproduce.conditions import (
+    PLACEHOLDER,
+    Condition,
+    Conditions,
+    Run,
+    bundled_beam_sample,
+)
 from qemem.reproduce.expect import FigureResult, RunOutcome, judge_figures
 from qemem.reproduce.grading import last_json_line
 
@@ -47,13 +53,15 @@ class Settings:
     """What one invocation runs the conditions with."""
 
     data: Path
-    data_kind: str  # "sample" or "locomo"
+    data_kind: str  # "sample", "locomo" or "beam"
     data_sha256: str
     embedder: str
     llm: str
     judge: str
     work: Path
     repo: Path | None  # the source checkout (benchmark scripts), when there is one
+    #: the BEAM file ({beam}): the --data file when it is one, else the bundled BEAM sample
+    beam: Path = field(default_factory=bundled_beam_sample)
 
     @property
     def llm_key(self) -> str:
@@ -250,9 +258,10 @@ def skip_reason(conditions: Conditions, condition: Condition, settings: Settings
     if settings.repo is None and any(r.script for r in runs):
         return "runs a benchmark script: needs a source checkout of qemem"
     if settings.data_kind not in condition.data:
-        return (
-            "needs LoCoMo data: pass --data PATH"
-            if settings.data_kind == "sample"
-            else ("runs on the bundled sample only")
-        )
+        needs = {
+            "locomo": "LoCoMo data: pass --data PATH",
+            "beam": "BEAM data: pass --data with a `qemem data beam` file",
+        }
+        wanted = [needs[k] for k in condition.data if k in needs]
+        return f"needs {' or '.join(wanted)}" if wanted else "runs on the bundled sample only"
     return None

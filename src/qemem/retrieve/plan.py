@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from qemem.errors import LLMError
+from qemem.llm.stages import PLAN
 from qemem.models import AnswerType, Plan, format_datetime
+from qemem.participants import Participants
 from qemem.prompts import render
 from qemem.retrieve.query_rules import rule_flags
 
@@ -57,27 +59,24 @@ def _span_text(span: tuple[datetime, datetime] | None) -> str:
 def plan_question(
     llm: LLMClient | None,
     question: str,
-    speakers: Sequence[str],
+    speakers: Sequence[str] | Participants,
     span: tuple[datetime, datetime] | None,
     *,
     ledger: Ledger | None = None,
 ) -> Plan:
-    """Plan ``question`` with one LLM call (stage ``plan``), told the speakers and the sessions'
-    time span; fall back to :func:`rule_plan` when ``llm`` is None or the call fails (the
+    """Plan ``question`` with one LLM call (stage ``plan``), told the conversation's
+    participants (``speakers``: their names, or the participants with their roles) and the
+    sessions' time span; fall back to :func:`rule_plan` when ``llm`` is None or the call fails (the
     plan's ``note`` carries the error). Planned queries are stripped, de-duplicated and capped
     at six."""
     if llm is None:
         return rule_plan(question)
     from qemem.llm import LLMRequest, Message
 
-    prompt = render(
-        "plan",
-        question=question,
-        speakers=" and ".join(speakers) if speakers else "several people",
-        span=_span_text(span),
-    )
+    who = speakers if isinstance(speakers, Participants) else Participants.of(speakers)
+    prompt = render("plan", **who.prompt_fields(), question=question, span=_span_text(span))
     request = LLMRequest(
-        PLAN_SYSTEM, [Message("user", prompt)], stage="plan", inputs={"question": question}
+        PLAN_SYSTEM, [Message("user", prompt)], stage=PLAN, inputs={"question": question}
     )
     try:
         output = llm.structured(request, PlanOutput, ledger=ledger).value

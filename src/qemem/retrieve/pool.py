@@ -35,6 +35,7 @@ from qemem.models import (
     Unit,
     passage_key,
     split_key,
+    unredacted,
 )
 from qemem.passages import Units
 from qemem.retrieve.bm25 import tokenize
@@ -308,7 +309,8 @@ def pool_from_fusion(
     windows. Each candidate costs the tokens of the units it newly exposes (and an episode or
     fact its own line), and the order is cut by the per-space token budgets and the cap
     (:func:`token_budgets`, strict per space). Pool turns carry why they are there and the
-    passages shown; every candidate its ``position``.
+    passages shown; every candidate its ``position``. Only units of ``turns`` are ever
+    exposed (the callers leave redacted turns out).
     """
     excluded = set(exclude)
     units = units or Units(turns, passages or {})
@@ -492,7 +494,7 @@ def build_pool(
         scope.conversation,
         texts,
         fused,
-        store.turns(scope),
+        unredacted(store.turns(scope)),
         {e.id: e for e in store.episodes(scope)},
         {f.id: f for f in store.facts(scope)},
         aggregate=plan.aggregate,

@@ -10,8 +10,10 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from qemem import __version__
 from qemem.embed.base import Embedder
@@ -25,9 +27,15 @@ from qemem.service.metrics import CountRequests, Metrics, multiprocess_dir
 from qemem.service.state import ServiceState
 from qemem.store import MemoryStore, open_store
 
+if TYPE_CHECKING:
+    from qemem.service.mcp_http import MCPEndpoint
+
 DEFAULT_MAX_BODY = 1_000_000
 """Default request-body limit in bytes (413 above it)."""
 
+DOCS_ASSETS = "/docs-assets"
+"""Where the scripts and styles of ``/docs`` (Swagger UI) are served from (``fastapi-offline``,
+a dependency of the ``server`` extra): the page loads nothing from elsewhere."""
 DESCRIPTION = (
     "Long-term conversational memory: append messages, search, and ask "
     "questions answered with cited, verified evidence. Every /v1 route needs "
@@ -39,10 +47,12 @@ DESCRIPTION = (
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     state: ServiceState = app.state.service
     metrics: Metrics | None = app.state.metrics
+    mcp: MCPEndpoint = app.state.mcp
     state.start()
     if metrics is not None:
         metrics.start()
-    yield
+    async with mcp.running():
+        yield
     if metrics is not None:
         metrics.close()
     state.close()
@@ -60,6 +70,7 @@ def create_app(
     job_attempts: int = 3,
     auto_build: float | None = None,
     metrics: bool = True,
+    host: str = "127.0.0.1",
 ) -> FastAPI:
     """The qemem HTTP API over ``store`` (an open store, or a SQLite file path whose API keys
     are used when ``keys`` is None). ``embedder``/``llm``/``idempotency_hours`` as for
@@ -68,7 +79,9 @@ def create_app(
     again). ``auto_build``: seconds of quiet after an append before a conversation gets a
     build job (needs an LLM; see ``Memory``). ``metrics``: serve ``GET /metrics``
     (Prometheus, see ``service.metrics``; the figures of every process writing to
-    ``PROMETHEUS_MULTIPROC_DIR`` when it is set)."""
+    ``PROMETHEUS_MULTIPROC_DIR`` when it is set). MCP is served at ``/mcp`` behind the same
+    keys (``service.mcp_http``); ``host``: the interface the server listens on (on a loopback
+    one, ``/mcp`` refuses a request whose Host header names another host: 421)."""
     if keys is None:
         if not isinstance(store, str | Path):
             raise ConfigError("pass keys= (a KeyStore) along with an open store")
@@ -82,10 +95,18 @@ def create_app(
         auto_build=auto_build,
     )
     _ = root.embedder  # load the model once, before the first request
-    app = FastAPI(title="qemem", version=__version__, description=DESCRIPTION, lifespan=_lifespan)
+    app = FastAPIOffline(  # /docs from assets of the server extra: no CDN
+        title="qemem",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=_lifespan,
+        static_url=DOCS_ASSETS,
+        redoc_url=None,  # its bundle fetches a logo from a CDN: /docs is the one viewer
+    )
     state = ServiceState(root, keys, owned=opened, job_lease=job_lease, job_attempts=job_attempts)
     app.state.service = state
     app.add_middleware(problems.BodyLimit, max_bytes=max_body)
+    app.add_middleware(problems.SlashedIds)
     app.state.metrics = None
     if metrics:
         counted = Metrics(
@@ -98,6 +119,12 @@ def create_app(
         app.add_api_route("/metrics", counted.endpoint, methods=["GET"], include_in_schema=False)
     problems.install(app)
     routes.register(app)
+    # The MCP SDK, the heaviest import, is imported here rather than with this module: each
+    # process of `--workers` imports this package before it can answer uvicorn's health check
+    # (within 5 s, or the process is killed and started again).
+    from qemem.service.mcp_http import mount_mcp
+
+    app.state.mcp = mount_mcp(app, state, host)
     problems.use_problem_media_type(app)
     return app
 
@@ -107,7 +134,7 @@ def app_from_env() -> FastAPI:
     from ``QEMEM_MAX_BODY``, idempotency-key retention from ``QEMEM_IDEMPOTENCY_HOURS``, job
     lease and attempts from ``QEMEM_JOB_LEASE`` and ``QEMEM_JOB_ATTEMPTS``, automatic builds
     from ``QEMEM_AUTO_BUILD`` (seconds); embedder and LLM from ``QEMEM_EMBEDDER`` and
-    ``QEMEM_LLM``."""
+    ``QEMEM_LLM``; the interface listened on from ``QEMEM_HOST`` (default 127.0.0.1)."""
     store = os.environ.get("QEMEM_STORE")
     if not store:
         raise ConfigError("set QEMEM_STORE (or pass --store) to the store to serve")
@@ -133,4 +160,5 @@ def app_from_env() -> FastAPI:
         job_attempts=attempts,
         auto_build=auto_build,
         metrics=os.environ.get("QEMEM_METRICS", "1") != "0",
+        host=os.environ.get("QEMEM_HOST") or "127.0.0.1",
     )

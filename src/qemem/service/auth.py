@@ -1,4 +1,5 @@
-"""Bearer-key authentication of the ``/v1`` routes: ``Reader`` and ``Writer`` parameters."""
+"""Bearer-key authentication of the ``/v1`` routes (``Reader`` and ``Writer`` parameters) and of
+the ``/mcp`` endpoint (``request_key``): one check for both."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from qemem.errors import AuthError
 from qemem.keys import ApiKey
 from qemem.service.problems import Forbidden
-from qemem.service.state import State
+from qemem.service.state import ServiceState, State
 
 log = logging.getLogger("qemem.service")
 
@@ -35,6 +37,13 @@ def _caller(
     except AuthError as exc:
         log.warning("refused %s %s from %s: %s", request.method, request.url.path, client, exc)
         raise
+
+
+async def request_key(request: Request, state: ServiceState) -> ApiKey:
+    """The key of a request that no route's parameters check (``/mcp``), as ``Reader`` checks
+    it: an AuthError (401) when it is missing, unknown or revoked."""
+    credentials = await _bearer(request)
+    return await run_in_threadpool(_caller, request, state, credentials)
 
 
 def _writer(key: Annotated[ApiKey, Depends(_caller)]) -> ApiKey:

@@ -31,6 +31,12 @@ def tcp_listener(sock: socket.socket) -> socket.socket:
     return listener
 
 
+WORKER_HEALTHCHECK_S = 30
+"""How long uvicorn waits for a worker's answer to its health check before it kills and
+replaces the worker (uvicorn's default, 5 s, killed workers that were only starting, or busy,
+on a loaded machine: measured in ``benchmarks/chaos.py``)."""
+
+
 class _Config(uvicorn.Config):
     def bind_socket(self) -> socket.socket:
         return tcp_listener(super().bind_socket())
@@ -43,7 +49,10 @@ def serve_app(app: str, *, host: str, port: int, workers: int) -> None:
     if workers < 2:  # asyncio makes the listener itself: TCP_NODELAY holds
         uvicorn.run(app, factory=True, host=host, port=port)
         return
-    config = _Config(app, factory=True, host=host, port=port, workers=workers)
+    patience: dict[str, Any] = {}
+    if "timeout_worker_healthcheck" in inspect.signature(uvicorn.Config).parameters:
+        patience["timeout_worker_healthcheck"] = WORKER_HEALTHCHECK_S
+    config = _Config(app, factory=True, host=host, port=port, workers=workers, **patience)
     sock = config.bind_socket()
     options: dict[str, Any] = {"sockets": [sock]}
     if "target" in inspect.signature(Multiprocess).parameters:  # older uvicorn

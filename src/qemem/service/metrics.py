@@ -35,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from qemem.errors import ConfigError, QememError
@@ -187,6 +188,7 @@ class CountRequests:
             await self.app(scope, receive, send)
             return
         started, status = time.perf_counter(), 500
+        matched = _matching_route(dict(scope))  # before routing rewrites the scope's paths
 
         async def sending(message: Message) -> None:
             nonlocal status
@@ -197,5 +199,17 @@ class CountRequests:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route = getattr(scope.get("route"), "path", UNMATCHED)
-            self.metrics.observe(scope["method"], route, status, time.perf_counter() - started)
+            # the API route routing wrote into the scope, else the app's route matching the
+            # path (/docs, /openapi.json, /metrics, the mount of the docs' assets)
+            route = getattr(scope.get("route"), "path", None)
+            label = route if isinstance(route, str) else matched
+            self.metrics.observe(scope["method"], label, status, time.perf_counter() - started)
+
+
+def _matching_route(scope: Scope) -> str:
+    """The path template of the first route of the scope's app that matches the request
+    (by path; a wrong method still names the route), else ``UNMATCHED``."""
+    for route in getattr(scope.get("app"), "routes", ()):
+        if isinstance(route, BaseRoute) and route.matches(scope)[0] != Match.NONE:
+            return str(getattr(route, "path", UNMATCHED))
+    return UNMATCHED

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,7 +26,9 @@ from qemem.errors import (
     NotFoundError,
     QememError,
     StoreError,
+    without_paths,
 )
+from qemem.models import ID_RULE
 from qemem.service.schemas import Problem
 
 MEDIA_TYPE = "application/problem+json"
@@ -67,12 +70,46 @@ def status_of(exc: QememError) -> int:
     return 400
 
 
+NOT_FOUND = {
+    "conversation": "no conversation {name!r}: appending messages to it creates it",
+    "message": "no message {name!r} in conversation {conversation!r}: a message's id is in the "
+    "response of its append and in search results",
+    "episode": "no episode {name!r} in conversation {conversation!r}: list them with GET "
+    "/v1/conversations/{{conversation}}/episodes",
+    "fact": "no fact {name!r} in conversation {conversation!r}: list them with GET "
+    "/v1/conversations/{{conversation}}/facts",
+    "job": "no job {name!r}: list the jobs with GET /v1/jobs",
+}
+"""What a 404 says, by what was not found: the advice of the HTTP API."""
+
+
+def detail_of(exc: QememError, paths: list[str]) -> str:
+    """The ``detail`` of a qemem error: its message without server paths (``paths``: the
+    store's and the key store's), in the HTTP API's words when it is a known kind of 404."""
+    if isinstance(exc, NotFoundError) and exc.kind in NOT_FOUND:
+        advice = NOT_FOUND[exc.kind].format(name=exc.name, conversation=exc.conversation)
+        return without_paths(advice, paths)
+    return without_paths(str(exc), paths)
+
+
+def _server_paths(request: Request) -> list[str]:
+    """The store's and the key store's paths (or URLs) of the app serving ``request``."""
+    state = getattr(request.app.state, "service", None)
+    if state is None:
+        return []
+    return [str(getattr(state.root.store, "path", "")), str(getattr(state.keys, "path", ""))]
+
+
 def install(app: FastAPI) -> None:
-    """Route every error through ``problem``."""
+    """Route every error through ``problem``; the log keeps what a body leaves out (server
+    paths) of every 5xx."""
 
     @app.exception_handler(QememError)
     async def qemem_error(request: Request, exc: QememError) -> JSONResponse:
-        return problem(status_of(exc), str(exc), request.url.path)
+        status = status_of(exc)
+        if status >= 500:
+            log.warning("%s %s: %d %s", request.method, request.url.path, status, exc)
+        return problem(status, detail_of(exc, _server_paths(request)), request.url.path)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -112,6 +149,32 @@ def use_problem_media_type(app: FastAPI) -> None:
         return document
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+class SlashedIds:
+    """ASGI middleware answering 422 when a path segment of a ``/v1`` request decodes to text
+    holding ``/`` (``%2F``): Starlette routes on the decoded path, where such an id would read
+    as two segments (a 404, or another route), and no id may contain ``/``
+    (:data:`~qemem.models.ID_RULE`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path") if scope["type"] == "http" else None
+        segments = raw.split(b"/") if isinstance(raw, bytes) and raw.startswith(b"/v1/") else []
+        slashed = [unquote_to_bytes(s).decode("utf-8", "replace") for s in segments]
+        slashed = [s for s in slashed if "/" in s]
+        if not slashed:
+            await self.app(scope, receive, send)
+            return
+        detail = (
+            f"the path names the id {slashed[0]!r}, which contains '/': {ID_RULE}, so no "
+            "conversation, message or fact has such an id (one stored before the rule can be "
+            "deleted with the qemem CLI)"
+        )
+        response = problem(422, detail, str(scope.get("path", "")))
+        await response(scope, receive, send)
 
 
 class BodyLimit:

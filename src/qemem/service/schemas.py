@@ -1,17 +1,9 @@
-"""Request and response bodies of the HTTP API (records travel as qemem's own dataclasses)."""
+"""The service's own bodies: errors (problem details) and the health probes' answer. The
+operations' bodies are in :mod:`qemem.operations.schemas`."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
-
-from qemem.answer.ask import Mode
-from qemem.answer.memory_audit import MAX_SAMPLE
-from qemem.memory import AUDIT_SAMPLE, SearchResult
-from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode
-from qemem.models import Pool, Ref, Session, Space
-
-MAX_K = 1000
-"""The most search results one request may ask for (HTTP and MCP alike)."""
+from pydantic import BaseModel
 
 
 class Problem(BaseModel):
@@ -22,124 +14,6 @@ class Problem(BaseModel):
     status: int
     detail: str
     instance: str = ""
-
-
-class MessageIn(BaseModel):
-    """One message to append; ``id`` makes retries safe (a stored id is acknowledged again)."""
-
-    session_id: str = Field(description="the sitting; sessions are ordered by first appearance")
-    timestamp: str = Field(
-        description="ISO 8601 local time, with its UTC offset when known, e.g. "
-        "2024-03-14T19:15:00+05:30; a conversation's timestamps all have an offset or none"
-    )
-    speaker: str
-    text: str
-    id: str | None = Field(default=None, description="stable message id (recommended)")
-    image_caption: str | None = None
-
-
-class MessagesIn(BaseModel):
-    messages: list[MessageIn]
-
-
-class Appended(BaseModel):
-    """The stored id of every message, in request order, and what was new."""
-
-    ids: list[str]
-    turns_added: int
-    sessions_added: int
-
-
-class BuildState(BaseModel):
-    """Which sessions have episodes and facts built, and the running build job if any."""
-
-    built_sessions: list[int]
-    unbuilt_sessions: list[int]
-    job: str | None = None
-
-
-class ConversationOut(BaseModel):
-    id: str
-    namespace: str
-    speakers: list[str]
-    sessions: list[Session]
-    turns: int
-    episodes: int
-    facts: int
-    build: BuildState
-
-
-class SearchIn(BaseModel):
-    query: str | list[str] = Field(description="one query, or several fused together")
-    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
-    pool: bool = Field(default=False, description="return the evidence pool of all spaces")
-    space: Space = Field(default="turn", description="space searched when pool is false")
-    exclude: list[Ref] = Field(
-        default_factory=list, description="with pool: records never to return"
-    )
-
-
-class SearchOut(BaseModel):
-    """Search hits (``pool`` false) or the multi-granular evidence pool (``pool`` true)."""
-
-    results: list[SearchResult] | None = None
-    pool: Pool | None = None
-
-
-class SearchManyIn(BaseModel):
-    conversations: list[str] = Field(
-        description="conversations of the namespace to search together (duplicates ignored)"
-    )
-    query: str | list[str] = Field(description="one query, or several fused together")
-    k: int | None = Field(default=10, ge=1, le=MAX_K, description="results; null ranks all")
-    space: Space = Field(default="turn", description="space searched")
-
-
-class SearchManyOut(BaseModel):
-    """Hits across the conversations, ranked together; each names its conversation."""
-
-    results: list[SearchResult]
-
-
-class AskIn(BaseModel):
-    question: str
-    mode: Mode = Field(default="full", description="retrieval needs no LLM; the others do")
-
-
-class ContextIn(BaseModel):
-    question: str
-    budget_tokens: int = Field(
-        default=CONTEXT_BUDGET, ge=1, le=MAX_CONTEXT_BUDGET, description="tokens of the block"
-    )
-    mode: ContextMode = Field(default="rule", description="llm: the LLM planner (needs an LLM)")
-
-
-class AskManyIn(AskIn):
-    conversations: list[str] = Field(
-        description="conversations of the namespace to answer over together (duplicates ignored)"
-    )
-
-
-class ContextManyIn(ContextIn):
-    conversations: list[str] = Field(
-        description="conversations of the namespace to draw the block from (duplicates ignored)"
-    )
-
-
-class CheckIn(BaseModel):
-    text: str = Field(description="the answer or statement whose claims to check")
-
-
-class CorrectIn(BaseModel):
-    content: str = Field(description="the fact as it should read (names, no pronouns)")
-    turns: list[str] = Field(default_factory=list, description="turn ids that show it")
-
-
-class AuditIn(BaseModel):
-    sample: int = Field(
-        default=AUDIT_SAMPLE, ge=1, le=MAX_SAMPLE, description="facts and episodes to judge"
-    )
-    seed: int = Field(default=0, description="the same seed draws the same sample")
 
 
 class Health(BaseModel):

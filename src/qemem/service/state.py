@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as Late
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from qemem.errors import NotFoundError, QememError
+from qemem.errors import QememError, StoreError
 from qemem.keys import KeyStore, KeyVerifier
 from qemem.memory import Memory
 from qemem.memory.jobs import job_table
@@ -44,6 +47,49 @@ class Tenants:
             return self._memories[namespace]
 
 
+READY_WITHIN_S = 1.0
+"""``/readyz`` answers not-ready when the store or the key store has not answered by then."""
+
+
+class Readiness:
+    """Reads each of ``probes`` (callables raising when what they read cannot be read) in a
+    thread of its own and waits at most ``within`` seconds: a store that hangs (a database
+    that is down or restarting) makes the answer not-ready in time, never a hung probe. While
+    a probe still hangs, later calls wait for that one rather than start another."""
+
+    def __init__(self, probes: Sequence[Callable[[], None]], within: float = READY_WITHIN_S):
+        self.probes = list(probes)
+        self.within = within
+        self._threads = ThreadPoolExecutor(1, thread_name_prefix="qemem-readyz")
+        self._lock = threading.Lock()
+        self._pending: Future[None] | None = None
+
+    def _probe(self) -> None:
+        for probe in self.probes:
+            probe()
+
+    def check(self) -> None:
+        """Return when every probe answered in time; a StoreError (503) otherwise, which
+        names no server path (the log has the cause)."""
+        with self._lock:
+            if self._pending is None or self._pending.done():
+                self._pending = self._threads.submit(self._probe)
+            pending = self._pending
+        try:
+            pending.result(timeout=self.within)
+        except Late:
+            raise StoreError(
+                f"not ready: the store or the key store did not answer within {self.within:g} s"
+            ) from None
+        except Exception as exc:  # any failure to read means not ready
+            log.warning("readiness probe failed: %s", exc)
+            raise StoreError("not ready: the store or the key store cannot be read") from None
+
+    def close(self) -> None:
+        """Stop the probe thread (a hung probe is left to end on its own)."""
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+
 class ServiceState:
     """The app's resources: the root ``Memory`` (store, embedder, LLM) and its tenants, the
     key store and its verifier, the worker running the store's jobs (``job_lease`` seconds of
@@ -63,6 +109,7 @@ class ServiceState:
         self.keys = keys
         self.verify = KeyVerifier(keys)
         self.worker = JobWorker(root, self.tenants.memory, lease_s=job_lease)
+        self.readiness = Readiness([root.ping, keys.ping])
         self.owned = owned
 
     def job_counts(self) -> dict[str, int]:
@@ -88,6 +135,7 @@ class ServiceState:
         """Stop the job worker (its running jobs are queued again); close the store and key
         store when the app opened them."""
         self.worker.close()
+        self.readiness.close()
         if self.owned:
             self.root.close()
             self.keys.close()
@@ -103,10 +151,5 @@ State = Annotated[ServiceState, Depends(_service_state)]
 
 
 def existing_conversation(memory: Memory, conversation: str) -> Conversation:
-    """The caller's conversation, or a 404 that names only what the caller sent."""
-    try:
-        return memory.conversation(conversation)
-    except NotFoundError:
-        raise NotFoundError(
-            f"no conversation {conversation!r}: appending messages to it creates it"
-        ) from None
+    """The caller's conversation, or a 404 (worded by ``problems.NOT_FOUND``)."""
+    return memory.conversation(conversation)

@@ -110,14 +110,28 @@ def store_exists(url: str | Path) -> bool:
         ) from None
 
 
+def pg_timeout() -> float | None:
+    """``QEMEM_PG_TIMEOUT`` (seconds a PostgreSQL call waits for a pooled connection), or
+    None for the default; ValueError when it is no positive number."""
+    text = os.environ.get("QEMEM_PG_TIMEOUT")
+    if not text:
+        return None
+    seconds = float(text)
+    if not seconds > 0:
+        raise ValueError(f"QEMEM_PG_TIMEOUT={text} is not more than 0")
+    return seconds
+
+
 def open_store(
     url: str | Path | None = None, *, pool_size: int | None = None, read_only: bool = False
 ) -> MemoryStore:
     """Open the store a URL names (see :func:`parse_store_url`); in memory when None.
 
     ``pool_size`` bounds PostgreSQL's connection pool (default ``QEMEM_PG_POOL_SIZE``, else
-    8); ``QEMEM_PG_HNSW_MIN_ROWS`` turns on pgvector HNSW top-k for conversations with at least
-    that many vectors (default: exact search). SQLite ignores both. ``read_only`` opens an
+    8); ``QEMEM_PG_TIMEOUT`` is how long a call waits for a pooled connection before it fails
+    (seconds, default 5: while the database is down, calls fail within it);
+    ``QEMEM_PG_HNSW_MIN_ROWS`` turns on pgvector HNSW top-k for conversations with at least
+    that many vectors (default: exact search). SQLite ignores them. ``read_only`` opens an
     existing SQLite store for reading only (never created); PostgreSQL leaves read access to
     the server's roles.
     """
@@ -129,9 +143,11 @@ def open_store(
             size = pool_size or int(os.environ.get("QEMEM_PG_POOL_SIZE") or 8)
             hnsw = os.environ.get("QEMEM_PG_HNSW_MIN_ROWS")
             hnsw_min_rows = int(hnsw) if hnsw else None
+            timeout = pg_timeout()
         except ValueError as exc:
             raise ConfigError(
-                f"QEMEM_PG_POOL_SIZE and QEMEM_PG_HNSW_MIN_ROWS must be integers ({exc})"
+                f"QEMEM_PG_POOL_SIZE and QEMEM_PG_HNSW_MIN_ROWS must be integers, "
+                f"QEMEM_PG_TIMEOUT a number of seconds ({exc})"
             ) from exc
-        return PostgresStore(target, pool_size=size, hnsw_min_rows=hnsw_min_rows)
+        return PostgresStore(target, pool_size=size, hnsw_min_rows=hnsw_min_rows, timeout=timeout)
     return SQLiteStore(target, read_only=read_only and target != ":memory:")

@@ -13,7 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from qemem.models import (
     Conversation,
+    Correction,
     Episode,
     SemanticFact,
     Session,
@@ -40,13 +41,31 @@ R = TypeVar("R", Turn, Episode, SemanticFact)
 
 
 @dataclass(frozen=True)
+class Pin:
+    """One life of a conversation as an operation read it at its start (a build): the
+    conversation's store key (never given to another conversation, not even to one
+    re-created under the same id) and how many removals by hand (messages deleted or
+    redacted, facts deleted) it had seen."""
+
+    key: int
+    removals: int
+
+
+@dataclass(frozen=True)
 class Scope:
     """One conversation of one namespace: the unit of storage, search and deletion. Ids that
     no store can keep exactly (see :func:`~qemem.models.check_text`) are refused here, before
-    any store sees them."""
+    any store sees them.
+
+    A scope with a ``pin`` (:meth:`MemoryStore.pin`) names one life of the conversation:
+    every read and write through it first checks, inside its own transaction, that the
+    conversation is still that life and has lost no record by hand since; else it raises
+    ``ConversationGoneError`` or ``ConversationChangedError`` and writes nothing. Scopes
+    compare (and hash) by conversation and namespace only, pinned or not."""
 
     conversation: str
     namespace: str = "default"
+    pin: Pin | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         check_text(self.conversation, "conversation id", field="conversation")
@@ -73,13 +92,15 @@ class IndexRows:
 @dataclass(frozen=True)
 class TurnRemoval:
     """What forgetting a turn removed from the store: the episodes citing it, the facts left
-    without provenance, the facts that lost an episode but stay, and the supersessions that
-    lost their last cited turn (or one of their facts), by the id of the fact they replaced."""
+    without provenance, the facts that lost an episode but stay, the supersessions that
+    lost their last cited turn (or one of their facts), by the id of the fact they replaced,
+    and the session it leaves empty (removed; see :data:`~qemem.models.SESSION_COUNTER`)."""
 
     episodes: tuple[str, ...]
     facts: tuple[str, ...]
     unlinked: tuple[str, ...]
     supersessions: tuple[str, ...]
+    sessions: tuple[int, ...] = ()
 
 
 class MemoryStore(Protocol):
@@ -90,6 +111,10 @@ class MemoryStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+    def ping(self) -> None:
+        """Return when the store can be read now; a StoreError otherwise."""
+        ...
 
     # conversations and sessions
     def conversations(self, namespace: str | None = None) -> list[Conversation]: ...
@@ -105,7 +130,20 @@ class MemoryStore(Protocol):
     def add_sessions(self, scope: Scope, sessions: Sequence[Session]) -> None: ...
 
     def delete_conversation(self, scope: Scope) -> bool:
-        """Remove the conversation and everything derived from it; False if it was absent."""
+        """Remove the conversation and everything derived from it, and cancel its queued and
+        running jobs; False if it was absent. Its ids and id counters go with it."""
+        ...
+
+    def pin(self, scope: Scope) -> Scope:
+        """``scope`` pinned to the conversation's current life (see :class:`Scope`);
+        NotFoundError when absent. A pinned scope is checked and returned as it is."""
+        ...
+
+    def counters(self, scope: Scope) -> dict[str, int]:
+        """The conversation's id counters: for each id prefix (``E``, ``S``, ``D<session>:``)
+        the highest number an id ``<prefix><n>`` of a record has had in this life of the
+        conversation. Writing a record raises its prefix's counter; nothing lowers one (not
+        a delete), so a new id ``<prefix><counter + 1>`` never names an earlier record."""
         ...
 
     # records (vectors are row-aligned with the records; embedder id/dim are checked)
@@ -146,7 +184,7 @@ class MemoryStore(Protocol):
     def facts(self, scope: Scope, ids: Sequence[str] | None = None) -> list[SemanticFact]: ...
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
-        """Remove episodes (links, vectors) and the facts no remaining episode supports."""
+        """Remove episodes (links, vectors) and the facts no remaining episode or turn supports."""
         ...
 
     # single-record edits (see qemem.store.edits)
@@ -156,8 +194,16 @@ class MemoryStore(Protocol):
 
     def put_supersessions(self, scope: Scope, items: Sequence[Supersession]) -> None: ...
 
+    def corrections(self, scope: Scope) -> list[Correction]:
+        """The provenance of the scope's facts written by hand, in fact order."""
+        ...
+
+    def put_corrections(self, scope: Scope, items: Sequence[Correction]) -> None:
+        """Record the provenance of facts written by hand (replacing a fact's earlier one)."""
+        ...
+
     def delete_facts(self, scope: Scope, ids: Sequence[str]) -> None:
-        """Delete facts with their links, vectors and supersessions."""
+        """Delete facts with their links, vectors, corrections and supersessions."""
         ...
 
     def forget_turn(
@@ -167,7 +213,8 @@ class MemoryStore(Protocol):
         redacted: tuple[Turn, np.ndarray, str] | None = None,
     ) -> TurnRemoval:
         """Delete a turn, or redact it (``redacted``: the new turn, its vector, the embedder),
-        with the episodes citing it and the facts left without provenance; one transaction."""
+        with the episodes citing it and the facts left without provenance (never a fact with
+        a correction); one transaction."""
         ...
 
     # passages of long turns (see qemem.store.passages)
@@ -200,13 +247,15 @@ class MemoryStore(Protocol):
         ...
 
     def index_rows(self, scope: Scope, space: Space) -> IndexRows:
-        """Ids, BM25 tokens and vectors of one space of the scope, in record order; the turn
+        """Ids, BM25 tokens and vectors of the records of one space of the scope that search
+        finds (facts no supersession replaced, turns not redacted), in record order; the turn
         space's rows are its turns without passages and the others' passages, each passage
         under its :func:`~qemem.models.passage_key`."""
         ...
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
-        """Ids and their unit vectors (rows) for one space of the scope."""
+        """Ids and their unit vectors (rows) of the records of one space of the scope that
+        search finds (as ``index_rows``)."""
         ...
 
     # re-embedding in place (see qemem.store.staged)
@@ -250,10 +299,11 @@ class MemoryStore(Protocol):
         ...
 
     def record_response(
-        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+        self, scope: Scope, key: str, fingerprint: str, response: str, retention: timedelta
     ) -> None:
-        """Record a request's response under ``key`` (in the caller's transaction), purging
-        records older than ``retention``."""
+        """Record the response of a request that appended to ``scope`` under ``key`` (in the
+        caller's transaction; in the scope's namespace, deleted with its conversation),
+        purging records older than ``retention``."""
         ...
 
 

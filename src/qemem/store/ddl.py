@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from qemem.store.dialect import Dialect
 
-_TABLES = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE conversations (
+_CONVERSATIONS = """
+CREATE TABLE {name} (
     pk {key},
     namespace TEXT NOT NULL,
     id TEXT NOT NULL,
     speakers TEXT NOT NULL,
     version {version},
+    created_at TEXT NOT NULL,
+    removals INTEGER NOT NULL DEFAULT 0,
     UNIQUE (namespace, id)
 );
+"""
+
+_TABLES = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+{conversations}
 CREATE TABLE sessions (
     conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
     idx INTEGER NOT NULL,
@@ -127,6 +133,19 @@ CREATE INDEX idempotency_by_created ON idempotency (created);
 """Responses of appends sent with an ``Idempotency-Key``, per namespace: the request's
 fingerprint, the response JSON and when it was recorded (UTC ISO 8601, fixed width)."""
 
+_IDEMPOTENCY_CONVERSATION = """
+ALTER TABLE idempotency ADD COLUMN conv {ref} REFERENCES conversations(pk) ON DELETE CASCADE;
+CREATE INDEX idempotency_by_conv ON idempotency (conv);
+"""
+
+
+def idempotency_conversation(dialect: Dialect) -> str:
+    """The ``conv`` column of the ``idempotency`` table (added after the table, in every
+    store): the conversation a recorded response appended to, so that the record goes with
+    the conversation (records of older stores have none; they expire with their retention)."""
+    return _IDEMPOTENCY_CONVERSATION.format(ref=dialect.ref_type)
+
+
 JOBS = """
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,
@@ -158,6 +177,15 @@ waits for its conversation to be quiet), and of a running one when it is to run 
 JOBS_NOT_BEFORE = "ALTER TABLE jobs ADD COLUMN not_before DOUBLE PRECISION;"
 """The ``not_before`` column of the ``jobs`` table (added after the table, in every store)."""
 
+
+_ID_COUNTERS = """
+CREATE TABLE id_counters (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    prefix TEXT NOT NULL,
+    value BIGINT NOT NULL,
+    PRIMARY KEY (conv, prefix)
+);
+"""
 
 _SUPERSESSIONS = """
 CREATE TABLE supersessions (
@@ -207,6 +235,92 @@ def supersessions(dialect: Dialect) -> str:
     return _SUPERSESSIONS.format(ref=dialect.ref_type)
 
 
+_CORRECTIONS = """
+CREATE TABLE corrections (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    fact TEXT NOT NULL,
+    turns TEXT NOT NULL,
+    corrected_turns TEXT NOT NULL,
+    recorded TEXT NOT NULL,
+    PRIMARY KEY (conv, fact)
+);
+"""
+
+_FILL_CORRECTIONS = """
+INSERT INTO corrections (conv, fact, turns, corrected_turns, recorded)
+SELECT s.conv, s.new, s.turns, COALESCE((
+    SELECT {aggregate} FROM (
+        SELECT DISTINCT t.id AS turn, t.session, t.position FROM fact_episodes l
+        JOIN episode_turns e ON e.conv = l.conv AND e.episode = l.episode
+        JOIN turns t ON t.conv = e.conv AND t.id = e.turn
+        WHERE l.conv = s.conv AND l.fact = s.old ORDER BY t.session, t.position
+    ) AS learned), '[]'), s.recorded
+FROM supersessions s WHERE s.kind = 'manual'
+ON CONFLICT (conv, fact) DO NOTHING;
+INSERT INTO corrections (conv, fact, turns, corrected_turns, recorded)
+SELECT f.conv, f.id, '[]', '[]', {now} FROM facts f
+WHERE NOT EXISTS (SELECT 1 FROM fact_episodes l WHERE l.conv = f.conv AND l.fact = f.id)
+ON CONFLICT (conv, fact) DO NOTHING;
+"""
+
+
+def corrections(dialect: Dialect) -> str:
+    """The ``corrections`` table: the provenance of each fact written by hand
+    (:class:`~qemem.models.Correction`): ``turns`` the JSON list of the turn ids the user
+    cited, ``corrected_turns`` those the corrected statement was learned from, ``recorded``
+    when (UTC). No foreign key to ``facts`` (as for ``supersessions``)."""
+    return _CORRECTIONS.format(ref=dialect.ref_type)
+
+
+def fill_corrections(aggregate: str, now: str) -> str:
+    """The migration step's filling of ``corrections`` in a store that had none: each fact
+    new in a manual supersession, citing its turns, the corrected fact's episodes' turns as
+    ``corrected_turns``; and each fact without an episode (a correction whose supersession
+    went with the fact it corrected), by hand alone. ``aggregate`` is the dialect's JSON list
+    of the ``turn`` column (in ``session``, ``position`` order), ``now`` its UTC time text."""
+    return _FILL_CORRECTIONS.format(aggregate=aggregate, now=now)
+
+
+_AGENT_MEMORY = """
+ALTER TABLE turns ADD COLUMN role TEXT;
+ALTER TABLE facts ADD COLUMN kind TEXT NOT NULL DEFAULT 'fact';
+CREATE TABLE fact_turns (
+    conv {ref} NOT NULL,
+    fact TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    PRIMARY KEY (conv, fact, turn),
+    FOREIGN KEY (conv, fact) REFERENCES facts(conv, id) ON DELETE CASCADE,
+    FOREIGN KEY (conv, turn) REFERENCES turns(conv, id) ON DELETE CASCADE
+);
+CREATE INDEX fact_turns_by_turn ON fact_turns (conv, turn);
+"""
+
+
+def agent_memory(dialect: Dialect) -> str:
+    """What memory for an assistant adds (added after the tables, in every store): a turn's
+    ``role`` (user, assistant, other; NULL when not given), a fact's ``kind`` (fact,
+    instruction, preference) and ``fact_turns``, the messages a fact was read from directly
+    (a standing instruction or preference found at ingest), ``ord`` in their order."""
+    return _AGENT_MEMORY.format(ref=dialect.ref_type)
+
+
+def conversations(dialect: Dialect, name: str = "conversations") -> str:
+    """The ``conversations`` table created as ``name``: ``pk`` is never given to another
+    conversation (not even one re-created under the same id), ``created_at`` is when this
+    life of the conversation began (UTC, ISO 8601), ``removals`` counts the records removed
+    from it by hand (messages deleted or redacted, facts deleted): a build that saw another
+    count at its start writes nothing more."""
+    return _CONVERSATIONS.format(name=name, key=dialect.key_type, version=dialect.version_column)
+
+
+def id_counters(dialect: Dialect) -> str:
+    """The ``id_counters`` table: per conversation and id prefix (``E``, ``S``,
+    ``D<session>:``) the highest number an id ``<prefix><n>`` has had in the conversation's
+    life (raised by every write of such an id, lowered by nothing)."""
+    return _ID_COUNTERS.format(ref=dialect.ref_type)
+
+
 def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
     """The ``fact_episodes`` table (a fact's supporting episodes, ``ord`` in their order)
     created as ``name``."""
@@ -216,10 +330,9 @@ def fact_episodes(dialect: Dialect, name: str = "fact_episodes") -> str:
 def create(dialect: Dialect) -> str:
     """The whole current schema of ``dialect``, for a new store."""
     tables = _TABLES.format(
-        key=dialect.key_type,
+        conversations=conversations(dialect),
         ref=dialect.ref_type,
         vector=dialect.vector_type,
-        version=dialect.version_column,
         fact_episodes=fact_episodes(dialect) + FACT_EPISODES_INDEX,
     )
     return (
@@ -230,5 +343,9 @@ def create(dialect: Dialect) -> str:
         + JOBS
         + JOBS_NOT_BEFORE
         + supersessions(dialect)
+        + corrections(dialect)
+        + idempotency_conversation(dialect)
+        + id_counters(dialect)
+        + agent_memory(dialect)
         + passages(dialect)
     )

@@ -25,7 +25,8 @@ class Dialect:
     name: str
     placeholder: str
     key_type: str
-    """``conversations.pk``: an auto-numbered 64-bit key."""
+    """``conversations.pk``: an auto-numbered 64-bit key, never reused (not after the
+    conversation with the highest key is deleted either)."""
     ref_type: str
     """Columns that refer to ``conversations.pk``."""
     vector_type: str
@@ -76,7 +77,7 @@ def _float32(vector: np.ndarray) -> np.ndarray:
 SQLITE = Dialect(
     name="sqlite",
     placeholder="?",
-    key_type="INTEGER PRIMARY KEY",
+    key_type="INTEGER PRIMARY KEY AUTOINCREMENT",
     ref_type="INTEGER",
     vector_type="BLOB",
     version_column="INTEGER NOT NULL DEFAULT 0",

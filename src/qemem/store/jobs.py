@@ -313,6 +313,29 @@ class JobTable:
             )
         return changed > 0
 
+    def cancel_conversation(self, namespace: str, conversation: str) -> int:
+        """Cancel the queued and running jobs of a conversation that is being deleted (in the
+        deleting transaction), saying why in their error; how many were cancelled. A running
+        one stops at its next progress step and, being pinned to the deleted conversation,
+        writes nothing more meanwhile."""
+        with self._transaction():
+            if self.dialect.lock is not None:  # the lock enqueue takes: no job slips past
+                self._exec(self.dialect.lock, (f"jobs:{namespace}/{conversation}",))
+            return self._exec(
+                "UPDATE jobs SET status = 'cancelled', error = CASE WHEN status = 'running' "
+                "THEN ? ELSE ? END, lease_until = NULL, not_before = NULL, updated = ? "
+                "WHERE namespace = ? AND conversation = ? AND status IN (?, ?)",
+                (
+                    f"conversation {conversation} was deleted while it was being built: the "
+                    "build wrote nothing more",
+                    f"conversation {conversation} was deleted before it was built",
+                    time.time(),
+                    namespace,
+                    conversation,
+                    *ACTIVE,
+                ),
+            )
+
     def cancel(self, namespace: str, job_id: str) -> JobRow | None:
         """Cancel a queued or running job of ``namespace`` (a running one stops at its next
         progress step); a finished one is left as it is. None when there is no such job."""

@@ -29,17 +29,23 @@ PASSAGE_COLUMNS = ("conv", "id", "turn", "start", "stop", "tokens")
 PASSAGE_SPACE = "passage"
 """The space of passage vectors in the ``vectors`` table (not a search space of its own:
 passages are searched as the turn space)."""
-TURN_INDEX = (
-    "SELECT r.id, r.tokens, v.vector, r.session, r.position, 0 FROM turns r "
-    "JOIN vectors v ON v.conv = r.conv AND v.space = 'turn' AND v.id = r.id WHERE r.conv = ? "
-    "AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.conv = r.conv AND p.turn = r.id) "
-    "UNION ALL "
-    "SELECT p.id, p.tokens, v.vector, t.session, t.position, p.start FROM passages p "
-    "JOIN turns t ON t.conv = p.conv AND t.id = p.turn "
-    "JOIN vectors v ON v.conv = p.conv AND v.space = 'passage' AND v.id = p.id WHERE p.conv = ?"
-)
-"""The rows of the turn space's search index: every turn without passages, and every passage
-(key, tokens, vector, session, position, start)."""
+
+
+def turn_index(searchable: str) -> str:
+    """The query of the rows of the turn space's search index of one conversation (its pk
+    twice as parameters): every turn without passages, and every passage of the others (key,
+    tokens, vector, session, position, start); ``searchable`` is the condition (after a WHERE,
+    ``r`` the alias of the turns row) a turn must meet to be searched at all."""
+    return (
+        "SELECT r.id, r.tokens, v.vector, r.session, r.position, 0 FROM turns r "
+        "JOIN vectors v ON v.conv = r.conv AND v.space = 'turn' AND v.id = r.id WHERE r.conv = ? "
+        "AND NOT EXISTS (SELECT 1 FROM passages p WHERE p.conv = r.conv AND p.turn = r.id)"
+        f"{searchable} UNION ALL "
+        "SELECT p.id, p.tokens, v.vector, r.session, r.position, p.start FROM passages p "
+        "JOIN turns r ON r.conv = p.conv AND r.id = p.turn "
+        "JOIN vectors v ON v.conv = p.conv AND v.space = 'passage' AND v.id = p.id "
+        f"WHERE p.conv = ?{searchable}"
+    )
 
 
 class _Host(Protocol):

@@ -14,11 +14,17 @@ from qemem.store.ddl import (
     IDEMPOTENCY,
     JOBS,
     JOBS_NOT_BEFORE,
+    agent_memory,
+    corrections,
     create,
+    fill_corrections,
+    id_counters,
+    idempotency_conversation,
     passages,
     supersessions,
 )
 from qemem.store.dialect import POSTGRES
+from qemem.store.slashed import SLASHED_IDS, warn_slashed
 
 MIGRATION_LOCK = 7_175_646_101  # advisory lock key of schema migrations
 UPGRADES: dict[int, str] = {
@@ -41,20 +47,52 @@ UPGRADES: dict[int, str] = {
     6: JOBS_NOT_BEFORE,
     # 7: supersessions of facts (a fact updated by a later episode, or corrected by hand)
     7: supersessions(POSTGRES),
-    # 8 to 10: reserved for steps of other branches (issue 30); nothing to do here
-    8: "SELECT 1",
-    9: "SELECT 1",
-    10: "SELECT 1",
-    # 11: the passages of long turns (searched one by one; built by ingest and qemem reindex)
-    11: passages(POSTGRES),
+    # 8: conversation lives (``pk`` is a sequence's, never reused already): ``created_at``
+    # (the migration's time for the conversations it finds) and ``removals``; the id
+    # counters start at the highest number each id prefix has among the records stored
+    8: """
+    ALTER TABLE conversations ADD COLUMN created_at TEXT;
+    UPDATE conversations SET created_at =
+        to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"');
+    ALTER TABLE conversations ALTER COLUMN created_at SET NOT NULL;
+    ALTER TABLE conversations ADD COLUMN removals INTEGER NOT NULL DEFAULT 0;
+    """
+    + id_counters(POSTGRES)
+    + """
+    INSERT INTO id_counters (conv, prefix, value)
+        SELECT conv, substring(id from '^(E|S|D(?:0|[1-9][0-9]*):)'),
+            max(substring(id from '([0-9]+)$')::bigint)
+        FROM (SELECT conv, id FROM turns UNION ALL SELECT conv, id FROM episodes
+            UNION ALL SELECT conv, id FROM facts) records
+        WHERE id ~ '^(E|S|D(0|[1-9][0-9]*):)[1-9][0-9]{0,14}$'
+        GROUP BY 1, 2;
+    """,
+    # 9: each recorded Idempotency-Key response names its conversation and goes with it
+    9: idempotency_conversation(POSTGRES),
+    # 10: the provenance of facts corrected by hand (a correction outlives the fact it
+    # corrected); filled from the manual supersessions and the facts without an episode
+    10: corrections(POSTGRES)
+    + fill_corrections(
+        "json_agg(turn ORDER BY session, position)::text",
+        "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS+00:00')",
+    ),
+    # 12: memory for an assistant: the role of a message, the kind of a fact (instruction,
+    # preference) and the messages a fact was read from directly
+    12: agent_memory(POSTGRES),
+    # 13: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    13: passages(POSTGRES),
 }
+SLASH_RULE = 9
+"""The first version of the rule that ids hold no ``/``: migrating a store from before it
+lists the ids that break it (:mod:`qemem.store.slashed`)."""
 SCHEMA_VERSION = max(UPGRADES)
 
 
-def migrate(conn: Any) -> int:
+def migrate(conn: Any, where: str = "") -> int:
     """Apply every migration newer than the database's version on ``conn`` (a psycopg
     connection in autocommit mode); return the final version. A database written by a newer
-    qemem is refused."""
+    qemem is refused. Crossing :data:`SLASH_RULE` logs the stored ids that break it
+    (``where`` names the store)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -70,9 +108,11 @@ def migrate(conn: Any) -> int:
         if version == 0:
             conn.execute(create(POSTGRES))
             version = SCHEMA_VERSION
-        for number in range(version + 1, SCHEMA_VERSION + 1):
+        for number in sorted(n for n in UPGRADES if n > version):
             conn.execute(UPGRADES[number])
         conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION,))
+        slashed = conn.execute(SLASHED_IDS).fetchall() if 0 < version < SLASH_RULE else []
+    warn_slashed(slashed, where)
     return SCHEMA_VERSION
 
 

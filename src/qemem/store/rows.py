@@ -21,14 +21,26 @@ FIRST_TURN = (
 """The position of the first turn of episode ``r`` (episodes are ordered by it, per session)."""
 
 SESSION_COLUMNS = ("conv", "idx", "key", "date_time")
-TURN_COLUMNS = ("conv", "id", "session", "position", "speaker", "text", "timestamp", "tokens")
+TURN_COLUMNS = (
+    "conv",
+    "id",
+    "session",
+    "position",
+    "speaker",
+    "text",
+    "timestamp",
+    "role",
+    "tokens",
+)
 EPISODE_COLUMNS = ("conv", "id", "session", "title", "content", "timestamp", "tokens")
-FACT_COLUMNS = ("conv", "id", "content", "session", "tokens")
+FACT_COLUMNS = ("conv", "id", "content", "session", "kind", "tokens")
 LINK_COLUMNS = {
     "episode_turns": ("conv", "episode", "turn", "ord"),
     "fact_episodes": ("conv", "fact", "episode", "ord"),
+    "fact_turns": ("conv", "fact", "turn", "ord"),
 }
-"""The provenance links: an episode's turns and a fact's episodes, ``ord`` in their order."""
+"""The provenance links: an episode's turns, a fact's episodes and the turns a fact was read
+from directly, ``ord`` in their order."""
 
 
 def session_row(pk: int, s: Session) -> Row:
@@ -36,7 +48,7 @@ def session_row(pk: int, s: Session) -> Row:
     return (pk, s.index, s.key or str(s.index), s.date_time.isoformat())
 
 
-TURN_SELECT = "SELECT id, session, position, speaker, text, timestamp FROM turns"
+TURN_SELECT = "SELECT id, session, position, speaker, text, timestamp, role FROM turns"
 """The columns a :class:`~qemem.models.Turn` is read from (:func:`turn_of`)."""
 IN_CHUNK = 500
 """The most values one ``IN (...)`` list holds (SQLite allows 32,766 parameters)."""
@@ -44,8 +56,9 @@ IN_CHUNK = 500
 
 def turn_of(conversation: str, row: tuple[Any, ...]) -> Turn:
     """The turn of a ``TURN_SELECT`` row of ``conversation``."""
-    rid, session, position, speaker, text, stamp = row
-    return Turn(rid, conversation, session, position, speaker, text, datetime.fromisoformat(stamp))
+    rid, session, position, speaker, text, stamp, role = row
+    when = datetime.fromisoformat(stamp)
+    return Turn(rid, conversation, session, position, speaker, text, when, role)
 
 
 def turn_order(turn: Turn) -> tuple[int, int]:
@@ -56,7 +69,8 @@ def turn_order(turn: Turn) -> tuple[int, int]:
 def turn_row(pk: int, t: Turn) -> Row:
     """A ``turns`` row (``TURN_COLUMNS``)."""
     tokens = " ".join(tokenize(search_text(t)))
-    return (pk, t.id, t.session, t.position, t.speaker, t.text, t.timestamp.isoformat(), tokens)
+    stamp = t.timestamp.isoformat()
+    return (pk, t.id, t.session, t.position, t.speaker, t.text, stamp, t.role, tokens)
 
 
 def episode_row(pk: int, e: Episode) -> Row:
@@ -67,7 +81,7 @@ def episode_row(pk: int, e: Episode) -> Row:
 
 def fact_row(pk: int, f: SemanticFact) -> Row:
     """A ``facts`` row (``FACT_COLUMNS``)."""
-    return (pk, f.id, f.content, f.session, " ".join(tokenize(search_text(f))))
+    return (pk, f.id, f.content, f.session, f.kind, " ".join(tokenize(search_text(f))))
 
 
 def link_rows(pk: int, owner: str, targets: Iterable[str]) -> list[Row]:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
-from qemem.errors import EmbedderMismatchError, InputError, NotFoundError
+from qemem.errors import EmbedderMismatchError, InputError
 from qemem.models import Conversation, Episode, SemanticFact, Session, Space, Turn
 from qemem.store import staged
 from qemem.store.base import (
@@ -31,9 +31,10 @@ from qemem.store.base import (
     select_records,
 )
 from qemem.store.dialect import Conflict, Dialect
-from qemem.store.edits import NOT_SUPERSEDED, ORPHANS, SQLEdits, drop_facts
+from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
 from qemem.store.jobs import JobTable
-from qemem.store.passages import TURN_INDEX, SQLPassages
+from qemem.store.lives import SQLLives, created_stamp
+from qemem.store.passages import SQLPassages, turn_index
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -54,10 +55,10 @@ from qemem.store.rows import (
 )
 
 T = TypeVar("T")
-_IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created")
+_IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
-class SQLStore(SQLEdits, SQLPassages, ABC):
+class SQLStore(SQLEdits, SQLLives, SQLPassages, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -95,6 +96,12 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
     def _write(self, sql: str, rows: Sequence[Sequence[object]]) -> None:
         """Run one statement per row (inside a transaction)."""
 
+    def _forgotten(self) -> None:
+        """Told inside a transaction that deleted or overwrote user text: a backend whose files
+        keep old copies of rows until some step (SQLite's write-ahead log) takes that step
+        once the transaction commits. PostgreSQL keeps dead rows until VACUUM (see
+        docs/reliability.md): nothing to do here."""
+
     # ------------------------------------------------------------------ scopes and versions
     def _insert(self, table: str, columns: Sequence[str], conflict: Conflict = "fail") -> str:
         return self.dialect.insert(table, columns, conflict)
@@ -104,18 +111,9 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
         return "fail" if self.dialect.serialised_writes else "ignore"
 
     def _row(self, scope: Scope) -> tuple[int, int]:
-        """(pk, version) of the scope's conversation; NotFoundError when absent."""
-        rows = self._query(
-            "SELECT pk, version FROM conversations WHERE namespace = ? AND id = ?",
-            (scope.namespace, scope.conversation),
-        )
-        if not rows:
-            raise NotFoundError(
-                f"no conversation {scope!s} in store {self.path}: ingest it first "
-                f"(qemem ingest FILE --store {self.dialect.store_arg}) or list them "
-                "(qemem conversations)"
-            )
-        return int(rows[0][0]), int(rows[0][1])
+        """(pk, version) of the scope's conversation (see :meth:`SQLLives._life`)."""
+        pk, version, _ = self._life(scope)
+        return pk, version
 
     def _pk(self, scope: Scope) -> int:
         return self._row(scope)[0]
@@ -152,6 +150,9 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
             return load(pk)
         return cast(T, self._cache.get((scope, what), version, lambda: load(pk)))
 
+    def ping(self) -> None:
+        self._query("SELECT 1 FROM conversations LIMIT 1")
+
     # ------------------------------------------------------------------ conversations
     def conversations(self, namespace: str | None = None) -> list[Conversation]:
         sql = "SELECT namespace, id FROM conversations"
@@ -166,7 +167,9 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
         return self._load(scope, "conversation", lambda pk: self._load_conversation(pk, scope))
 
     def _load_conversation(self, pk: int, scope: Scope) -> Conversation:
-        speakers = self._query("SELECT speakers FROM conversations WHERE pk = ?", (pk,))[0][0]
+        speakers, created = self._query(
+            "SELECT speakers, created_at FROM conversations WHERE pk = ?", (pk,)
+        )[0]
         sessions = tuple(
             Session(int(idx), datetime.fromisoformat(dt), key)
             for idx, dt, key in self._query(
@@ -174,14 +177,19 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
             )
         )
         return Conversation(
-            scope.conversation, tuple(json.loads(speakers)), sessions, scope.namespace
+            scope.conversation,
+            tuple(json.loads(speakers)),
+            sessions,
+            scope.namespace,
+            datetime.fromisoformat(created),
         )
 
     def put_conversation(self, scope: Scope, speakers: Sequence[str]) -> None:
         with self.transaction():
+            columns = ("namespace", "id", "speakers", "created_at")
             created = self._exec(
-                self._insert("conversations", ("namespace", "id", "speakers"), "ignore"),
-                (scope.namespace, scope.conversation, json.dumps(list(speakers))),
+                self._insert("conversations", columns, "ignore"),
+                (scope.namespace, scope.conversation, json.dumps(list(speakers)), created_stamp()),
             )
             pk = self._locked_pk(scope)
             known = json.loads(
@@ -204,7 +212,13 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
             )
 
     def delete_conversation(self, scope: Scope) -> bool:
+        """Delete the conversation (its rows cascade) and cancel its queued and running jobs,
+        under the scope's write lock (a writer of the conversation finishes first, or finds it
+        gone)."""
         with self.transaction():
+            self.lock_scope(scope)
+            self.jobs.cancel_conversation(scope.namespace, scope.conversation)
+            self._forgotten()
             return (
                 self._exec(
                     "DELETE FROM conversations WHERE namespace = ? AND id = ?",
@@ -264,6 +278,7 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
         self, scope: Scope, turns: Sequence[Turn], vectors: np.ndarray, embedder: str
     ) -> None:
         with self._records(scope, "turn", [t.id for t in turns], vectors, embedder) as pk:
+            self._raise_counters(pk, [t.id for t in turns])
             self._write(
                 self._insert("turns", TURN_COLUMNS, self._racing()),
                 [turn_row(pk, t) for t in turns],
@@ -296,6 +311,7 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
     ) -> None:
         ids = [e.id for e in episodes]
         with self._records(scope, "episode", ids, vectors, embedder) as pk:
+            self._raise_counters(pk, ids)
             self._write(
                 self._insert("episodes", EPISODE_COLUMNS), [episode_row(pk, e) for e in episodes]
             )
@@ -347,21 +363,24 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
     ) -> None:
         with self._records(scope, "fact", [f.id for f in facts], vectors, embedder) as pk:
             latest = {f.id: f for f in facts}  # a fact given twice: the last one holds
-            self._write(
-                "DELETE FROM fact_episodes WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
-            )
+            self._raise_counters(pk, latest)
+            for table in ("fact_episodes", "fact_turns"):
+                self._write(
+                    f"DELETE FROM {table} WHERE conv = ? AND fact = ?", [(pk, i) for i in latest]
+                )
             self._write(
                 self._insert("facts", FACT_COLUMNS, ("conv", "id")),
                 [fact_row(pk, f) for f in facts],
             )
-            self._write(
-                self._insert("fact_episodes", LINK_COLUMNS["fact_episodes"]),
-                [
-                    row
-                    for f in latest.values()
-                    for row in link_rows(pk, f.id, dict.fromkeys(f.episode_ids))
-                ],
-            )
+            for table, targets in (("fact_episodes", "episode_ids"), ("fact_turns", "turn_ids")):
+                self._write(
+                    self._insert(table, LINK_COLUMNS[table]),
+                    [
+                        row
+                        for f in latest.values()
+                        for row in link_rows(pk, f.id, dict.fromkeys(getattr(f, targets)))
+                    ],
+                )
 
     def delete_episodes(self, scope: Scope, ids: Sequence[str]) -> None:
         with self.transaction():
@@ -380,13 +399,22 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
 
     def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
         links = self._links("fact_episodes", pk)
+        read = self._links("fact_turns", pk)
         rows = sorted(
-            self._query("SELECT id, content, session FROM facts WHERE conv = ?", (pk,)),
+            self._query("SELECT id, content, session, kind FROM facts WHERE conv = ?", (pk,)),
             key=lambda row: record_order(row[0]),
         )
         return [
-            SemanticFact(rid, scope.conversation, content, session, links.get(rid, ()))
-            for rid, content, session in rows
+            SemanticFact(
+                rid,
+                scope.conversation,
+                content,
+                session,
+                links.get(rid, ()),
+                kind=kind,
+                turn_ids=read.get(rid, ()),
+            )
+            for rid, content, session, kind in rows
         ]
 
     # ------------------------------------------------------------------ index rows
@@ -394,18 +422,17 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
         return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
-        """The index rows of ``space``; the turn space's are its turns without passages and
-        the passages of the others (:mod:`qemem.store.passages`), in text order."""
+        """The index rows of ``space`` search finds; the turn space's are its turns without
+        passages and the passages of the others (:mod:`qemem.store.passages`), in text order."""
         if space == "turn":
-            rows = self._query(TURN_INDEX, (pk, pk), binary=True)
+            rows = self._query(turn_index(searchable(space)), (pk, pk), binary=True)
             rows.sort(key=lambda row: (row[3], row[4], row[5]))
         else:
             position = FIRST_TURN if space == "episode" else "0"
-            current = NOT_SUPERSEDED.format(table="r") if space == "fact" else ""
             rows = self._query(
                 f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
                 "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id "
-                "WHERE r.conv = ?" + current,
+                "WHERE r.conv = ?" + searchable(space),
                 (space, pk),
                 binary=True,
             )
@@ -473,16 +500,17 @@ class SQLStore(SQLEdits, SQLPassages, ABC):
         return (str(rows[0][0]), str(rows[0][1])) if rows else None
 
     def record_response(
-        self, namespace: str, key: str, fingerprint: str, response: str, retention: timedelta
+        self, scope: Scope, key: str, fingerprint: str, response: str, retention: timedelta
     ) -> None:
-        """Record the response of a request sent with ``key`` (join the transaction that made
-        it, so both are committed together); records older than ``retention`` are purged."""
+        """Record the response of a request sent with ``key`` that appended to ``scope``
+        (join the transaction that made it, so both are committed together; the record is
+        deleted with the conversation); records older than ``retention`` are purged."""
         with self.transaction():
             now = datetime.now(UTC)
             self._exec("DELETE FROM idempotency WHERE created < ?", (_stamp(now - retention),))
             self._exec(
                 self._insert("idempotency", _IDEMPOTENCY_COLUMNS),
-                (namespace, key, fingerprint, response, _stamp(now)),
+                (scope.namespace, key, fingerprint, response, _stamp(now), self._pk(scope)),
             )
 
 

@@ -1,4 +1,5 @@
-"""The embedded default store: one SQLite file (WAL, foreign keys) holding all three spaces.
+"""The embedded default store: one SQLite file (WAL, foreign keys, ``secure_delete``: what a
+delete removes is overwritten in the file, see docs/reliability.md) holding all three spaces.
 
 The queries are the shared ones of :class:`~qemem.store.sql.SQLStore`; this module connects
 them: one writer connection behind a lock, a second connection for other threads' reads, and
@@ -7,6 +8,7 @@ them: one writer connection behind a lock, a second connection for other threads
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -41,6 +43,7 @@ class SQLiteStore(SQLStore):
         self._owner: int | None = None  # the thread inside the write transaction
         self._reader: sqlite3.Connection | None = None
         self._read_lock = threading.Lock()
+        self._scrub = False  # a committed transaction forgot user text: checkpoint the log
         if read_only:
             self._conn = open_read_only(self.path)
             return
@@ -56,7 +59,7 @@ class SQLiteStore(SQLStore):
             if self.path != ":memory:":
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            migrate(self._conn)
+            migrate(self._conn, self.path)
             if self.path != ":memory:":
                 self._reader = self._connect()
                 self._reader.execute("PRAGMA query_only = ON")
@@ -67,6 +70,7 @@ class SQLiteStore(SQLStore):
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA secure_delete = ON")  # deleted rows are overwritten with zeros
         return conn
 
     @contextmanager
@@ -82,6 +86,7 @@ class SQLiteStore(SQLStore):
                 self._depth -= 1
                 if outer:
                     self._owner = None
+                    self._scrub = False
                 if outer and self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
@@ -95,6 +100,8 @@ class SQLiteStore(SQLStore):
             if outer:
                 self._owner = None
                 self._commit()
+                if self._scrub:
+                    self._checkpoint()
 
     def _begin(self) -> None:
         if self.read_only:
@@ -112,6 +119,19 @@ class SQLiteStore(SQLStore):
             if self._conn.in_transaction:
                 self._conn.execute("ROLLBACK")
             raise write_error(self.path, exc) or exc from None
+
+    def _forgotten(self) -> None:
+        self._scrub = True
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the file and truncate it, so that the old copies of
+        rows a transaction deleted leave the ``-wal`` file too (``secure_delete`` overwrote
+        them in the database pages). A reader still on an older snapshot can keep the log
+        from being truncated: then the next checkpoint does it."""
+        self._scrub = False
+        if self.path != ":memory:":
+            with contextlib.suppress(sqlite3.OperationalError):  # the write is committed
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         """Close the connections. A writer that is the last one out leaves the file in

@@ -1,8 +1,10 @@
 """The offline LLM's build answers, from the ``turns`` a build request carries: episodes of
 about six turns, a title from the first turn's salient words, a narrative quoting the turns,
 no prediction and one fact per episode, plus one superseding a known fact (of the request's
-``known``) for each later turn that says something changed. Each returns None when the request
-carries no turns (the request then gets the generic answer); ``predict`` needs none."""
+``known``) for each later turn that says something changed, and one typed fact for each standing
+instruction or preference a user's turn states (the words the ingest's rule pass stores). Each
+returns None when the request carries no turns (the request then gets the generic answer);
+``predict`` needs none."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from qemem.build.episodes import salient_title
+from qemem.ingest.standing import standing_content
 from qemem.models import Turn
 from qemem.prompts import as_data
+from qemem.statements import standing_statements
 
 EPISODE_SIZE = 6
 
@@ -24,7 +28,7 @@ def _turns(inputs: Mapping[str, Any]) -> list[Turn] | None:
         return None
     given: Sequence[Turn] = inputs["turns"]
     return [
-        Turn(str(n), "", 0, n - 1, as_data(t.speaker), as_data(t.text), datetime.min)
+        Turn(str(n), "", 0, n - 1, as_data(t.speaker), as_data(t.text), datetime.min, t.role)
         for n, t in enumerate(given, start=1)
     ]
 
@@ -67,9 +71,10 @@ def _words(text: str) -> set[str]:
 
 
 def calibrate(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """One fact: the first speaker mentioned the first words of the first turn. And for each
+    """One fact: the first speaker mentioned the first words of the first turn. For each
     later turn saying something changed ("no longer", "anymore", "instead"), a fact of that
-    turn superseding the known fact sharing most of its words (at least two), citing it."""
+    turn superseding the known fact sharing most of its words (at least two), citing it. And
+    for each standing statement of a user's turn, a fact of its kind."""
     turns = _turns(inputs)
     if turns is None:
         return None
@@ -84,4 +89,10 @@ def calibrate(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
         count, fid = max(shared, key=lambda pair: pair[0])
         if count >= 2:
             facts.append({"fact": _mention(turn), "supersedes": fid, "turns": [n]})
+    for turn in turns:
+        if turn.role == "user":
+            facts += [
+                {"fact": standing_content(turn.speaker, said), "kind": said.kind}
+                for said in standing_statements(turn.text)
+            ]
     return {"facts": facts}

@@ -2,7 +2,8 @@
 
 Resolution order for a request: the ``handler`` given to :class:`OfflineLLM` (a test scripting
 answers); else the answerer of the request's stage (``build.*``, ``plan``, ``construct``,
-``answer``, ``answer_round0``, ``answer.nemori``, ``judge``, ``audit.*``, ``check.*``; a
+``answer``, ``answer_round0``, ``respond``, ``answer.nemori``, ``answer.rag``,
+``answer.context``, ``judge``, ``judge.rubric``, ``judge.order``, ``audit.*``, ``check.*``; a
 ``.repair`` or ``.retry`` request is answered like the request it follows), which reads the
 structured ``request.inputs`` the stage attached, never the prompt text; else, for a stage it
 does not know or a request without those inputs, the generic answer of
@@ -16,9 +17,10 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from qemem.llm import stages
 from qemem.llm.jsonx import extract_json
 from qemem.llm.types import LLMRequest, LLMResponse, estimate_tokens
-from qemem.testing import audit, build, query
+from qemem.testing import audit, beam, build, query
 from qemem.testing.generic import generic_instance, generic_text
 
 OfflineResult = str | dict[str, Any] | list[Any] | LLMResponse
@@ -26,26 +28,31 @@ Handler = Callable[[LLMRequest], OfflineResult]
 Answerer = Callable[[Mapping[str, Any]], str | dict[str, Any] | None]
 
 ANSWERERS: dict[str, Answerer] = {
-    "plan": query.plan,
-    "construct": query.construct,
-    "answer": query.answer,
-    "answer.nemori": query.short_answer,
-    "answer_round0": query.answer,
-    "judge": query.judge,
-    "build.segment": build.segment,
-    "build.episode": build.episode,
-    "build.predict": build.predict,
-    "build.calibrate": build.calibrate,
-    "audit.claim": audit.claim,
-    "audit.split": audit.split,
-    "audit.answer": audit.answer,
-    "audit.memory": audit.memory,
-    "check.split": audit.split,
-    "check.claim": audit.check,
+    stages.PLAN: query.plan,
+    stages.CONSTRUCT: query.construct,
+    stages.ANSWER: query.answer,
+    stages.ANSWER_NEMORI: query.short_answer,
+    stages.ANSWER_ROUND0: query.answer,
+    stages.RESPOND: query.respond,
+    stages.ANSWER_RAG: query.answer,
+    stages.ANSWER_CONTEXT: query.answer,
+    stages.JUDGE: query.judge,
+    stages.JUDGE_RUBRIC: beam.rubric_item,
+    stages.JUDGE_ORDER: beam.order_matches,
+    stages.BUILD_SEGMENT: build.segment,
+    stages.BUILD_EPISODE: build.episode,
+    stages.BUILD_PREDICT: build.predict,
+    stages.BUILD_CALIBRATE: build.calibrate,
+    stages.AUDIT_CLAIM: audit.claim,
+    stages.AUDIT_SPLIT: audit.split,
+    stages.AUDIT_ANSWER: audit.answer,
+    stages.AUDIT_MEMORY: audit.memory,
+    stages.CHECK_SPLIT: audit.split,
+    stages.CHECK_CLAIM: audit.check,
 }
-"""The stage answerers, by stage label."""
+"""The stage answerers, by stage label (every stage of :mod:`qemem.llm.stages` has one)."""
 
-_FOLLOW_UPS = (".repair", ".retry")
+_FOLLOW_UPS = (stages.REPAIR, stages.RETRY)
 
 
 def base_stage(stage: str) -> str:

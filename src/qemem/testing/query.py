@@ -1,4 +1,5 @@
-"""The offline LLM's query-time answers: ``plan``, ``construct``, ``answer`` and ``judge``.
+"""The offline LLM's query-time answers: ``plan``, ``construct``, ``answer``, ``respond`` and
+``judge``.
 
 Each reads the structured inputs its stage attaches to the request (``LLMRequest.inputs``),
 never the prompt text, and returns None when the inputs it needs are missing (the request then
@@ -14,6 +15,10 @@ gets the generic answer). Deterministic and naive; for tests and demos, never fo
   missing (and asking a follow-up query for) the question words they lack.
 * answer: the first card's quote (else its claim; with no cards, the best sentence of the
   shown memory sharing the most words with the question), ending with ``FINAL ANSWER: <that>``.
+* respond: a reply naming the standing instructions and preferences it follows (by id), then
+  the quotes of the first three cards with their first source in brackets (with no cards, the
+  best-matching shown memory), or, with nothing that shares a word with the request, that
+  there is no record of it in the conversation.
 * judge: CORRECT when ``f1_common(prediction, gold) >= 0.5`` or the gold occurs in the
   prediction (case-insensitive), else WRONG.
 """
@@ -173,6 +178,35 @@ def short_answer(inputs: Mapping[str, Any]) -> str | None:
     else:
         text = "no information"
     return text
+
+
+NO_RECORD = "I have no record of that in our conversation."
+
+
+def respond(inputs: Mapping[str, Any]) -> str | None:
+    """The assistant's reply (see the module docstring)."""
+    if "question" not in inputs:
+        return None
+    lines = []
+    standing: Sequence[SemanticFact] = inputs.get("standing", ())
+    if standing:
+        ids = ", ".join(f"[{fact.id}]" for fact in standing)
+        lines.append(f"Following your standing instructions and preferences {ids}:")
+    cards: Sequence[Any] = inputs.get("cards", ())
+    if cards:
+        lines += [
+            f"- {as_data(c.quote or c.claim)} [{c.sources[0]}]" for c in cards[:3] if c.sources
+        ]
+    else:
+        best = best_said(inputs, _terms(str(inputs["question"])), 1)
+        if best:
+            rid, who, what = best[0]
+            lines.append(
+                f"- {who}: {_best_sentence(what, _terms(str(inputs['question'])))} [{rid}]"
+            )
+    if len(lines) == (1 if standing else 0):
+        lines.append(NO_RECORD)
+    return "\n".join(lines)
 
 
 def judge(inputs: Mapping[str, Any]) -> dict[str, Any] | None:

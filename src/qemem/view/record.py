@@ -4,7 +4,8 @@
 full or compact, as a run keeps it in results.jsonl under ``answer``) and returns a compact,
 JSON-ready dict: the question and answer, the cost line, the plan, each round (the queries it
 ran, its sufficiency feedback), the cards, the pool, the citations, the answer context and the
-source records when the answer carries them. Each pool candidate is a list ``[space, id, round
+source records when the answer carries them. Each card carries ``shown_time``, the time a
+reader is shown (``ViewCard.shown_time``). Each pool candidate is a list ``[space, id, round
 it came in, score, why it was pooled, reasons left out]``, read from the rounds of the evidence
 record; the answer page and the run report render it with the same script.
 """
@@ -16,12 +17,15 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from qemem.evidence.card_time import shown_time
+from qemem.evidence.times import TimeResolution
 from qemem.models import Plan
 
 Data = Mapping[str, Any]
 
 #: pool reasons kept per candidate in run records (the rest are counted), to keep them small
 RUN_REASONS = 3
+_RULE_TIME = TypeAdapter(TimeResolution | None)
 PLAN_KEYS = ("need", "answer_type", "aggregate", "temporal", "queries", "source", "note")
 
 
@@ -70,6 +74,19 @@ def _pool_items(evidence: Data, max_reasons: int | None) -> list[list[Any]]:
     return out
 
 
+def _cards(cards: list[Data]) -> list[dict[str, Any]]:
+    """The cards' JSON, each with the time a reader is shown (``shown_time``)."""
+    return [
+        {
+            **card,
+            "shown_time": shown_time(
+                card["time"], _RULE_TIME.validate_python(card["resolved_time"]), card["time_basis"]
+            ),
+        }
+        for card in cards
+    ]
+
+
 def evidence_record(answer: Data, *, max_reasons: int | None = None) -> dict[str, Any]:
     """The viewer's record of an answer's JSON form (see the module doc). ``max_reasons``
     caps the reasons kept per pool candidate (None: all)."""
@@ -101,7 +118,7 @@ def evidence_record(answer: Data, *, max_reasons: int | None = None) -> dict[str
             }
             for n, r in enumerate(evidence["rounds"])
         ],
-        "cards": list(evidence["cards"]),
+        "cards": _cards(evidence["cards"]),
         "citations": list(answer["citations"]),
         "visible": list(evidence["shown"]["turns"]),
         "pool": _pool_items(evidence, max_reasons),

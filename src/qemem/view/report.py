@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from qemem.audit_names import ANSWER_METRICS, CLAIM_LABELS, MEMORY_LABELS
+from qemem.llm.stages import ANSWER_ROUND0, JUDGE
 from qemem.view.record import evidence_record
 from qemem.view.render import render
 
@@ -22,18 +24,6 @@ ANSWER_KEY = "answer"
 #: where a format-1 record (today's main before the evidence record) kept the viewer's record
 LEGACY_VIEW_KEY = "evidence_view"
 #: where a wrongly answered question lost its evidence (the table's third filter)
-#: the claim audit's labels and the answer audit's figures, as the audit records name them
-AUDIT_LABELS = ("fully supported", "partially supported", "unsupported", "contradicted")
-ANSWER_METRICS = (
-    "fully_grounded",
-    "core_grounded",
-    "claim_support",
-    "claims_per_answer",
-    "abstention",
-    "correct_and_grounded",
-)
-#: the memory audit's labels (audit-memory.json)
-MEMORY_LABELS = ("supported", "partially supported", "unsupported", "contradicted")
 DIAGNOSES = {
     "never_retrieved": "evidence never retrieved",
     "not_cited": "retrieved but not cited",
@@ -42,8 +32,8 @@ DIAGNOSES = {
 
 
 #: stages that measure the method rather than belong to it: the judge and the round-0 answer
-#: of the refinement analysis (``qemem.answer.ROUND0_STAGE``)
-ANALYSIS_STAGES = ("judge", "answer_round0")
+#: of the refinement analysis
+ANALYSIS_STAGES = (JUDGE, ANSWER_ROUND0)
 
 
 def correctness(record: Record) -> str:
@@ -182,7 +172,7 @@ def report_html(
         diagnoses=DIAGNOSES,
         plots=list(plots),
         audits=dict(audits or {}),
-        audit_labels=AUDIT_LABELS,
+        audit_labels=CLAIM_LABELS,
         answer_metrics=ANSWER_METRICS,
         memory_labels=MEMORY_LABELS,
     )

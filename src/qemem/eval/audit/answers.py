@@ -14,21 +14,14 @@ from qemem.answer.sampling import stratified_sample, weighted_share
 from qemem.errors import InputError, StructuredOutputError
 from qemem.eval.audit.common import Run, load_run, write_audit
 from qemem.eval.stats import paired_bootstrap
-from qemem.llm import LLMClient, LLMRequest, Message
-from qemem.prompts import as_data, render
+from qemem.llm import LLMClient, LLMRequest
+from qemem.llm.prompted import prompted_request
+from qemem.llm.stages import AUDIT_ANSWER, AUDIT_SPLIT
+from qemem.prompts import as_data
 from qemem.retrieve.bm25 import BM25Index, tokenize
 
 ANSWERS_FILE = "audit-answers.json"
-SPLIT_STAGE, JUDGE_STAGE = "audit.split", "audit.answer"
 NEIGHBOURS, PASSAGES = 2, 3
-METRICS = (
-    "fully_grounded",
-    "core_grounded",
-    "claim_support",
-    "claims_per_answer",
-    "abstention",
-    "correct_and_grounded",
-)
 
 
 class Conversation:
@@ -72,38 +65,29 @@ class Conversation:
 
 def split_request(question: str, answer: str) -> LLMRequest:
     """Split an answer into factual claims (the question, for telling core from auxiliary)."""
-    return LLMRequest(
-        system=render("audit_split"),
-        messages=[
-            Message(
-                "user",
-                render("audit_split_input", question=as_data(question), answer=as_data(answer)),
-            )
-        ],
-        stage=SPLIT_STAGE,
+    return prompted_request(
+        "audit_split",
+        AUDIT_SPLIT,
+        Split,
+        "claims",
+        {"question": question, "answer": answer},
         max_tokens=1024,
-        schema=Split.model_json_schema(),
-        schema_name="claims",
-        inputs={"question": question, "answer": answer},
+        question=as_data(question),
+        answer=as_data(answer),
     )
 
 
 def label_request(claim: str, passages: Sequence[Mapping[str, str]], attempt: int) -> LLMRequest:
     """Label one claim against the passages (no run, gold answer or correctness label)."""
-    user = render(
-        "audit_answer_input",
+    return prompted_request(
+        "audit_answer",
+        AUDIT_ANSWER,
+        ClaimLabel,
+        "claim_label",
+        {"claim": claim, "passages": [dict(p) for p in passages]},
         claim=as_data(claim),
         attempt=attempt,
         passages=passage_lines(passages),
-    )
-    return LLMRequest(
-        system=render("audit_answer"),
-        messages=[Message("user", user)],
-        stage=JUDGE_STAGE,
-        max_tokens=512,
-        schema=ClaimLabel.model_json_schema(),
-        schema_name="claim_label",
-        inputs={"claim": claim, "passages": [dict(p) for p in passages]},
     )
 
 

@@ -6,26 +6,27 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 
 from qemem.answer.sampling import Drawn, stratified_sample, weighted_share
+from qemem.audit_names import CLAIM_LABELS, ClaimLabel
 from qemem.errors import StructuredOutputError
 from qemem.eval.audit.common import load_run, record_cards, session_date, write_audit
-from qemem.llm import LLMClient, LLMRequest, Message
-from qemem.prompts import as_data, render
+from qemem.llm import LLMClient, LLMRequest
+from qemem.llm.prompted import prompted_request
+from qemem.llm.stages import AUDIT_CLAIM
+from qemem.prompts import as_data
 
 CLAIMS_FILE = "audit-claims.json"
-STAGE = "audit.claim"
-LABELS = ("fully supported", "partially supported", "unsupported", "contradicted")
 _SPACES = {"turn": "turns", "episode": "episodes", "fact": "facts"}
 
 
 class ClaimVerdict(pydantic.BaseModel):
     """The judge's output for one card."""
 
-    label: Literal["fully supported", "partially supported", "unsupported", "contradicted"]
+    label: ClaimLabel
     reason: str = ""
 
     @pydantic.field_validator("label", mode="before")
@@ -92,17 +93,15 @@ def claim_request(claim: str, time: str, cited: Sequence[Mapping[str, str]]) -> 
     lines = [
         f"[{s['id']}] ({s['kind']}, {s['date'] or 'undated'}) {as_data(s['text'])}" for s in cited
     ] or ["(no cited source could be found)"]
-    user = render(
-        "audit_claim_input", claim=as_data(claim), time=as_data(time), sources="\n".join(lines)
-    )
-    return LLMRequest(
-        system=render("audit_claim"),
-        messages=[Message("user", user)],
-        stage=STAGE,
-        max_tokens=512,
-        schema=ClaimVerdict.model_json_schema(),
-        schema_name="claim_verdict",
-        inputs={"claim": claim, "time": time, "sources": [dict(s) for s in cited]},
+    return prompted_request(
+        "audit_claim",
+        AUDIT_CLAIM,
+        ClaimVerdict,
+        "claim_verdict",
+        {"claim": claim, "time": time, "sources": [dict(s) for s in cited]},
+        claim=as_data(claim),
+        time=as_data(time),
+        sources="\n".join(lines),
     )
 
 
@@ -145,12 +144,12 @@ def shares(judged: Sequence[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     rows = [j for j in judged if j["label"] is not None]
     weights = [j["weight"] for j in rows]
     strata = [j["stratum"] for j in rows]
-    out = {
+    out: dict[str, Any] = {
         label: weighted_share([j["label"] == label for j in rows], weights, strata, seed=seed)
-        for label in LABELS
+        for label in CLAIM_LABELS
     }
     out["supported_or_partial"] = weighted_share(
-        [j["label"] in LABELS[:2] for j in rows], weights, strata, seed=seed
+        [j["label"] in CLAIM_LABELS[:2] for j in rows], weights, strata, seed=seed
     )
     out["counts"] = dict(Counter(str(j["label"]) for j in judged))
     return out

@@ -7,8 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qemem.eval.audit.answers import ANSWERS_FILE, METRICS
-from qemem.eval.audit.claims import CLAIMS_FILE, LABELS
+from qemem.audit_names import ANSWER_METRICS, CLAIM_LABELS
+from qemem.eval.audit.answers import ANSWERS_FILE
+from qemem.eval.audit.claims import CLAIMS_FILE
 from qemem.eval.audit.memory import MEMORY_FILE, memory_section
 
 
@@ -32,7 +33,7 @@ def _cell(block: Mapping[str, Any]) -> str:
 
 def claims_section(record: Mapping[str, Any]) -> list[str]:
     """The claim audit: label shares per stratum and overall."""
-    head = "| stratum | population | judged | " + " | ".join(LABELS) + " |"
+    head = "| stratum | population | judged | " + " | ".join(CLAIM_LABELS) + " |"
     lines = [
         "## Claim audit",
         "",
@@ -41,7 +42,7 @@ def claims_section(record: Mapping[str, Any]) -> list[str]:
         f"Cards with unresolvable source ids: {record['unresolved_share']}.",
         "",
         head,
-        "|" + "---|" * (len(LABELS) + 3),
+        "|" + "---|" * (len(CLAIM_LABELS) + 3),
     ]
     rows = [
         *record["by_stratum"].items(),
@@ -49,7 +50,7 @@ def claims_section(record: Mapping[str, Any]) -> list[str]:
     ]
     for key, block in rows:
         judged = sum(block["counts"].values())
-        cells = " | ".join(_cell(block[label]) for label in LABELS)
+        cells = " | ".join(_cell(block[label]) for label in CLAIM_LABELS)
         lines.append(f"| {key} | {block['population']} | {judged} | {cells} |")
     return [*lines, ""]
 
@@ -62,11 +63,11 @@ def answers_section(record: Mapping[str, Any]) -> list[str]:
         f"Judge {record['judge']}: {record['sampled']} of {record['population']} shared "
         f"questions (seed {record['seed']}), population-weighted with bootstrap 95% CIs.",
         "",
-        "| run | " + " | ".join(METRICS) + " |",
-        "|" + "---|" * (len(METRICS) + 1),
+        "| run | " + " | ".join(ANSWER_METRICS) + " |",
+        "|" + "---|" * (len(ANSWER_METRICS) + 1),
     ]
     for entry in record["runs"]:
-        cells = " | ".join(_cell(entry["summary"][m]) for m in METRICS)
+        cells = " | ".join(_cell(entry["summary"][m]) for m in ANSWER_METRICS)
         lines.append(f"| {entry['run']} | {cells} |")
     for pair, diffs in record["differences"].items():
         for metric, d in diffs.items():

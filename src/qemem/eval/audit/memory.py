@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from qemem.answer.memory_audit import LABELS
+from qemem.audit_names import MEMORY_LABELS
 from qemem.errors import InputError
 from qemem.eval.audit.common import write_audit
 
@@ -63,13 +63,13 @@ def memory_section(record: Mapping[str, Any]) -> list[str]:
             "population-weighted shares with bootstrap 95% CIs; each judged against only the "
             f"turns its provenance cites ({audit['unresolved']} cite no stored turn).",
             "",
-            "| records | judged | " + " | ".join(LABELS) + " |",
-            "|" + "---|" * (len(LABELS) + 2),
+            "| records | judged | " + " | ".join(MEMORY_LABELS) + " |",
+            "|" + "---|" * (len(MEMORY_LABELS) + 2),
         ]
         for space in ("facts", "episodes"):
             shares = audit[space]
-            cells = " | ".join(_cell(shares[label]) for label in LABELS)
-            lines.append(f"| {space} | {shares[LABELS[0]]['n']} | {cells} |")
+            cells = " | ".join(_cell(shares[label]) for label in MEMORY_LABELS)
+            lines.append(f"| {space} | {shares[MEMORY_LABELS[0]]['n']} | {cells} |")
         lines += [
             "",
             f"Facts ({census['facts']}): with a personal pronoun {len(census['pronoun'])} "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from qemem.errors import StoreError
 from qemem.service.schemas import Health, Problem
 from qemem.service.state import State
 
@@ -15,11 +14,9 @@ def healthz() -> Health:
 
 
 def readyz(state: State) -> Health:
-    """Readiness: the store answers a query (no auth)."""
-    try:
-        state.root.conversations()
-    except Exception as exc:  # any failure of the store means not ready
-        raise StoreError(f"the store does not answer: {exc}") from exc
+    """Readiness: the store and the key store answer a query within 1 s (no auth); 503
+    otherwise."""
+    state.readiness.check()
     return Health(status="ready")
 
 

@@ -150,8 +150,9 @@ var qemem = (function () {
         card.quote ? el("div", { class: "row quote", text: "“" + card.quote + "”" }) : null,
         el("div", { class: "row" }, el("span", { class: "muted", text: "relation: " }),
           card.relation || "–", el("span", { class: "muted", text: " · time: " }),
-          "model " + (card.time || "–") + " · rules " + (basis ? basis + " " : "") +
-          (t ? t.phrase : "–") + " ", agree, " ", planned)));
+          card.shown_time === undefined ? "" : (card.shown_time || "–") + " ",
+          el("span", { class: "muted", text: "(model " + (card.time || "–") + " · rules " +
+            (basis ? basis + " " : "") + (t ? t.phrase : "–") + ") " }), agree, " ", planned)));
     });
 
     /* cited sources: turns in their sessions with context, episodes, facts */
