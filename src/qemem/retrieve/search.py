@@ -13,7 +13,7 @@ import numpy as np
 from qemem.embed.base import Embedder
 from qemem.models import Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
+from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists, fuse_top
 from qemem.retrieve.index import dense_lists, search_index
 from qemem.store.base import MemoryStore, Scope
 
@@ -27,15 +27,19 @@ def fuse(lists: Mapping[ListKey, Sequence[str]], space: Space, k: int = RRF_K) -
     ]
 
 
-def turn_hits(hits: Sequence[Hit]) -> list[Hit]:
-    """Hits of passages as hits of their turns: each turn once, at its best passage's place,
-    with that passage's span; hits of whole records unchanged."""
-    out: dict[str, Hit] = {}
-    for hit in hits:
-        owner, span = split_key(hit.id)
-        if owner not in out:
-            out[owner] = Hit(hit.space, owner, hit.score, hit.ranks, span)
-    return list(out.values())
+def turn_hits(
+    lists: Mapping[ListKey, Sequence[str]], space: Space, k: int | None, rrf_k: int = RRF_K
+) -> list[Hit]:
+    """The best ``k`` hits of the fused ``lists`` (None: all) as hits of records: each turn
+    once, at its best passage's place, with that passage's span; hits of whole records
+    unchanged. Ranks and hits are made only for the hits kept
+    (:func:`~qemem.retrieve.fusion.fuse_top`)."""
+    out = []
+    for key, entry in fuse_top(lists, k, rrf_k, lambda rid: split_key(rid)[0]).items():
+        owner, span = split_key(key)
+        ranks = {f"{m}:{q}": r for q, m, r in entry.ranks}
+        out.append(Hit(space, owner, entry.score, ranks, span))
+    return out
 
 
 def ranked_lists(
@@ -73,5 +77,4 @@ def hybrid_search(
     passage (:func:`turn_hits`)."""
     vectors = embedder.embed(list(queries), query=True)
     lists = ranked_lists(store, scope, space, vectors, [tokenize(q) for q in queries])
-    hits = turn_hits(fuse(lists, space, rrf_k))
-    return hits if k is None else hits[:k]
+    return turn_hits(lists, space, k, rrf_k)
