@@ -2,11 +2,12 @@
 every step (``ForgetInvariants.holds``):
 
 - the stored turns are the oracle's (deleted ones gone, redacted ones blank), and each life of
-  a conversation has a ``created_at`` of its own;
-- no table of the store, LLM cache exchange, search result (each space, across
-  conversations), context block or memory file holds the marker word of a forgotten message
-  (nor of a deleted correction, the LLM cache aside: it keeps a deleted fact's exchanges, as
-  documented); search finds no redacted turn;
+  a conversation has a ``created_at`` of its own; a history item stored as a message names a
+  stored, unredacted turn;
+- no table of the store (history items too), LLM cache exchange, search result (each space,
+  across conversations), context block or memory file holds the marker word of a forgotten
+  message (nor of a deleted correction, the LLM cache aside: it keeps a deleted fact's
+  exchanges, as documented); search finds no redacted turn;
 - every correction not deleted is stored with its provenance and current, unless corrected
   again by hand or superseded by a build from turns it did not correct; it supersedes the fact
   it corrected while that fact is stored; no current fact states what it corrected;
@@ -65,6 +66,9 @@ class ForgetInvariants:
                 for m in life.stored()
             }
             assert stored == expected, (conv, stored, expected)
+            items = {i.turn for i in self.memory.items(conv) if i.turn is not None}
+            unredacted = {t for t, (_, text) in stored.items() if text != REDACTED}
+            assert items <= unredacted, f"{conv}: items of {items - unredacted} outlived them"
 
     def _records_hold(self, conv: str, memory: MemoryFile) -> None:
         """Ids name one content; episodes cite unredacted stored turns; every fact has a

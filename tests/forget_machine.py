@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -45,11 +46,12 @@ from qemem.errors import (
     ConversationChangedError,
     ConversationGoneError,
     InputError,
+    NotFoundError,
     QememError,
     StoreError,
 )
 from qemem.llm import LLMCache, LLMClient, stages
-from qemem.memory import Memory
+from qemem.memory import Appended, Memory
 from qemem.memory_file import load
 from qemem.store import Scope, open_store
 from qemem.testing import BlockingLLM, OfflineLLM
@@ -202,7 +204,10 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
             idempotency = sorted(self.oracle.keys)[len(words) % len(self.oracle.keys)]
         if idempotency is not None or ids is not None:  # a batch that can be retried
             self.batches.append((conv, records, idempotency))
-        self._send("append", conv, records, idempotency)
+        # every other batch that is never retried goes as an agent's history items (each
+        # message's item holds its marker too, and a tool output item holds none)
+        as_items = idempotency is None and ids is None and self.tally["append"] % 2 == 0
+        self._send("append", conv, records, idempotency, as_items)
 
     @rule(pick=PICK)
     @precondition(lambda self: self.batches)
@@ -213,10 +218,21 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         conv, records, key = self.batches[pick % len(self.batches)]
         self._send("retry", conv, records, key)
 
-    def _send(self, kind: str, conv: str, records: list[dict[str, str]], key: str | None) -> None:
+    def _send(
+        self,
+        kind: str,
+        conv: str,
+        records: list[dict[str, str]],
+        key: str | None,
+        as_items: bool = False,
+    ) -> None:
         expected = self.oracle.expect(conv, records, key)
         try:
-            got = self.memory.add_messages(conv, records, idempotency_key=key)
+            got = (
+                self._as_items(conv, records)
+                if as_items
+                else self.memory.add_messages(conv, records, idempotency_key=key)
+            )
         except QememError as exc:
             assert expected.error is not None, f"{kind} refused: {exc!r}; expected {expected}"
             assert type(exc) is expected.error, f"{kind}: {exc!r}, expected {expected}"
@@ -241,6 +257,24 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         self.oracle.appended(
             conv, records, key, expected, got.ids, (got.turns_added, got.sessions_added)
         )
+
+    def _as_items(self, conv: str, records: list[dict[str, str]]) -> Appended:
+        """Append ``records`` through ``add_items``, each message with an item holding its
+        text, and a tool output item; what ``add_messages`` would have answered."""
+        before = self._sizes(conv)
+        items = [{"role": "user", "content": r["text"]} for r in records]
+        tool = {"type": "function_call_output", "call_id": "c", "output": "done"}
+        stored = self.memory.add_items(conv, [*items, tool], messages=[*records, None])
+        after = self._sizes(conv)
+        self.tally["append: as history items"] += 1
+        turns = [str(i.turn) for i in stored[:-1]]
+        return Appended(turns, after[0] - before[0], after[1] - before[1])
+
+    def _sizes(self, conv: str) -> tuple[int, int]:
+        """(turns, sessions) of the conversation (none when it does not exist)."""
+        if conv not in {c.id for c in self.memory.conversations()}:
+            return 0, 0
+        return len(self.memory.turns(conv)), len(self.memory.conversation(conv).sessions)
 
     # ------------------------------------------------------------------ builds
     @rule(pick=PICK, rebuild=st.booleans())
@@ -396,7 +430,7 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         done = call(conv, mid)
         assert (done.redacted if redact else done.deleted) == [mid], done
         assert not fixes & set(done.facts), f"forgetting {mid} removed corrections {done.facts}"
-        self.oracle.lives[conv].messages[mid].state = "redacted" if redact else "deleted"
+        self.oracle.forgot(conv, mid, redact=redact)
         self._removed(conv)
 
     @rule(pick=PICK, correction=st.booleans())
@@ -494,10 +528,16 @@ class ForgetMachine(ForgetInvariants, RuleBasedStateMachine):
         again = self.memory.import_memory(path)
         added = (again.episodes_added, again.facts_added, again.supersessions_added)
         assert (*added, again.corrections_added) == (0, 0, 0, 0), again
+        records = self._turn_records(conv)
         with Memory(open_store(None), HashEmbedder(), namespace="copy") as copy:
-            copy.add_messages(conv, self._turn_records(conv))
-            copy.import_memory(path)
-            assert copy.export_memory(conv) == exported
+            if not records:  # every message deleted: no store holding its turns can exist
+                with pytest.raises(NotFoundError):
+                    copy.import_memory(path)
+                self.tally["export: of a conversation without messages"] += 1
+            else:
+                copy.add_messages(conv, records)
+                copy.import_memory(path)
+                assert copy.export_memory(conv) == exported
         self.exports[conv] = (self.oracle.lives[conv].number, path)
 
     def _turn_records(self, conv: str) -> list[dict[str, str]]:

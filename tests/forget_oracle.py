@@ -158,6 +158,16 @@ class Oracle:
         self.ended.append(life)
         self.keys = {k: r for k, r in self.keys.items() if r.conv != conv}
 
+    def forgot(self, conv: str, mid: str, *, redact: bool) -> None:
+        """Message ``mid`` was redacted or deleted; deleting a session's last message removes
+        the session (a batch naming its key later starts a new session, dated after the
+        latest)."""
+        life = self.lives[conv]
+        message = life.messages[mid]
+        message.state = "redacted" if redact else "deleted"
+        if not any(m.session == message.session for m in life.stored()):
+            life.sessions.remove(message.session)
+
     def all_lives(self) -> list[Life]:
         return [*self.ended, *self.lives.values()]
 

@@ -383,6 +383,25 @@ def _append(world: World, text: str, ingest: bool) -> None:
         check_stored(world.memory, cid, record, text, refusal)
 
 
+def _items(world: World, text: str) -> None:
+    """``add_items``: the text in an item alone (kept exactly, control characters too; only a
+    lone surrogate is refused), then in an item and the message it is stored as (refused as
+    a message's text is, else stored, then deleted with the conversation or the message)."""
+    surrogate = any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    for item in ({"type": "function_call_output", "output": text}, {text: 1}):
+        cid = world.fresh()
+        add = partial(world.memory.add_items, cid, [item])
+        refusal = library(add, text, checked=False)
+        assert bool(refusal) == surrogate, refusal
+        if not refusal:
+            assert [i.data for i in world.memory.items(cid)] == [item]
+            assert world.memory.delete(cid)
+    for slot in SLOTS:
+        cid, record = message(world, text, slot)
+        add = partial(world.memory.add_items, cid, [{"content": text}], messages=[record])
+        check_stored(world.memory, cid, record, text, library(add, text, checked=False))
+
+
 def _both(
     call: Callable[[Memory, str, str], object], question: str = "pottery", checked: bool = True
 ) -> Callable[[World, str], None]:
@@ -437,6 +456,7 @@ def _audit(world: World, text: str) -> None:
 
 HAND_MEMORY: dict[str, Driver] = {
     "add_messages": lambda w, t: _append(w, t, ingest=False),
+    "add_items": _items,
     "ask": _both(lambda m, c, q: m.ask(c, q, mode="retrieval")),
     "check": _both(lambda m, c, q: m.check(c, q)),
     "audit_memory": _audit,
@@ -508,6 +528,21 @@ def _http_append(world: World, text: str) -> None:
         cid, record = message(world, sent, slot)
         body = {"messages": [record]}
         response = _post(world, f"/v1/conversations/{quoted(cid)}/messages", body)
+        refusal = status(response, sent, checked=False)
+        check_stored(world.alice, cid, record, sent, refusal, bound(slot))
+
+
+def _http_items(world: World, text: str) -> None:
+    """``POST .../items``: the text in the message an item is stored as, as for
+    ``_http_append`` (an item's own text is driven through the library: a body holding it
+    twice, JSON-escaped, outgrows the body limit)."""
+    from urllib.parse import unquote
+
+    for slot in SLOTS if len(text) <= URL_CHARS else SLOTS[1:]:
+        sent = unquote(quoted(text)) if slot == "conversation" else text
+        cid, record = message(world, sent, slot)
+        body = {"items": [{"type": "message"}], "messages": [record]}
+        response = _post(world, f"/v1/conversations/{quoted(cid)}/items", body)
         refusal = status(response, sent, checked=False)
         check_stored(world.alice, cid, record, sent, refusal, bound(slot))
 
@@ -606,6 +641,7 @@ HAND_HTTP: dict[str, Driver] = {
     "GET /docs": _http_plain("/docs"),
     "GET /docs/oauth2-redirect": _http_plain("/docs/oauth2-redirect"),
     "POST /v1/conversations/{conversation}/messages": _http_append,
+    "POST /v1/conversations/{conversation}/items": _http_items,
     "POST /v1/conversations/{conversation}/search": _http_query("query", {"k": 3}),
     "POST /v1/search": _http_search_many,
     "POST /v1/ask": _http_many("/v1/ask", {"mode": "retrieval"}),

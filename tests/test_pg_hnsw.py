@@ -61,3 +61,31 @@ def test_each_conversation_gets_k_hits_from_its_own_index(pg_url: str) -> None:
         assert store.nearest(Scope("c1"), "episode", queries, 10) is None  # no episodes
     finally:
         store.close()
+
+
+def test_deleting_a_conversation_drops_its_indexes_only(pg_url: str) -> None:
+    from qemem.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url, hnsw_min_rows=50)
+    try:
+        _fill(store, conversations=2, turns=60)
+        queries = EMBEDDER.embed(["topic1 topic2"], query=True)
+        pks = {}
+        for scope in (Scope("c0"), Scope("c1")):
+            assert store.nearest(scope, "turn", queries, 10) is not None
+            pks[scope.conversation] = store._pk(scope)
+
+        def indexes() -> set[str]:
+            rows = store._query("SELECT indexname FROM pg_indexes", ())
+            return {r[0] for r in rows if r[0].startswith("vectors_hnsw_")}
+
+        assert indexes() == {
+            f"vectors_hnsw_64_{pks['c0']}_turn",
+            f"vectors_hnsw_64_{pks['c1']}_turn",
+        }
+        assert store.delete_conversation(Scope("c0"))
+        assert indexes() == {f"vectors_hnsw_64_{pks['c1']}_turn"}
+        assert store.nearest(Scope("c1"), "turn", queries, 10) is not None
+        assert not store.delete_conversation(Scope("c0"))
+    finally:
+        store.close()

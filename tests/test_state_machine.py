@@ -32,6 +32,7 @@ COVERED = (
     "delete message",
     "export",
     "import",
+    "append: as history items",
 )
 """What the budget must reach (derandomised, the same on every run)."""
 

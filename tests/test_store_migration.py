@@ -338,3 +338,34 @@ def test_the_schema_before_corrections_gains_them(legacy_url: str) -> None:
         assert (lost.fact, lost.turn_ids, lost.corrected_turns) == ("S4", (), ())
         assert lost.recorded >= started
         assert {f.id for f in store.facts(SCOPE)} == {"S1", "S2", "S3", "S4"}
+
+
+def test_a_store_of_the_version_before_items_gains_their_table(store_url: str) -> None:
+    """A store that the previous release left at SQLite 13 / PostgreSQL 12 (assistant memory,
+    without the ``items`` and ``passages`` tables) gets both on open, and with them the newest
+    version."""
+    backend, target = parse_store_url(store_url)
+    open_store(store_url).close()
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target, isolation_level=None)) as conn:
+            conn.executescript("DROP TABLE items; DROP TABLE passages; PRAGMA user_version = 13;")
+    else:
+        import psycopg
+
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute("DROP TABLE items")
+            conn.execute("DROP TABLE passages")
+            conn.execute("UPDATE schema_version SET version = 12")
+    with closing(open_store(store_url)) as store:
+        for table in ("items", "passages"):
+            found = store._query(f"SELECT count(*) FROM {table}", ())  # type: ignore[attr-defined]
+            assert [tuple(r) for r in found] == [(0,)]
+    if backend == "sqlite":
+        with closing(sqlite3.connect(target)) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        return
+    import psycopg
+
+    with psycopg.connect(target) as conn:
+        [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
+    assert number == postgres_schema.SCHEMA_VERSION

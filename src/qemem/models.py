@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import pydantic
 
@@ -304,6 +304,24 @@ class SemanticFact:
     def standing(self) -> bool:
         """Whether the fact is a standing instruction or preference."""
         return self.kind in STANDING_KINDS
+
+
+ITEM_COUNTER = "item"
+"""The id counter of a conversation's history items (beside those of the ``NUMBERED_ID``
+prefixes, which it cannot be): item ``I<n>`` gets the next number, never one an item had."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One history item of an agent framework (an Agents SDK session item), kept exactly as
+    it was sent: ``data`` (a JSON object), ``turn`` the message it was also stored as (a
+    user's or assistant's text; None for a tool call and the like), ``created_at`` when it
+    was stored (UTC). Items are ordered by id number (``I1``, ``I2``, ...)."""
+
+    id: str
+    data: dict[str, Any]
+    turn: str | None
+    created_at: datetime
 
 
 REDACTED = "[message redacted]"

@@ -16,9 +16,11 @@ from qemem.memory.appending import IDEMPOTENCY_HOURS
 from qemem.memory.auditing import AUDIT_SAMPLE
 from qemem.memory.facade import EMBED_CHARS, Memory
 from qemem.memory.ingesting import check_ingest
+from qemem.memory.items import MAX_ITEM_CHARS, MAX_ITEMS, MAX_MESSAGE_CHARS
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
 from qemem.memory.reindex import ReindexReport, reindex, reindex_store
+from qemem.memory.searching import MAX_CONVERSATIONS
 
 __all__ = [
     "AUDIT_SAMPLE",
@@ -26,6 +28,10 @@ __all__ = [
     "IDEMPOTENCY_HEADER",
     "IDEMPOTENCY_HOURS",
     "MAX_CHECK_CHARS",
+    "MAX_CONVERSATIONS",
+    "MAX_ITEMS",
+    "MAX_ITEM_CHARS",
+    "MAX_MESSAGE_CHARS",
     "MAX_QUESTION_CHARS",
     "Appended",
     "Forgotten",

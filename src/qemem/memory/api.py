@@ -26,6 +26,7 @@ from qemem.models import (
     ConversationInput,
     Episode,
     Hit,
+    Item,
     Pool,
     Ref,
     SemanticFact,
@@ -122,7 +123,7 @@ class Forgotten:
     (``restored``: deleting a correction restores the fact it corrected; deleting a corrected
     fact removes its supersession and keeps the correction), and the session a deleted
     message left empty (removed, so that a session dated wrongly can be replaced; its number
-    is not used again)."""
+    is not used again), and the history items the message was stored as (``add_items``)."""
 
     conversation: str
     deleted: list[str] = field(default_factory=list)
@@ -133,6 +134,7 @@ class Forgotten:
     supersessions: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     sessions: list[int] = field(default_factory=list)
+    items: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -219,6 +221,29 @@ class MemoryAPI(Protocol):
         self, conversation: str, fact: str, content: str, *, turns: Sequence[str] = ()
     ) -> Supersession:
         """Replace a current fact by ``content`` (a manual supersession citing ``turns``)."""
+        ...
+
+    def add_items(
+        self,
+        conversation: str,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        messages: Sequence[Mapping[str, Any] | None] = (),
+    ) -> list[Item]:
+        """Append an agent framework's history items, kept exactly (JSON objects), each also
+        stored as the message ``messages`` gives for it (row-aligned; None: no message)."""
+        ...
+
+    def items(self, conversation: str, limit: int | None = None) -> list[Item]:
+        """The conversation's history items in order (its last ``limit`` ones)."""
+        ...
+
+    def pop_item(self, conversation: str) -> Item | None:
+        """Remove and return the last history item, forgetting the message it was stored as."""
+        ...
+
+    def clear_items(self, conversation: str) -> int:
+        """Remove every history item (the messages stay); how many went."""
         ...
 
     def search(

@@ -221,6 +221,7 @@ def _forget(host: _Host, conversation: str, message: str, *, redact: bool) -> Fo
         supersessions=list(removed.supersessions),
         restored=[f for f in removed.supersessions if f not in removed.facts],
         sessions=list(removed.sessions),
+        items=list(removed.items),
     )
 
 

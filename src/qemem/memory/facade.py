@@ -52,6 +52,7 @@ from qemem.memory.auditing import MemoryAudits
 from qemem.memory.editing import MemoryEdits
 from qemem.memory.files import MemoryFiles
 from qemem.memory.ingesting import ingest_conversations
+from qemem.memory.items import MemoryItems
 from qemem.memory.jobs import Job, MemoryJobs, check_auto_build
 from qemem.memory.searching import check_conversations, search_conversations
 from qemem.models import (
@@ -76,7 +77,9 @@ from qemem.store.base import space_records
 from qemem.store.jobs import Lease
 
 
-class Memory(MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryJobs, MemoryAPI):
+class Memory(
+    MemoryAcross, MemoryAudits, MemoryEdits, MemoryFiles, MemoryItems, MemoryJobs, MemoryAPI
+):
     """Long-term conversational memory over a store, an embedder and (optionally) an LLM."""
 
     def __init__(

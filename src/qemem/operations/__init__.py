@@ -16,10 +16,17 @@ from dataclasses import dataclass
 
 from qemem.operations.jobs import JOBS
 from qemem.operations.query import ANSWERS, SEARCH
-from qemem.operations.records import CONVERSATIONS, RECORDS
+from qemem.operations.records import CONVERSATIONS, ITEMS, RECORDS
 from qemem.operations.spec import HeaderParam, LLMNeed, Operation, Route, Scope
 
-OPERATIONS: tuple[Operation, ...] = (*CONVERSATIONS, *RECORDS, *SEARCH, *ANSWERS, *JOBS)
+OPERATIONS: tuple[Operation, ...] = (
+    *CONVERSATIONS,
+    *RECORDS,
+    *ITEMS,
+    *SEARCH,
+    *ANSWERS,
+    *JOBS,
+)
 _BY_NAME = {op.name: op for op in OPERATIONS}
 
 

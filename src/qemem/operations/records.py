@@ -1,6 +1,6 @@
 """The operations on conversations and their records: append, ingest, list, read and delete
 conversations; list episodes, facts and supersessions; forget a message or a fact; correct
-a fact."""
+a fact; append, list, pop and clear an agent framework's history items."""
 
 from __future__ import annotations
 
@@ -12,12 +12,15 @@ from pydantic import TypeAdapter
 
 from qemem.memory import IDEMPOTENCY_HEADER, Forgotten
 from qemem.memory.api import check_idempotency_key
-from qemem.models import Conversation, Episode, SemanticFact, Session, Supersession
+from qemem.models import Conversation, Episode, Item, SemanticFact, Session, Supersession
 from qemem.operations.schemas import (
     Appended,
     ConversationOut,
     CorrectIn,
     FactsQuery,
+    ItemsCleared,
+    ItemsIn,
+    ItemsQuery,
     MessagesIn,
 )
 from qemem.operations.spec import HeaderParam, Operation, Route
@@ -254,5 +257,75 @@ RECORDS = (
         "fact (by id) is replaced by the corrected text, written with names, no pronouns; "
         "turns may cite the ids of the messages that show it. Returns the new fact's id.",
         cli="correct-fact",
+    ),
+)
+
+# An agent framework's history items (qemem.integrations): no MCP tool and no CLI command. An
+# agent reads its history through its framework's session; the MCP tools remember, recall and
+# context already cover the messages, and raw items (tool outputs, reasoning) are no material
+# for an agent to search or edit.
+ITEMS = (
+    Operation(
+        "add_items",
+        "write",
+        Route(
+            "POST",
+            f"{_CONVERSATION}/items",
+            "add_items",
+            """
+    Append an agent framework's history items (an Agents SDK session's), each kept exactly
+    as sent, and the messages ``messages`` gives for them (row-aligned; null for a tool call
+    and the like), in one transaction; creates the conversation. Not retry-safe: items sent
+    again are appended again.""",
+            "items",
+            (403, 409),
+            body=ItemsIn,
+            response=list[Item],
+        ),
+        creates=True,
+    ),
+    Operation(
+        "items",
+        "read",
+        Route(
+            "GET",
+            f"{_CONVERSATION}/items",
+            "list_items",
+            "The conversation's history items in order (only the last ``limit``).",
+            "items",
+            (404,),
+            query=ItemsQuery,
+            response=list[Item],
+        ),
+    ),
+    Operation(
+        "pop_item",
+        "write",
+        Route(
+            "POST",
+            f"{_CONVERSATION}/items/pop",
+            "pop_item",
+            """
+    Remove and return the last history item (null when there is none); the message it was
+    stored as is deleted with what was derived from it, as a message delete does.""",
+            "items",
+            (403, 404, 409),
+            response=Item | None,
+        ),
+    ),
+    Operation(
+        "clear_items",
+        "write",
+        Route(
+            "DELETE",
+            f"{_CONVERSATION}/items",
+            "clear_items",
+            "Remove every history item; the messages they were stored as stay.",
+            "items",
+            (403, 404),
+            response=ItemsCleared,
+        ),
+        encode=lambda cleared: {"items": cleared},
+        decode=lambda out: int(out["items"]),
     ),
 )

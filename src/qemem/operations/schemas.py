@@ -4,7 +4,7 @@ dataclasses); the operation table names them, the service and the remote clients
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,7 @@ from qemem.memory.api import (
     MAX_QUESTION_CHARS,
     ContextMode,
 )
+from qemem.memory.items import MAX_ITEM_LIMIT, MAX_ITEMS
 from qemem.memory.jobs import MAX_JOBS_PAGE
 from qemem.memory.searching import MAX_CONVERSATIONS, MAX_SEARCH_QUERIES
 from qemem.models import Pool, Ref, Role, Session, Space
@@ -75,6 +76,38 @@ class MessageIn(BaseModel):
 
 class MessagesIn(BaseModel):
     messages: list[MessageIn] = Field(max_length=MAX_MESSAGES)
+
+
+class ItemsIn(BaseModel):
+    """History items to append, each kept exactly, and the message each is stored as."""
+
+    items: list[dict[str, Any]] = Field(
+        max_length=MAX_ITEMS,
+        description="an agent framework's history items (JSON objects), kept exactly as sent",
+    )
+    messages: list[MessageIn | None] = Field(
+        default_factory=list,
+        max_length=MAX_ITEMS,
+        description="for each item (row-aligned), the message it is also stored as (a user's "
+        "or assistant's text), or null (a tool call, say); leave it out when none is",
+    )
+
+
+class ItemsQuery(BaseModel):
+    """The parameters of listing history items."""
+
+    limit: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_ITEM_LIMIT,
+        description="only the last items, this many (all when left out)",
+    )
+
+
+class ItemsCleared(BaseModel):
+    """How many history items a clear removed."""
+
+    items: int
 
 
 class Appended(BaseModel):

@@ -34,6 +34,7 @@ from qemem.models import (
     Conversation,
     ConversationInput,
     Episode,
+    Item,
     Pool,
     Ref,
     SemanticFact,
@@ -131,6 +132,32 @@ class AsyncRemoteMethods(ABC):
     ) -> Supersession:
         """As ``MemoryAPI.correct_fact``."""
         result: Supersession = await self._run(calls.steps("correct_fact", locals()))
+        return result
+
+    async def add_items(
+        self,
+        conversation: str,
+        items: Sequence[Mapping[str, Any]],
+        *,
+        messages: Sequence[Mapping[str, Any] | None] = (),
+    ) -> list[Item]:
+        """As ``MemoryAPI.add_items``."""
+        result: list[Item] = await self._run(calls.steps("add_items", locals()))
+        return result
+
+    async def items(self, conversation: str, limit: int | None = None) -> list[Item]:
+        """As ``MemoryAPI.items``."""
+        result: list[Item] = await self._run(calls.steps("items", locals()))
+        return result
+
+    async def pop_item(self, conversation: str) -> Item | None:
+        """As ``MemoryAPI.pop_item``."""
+        result: Item | None = await self._run(calls.steps("pop_item", locals()))
+        return result
+
+    async def clear_items(self, conversation: str) -> int:
+        """As ``MemoryAPI.clear_items``."""
+        result: int = await self._run(calls.steps("clear_items", locals()))
         return result
 
     async def search(

@@ -23,6 +23,7 @@ from qemem.models import (
     Conversation,
     Correction,
     Episode,
+    Item,
     SemanticFact,
     Session,
     Space,
@@ -94,13 +95,15 @@ class TurnRemoval:
     """What forgetting a turn removed from the store: the episodes citing it, the facts left
     without provenance, the facts that lost an episode but stay, the supersessions that
     lost their last cited turn (or one of their facts), by the id of the fact they replaced,
-    and the session it leaves empty (removed; see :data:`~qemem.models.SESSION_COUNTER`)."""
+    the session it leaves empty (removed; see :data:`~qemem.models.SESSION_COUNTER`) and
+    the history items stored as it."""
 
     episodes: tuple[str, ...]
     facts: tuple[str, ...]
     unlinked: tuple[str, ...]
     supersessions: tuple[str, ...]
     sessions: tuple[int, ...] = ()
+    items: tuple[str, ...] = ()
 
 
 class MemoryStore(Protocol):
@@ -215,6 +218,20 @@ class MemoryStore(Protocol):
         """Delete a turn, or redact it (``redacted``: the new turn, its vector, the embedder),
         with the episodes citing it and the facts left without provenance (never a fact with
         a correction); one transaction."""
+        ...
+
+    # history items of agent frameworks (see qemem.store.items)
+    def add_items(self, scope: Scope, items: Sequence[tuple[str, str | None]]) -> list[Item]:
+        """Append items, each (its JSON text, the turn it was stored as or None), after the
+        conversation's items, numbered by its ``item`` counter; the stored items in order."""
+        ...
+
+    def items(self, scope: Scope, limit: int | None = None) -> list[Item]:
+        """The conversation's items in order (its last ``limit`` ones)."""
+        ...
+
+    def delete_items(self, scope: Scope, ids: Sequence[str] | None = None) -> int:
+        """Delete the items of ``ids`` (every item when None); how many went."""
         ...
 
     # passages of long turns (see qemem.store.passages)

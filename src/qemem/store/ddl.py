@@ -305,6 +305,29 @@ def agent_memory(dialect: Dialect) -> str:
     return _AGENT_MEMORY.format(ref=dialect.ref_type)
 
 
+_ITEMS = """
+CREATE TABLE items (
+    conv {ref} NOT NULL REFERENCES conversations(pk) ON DELETE CASCADE,
+    seq BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    turn TEXT,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (conv, seq)
+);
+CREATE INDEX items_by_turn ON items (conv, turn);
+"""
+
+
+def items(dialect: Dialect) -> str:
+    """The ``items`` table: an agent framework's history items of a conversation, kept
+    exactly as sent (``data``, canonical JSON of one object), in order of ``seq`` (from the
+    conversation's ``item`` id counter: never given twice in a life of it), ``turn`` the
+    message an item was also stored as (NULL for tool calls and the like; the item goes when
+    that message is deleted or redacted), ``created_at`` when it was stored (UTC). No foreign
+    key to ``turns`` (as for ``supersessions``): the store removes a turn's items with it."""
+    return _ITEMS.format(ref=dialect.ref_type)
+
+
 def conversations(dialect: Dialect, name: str = "conversations") -> str:
     """The ``conversations`` table created as ``name``: ``pk`` is never given to another
     conversation (not even one re-created under the same id), ``created_at`` is when this
@@ -347,5 +370,6 @@ def create(dialect: Dialect) -> str:
         + idempotency_conversation(dialect)
         + id_counters(dialect)
         + agent_memory(dialect)
+        + items(dialect)
         + passages(dialect)
     )

@@ -4,7 +4,8 @@ and forgetting one turn or one fact (``SQLEdits``, a mixin of :class:`qemem.stor
 A turn is forgotten by deleting it or by redacting it (its text replaced by
 :data:`~qemem.models.REDACTED`, re-embedded, its id and place kept); its passages (rows and
 vectors) go either way. Either way every episode
-citing it goes (its narrative was written from the turn), a fact loses those episodes and the
+citing it goes (its narrative was written from the turn), so do the history items stored
+as it (:mod:`qemem.store.items`), a fact loses those episodes and the
 turn itself from its provenance and goes when none is left (a fact written by hand never does:
 its provenance is its correction), a build supersession loses the turn from the turns it
 cites (and goes when none is left: no supersession without a cited turn), and so does a
@@ -27,6 +28,7 @@ import numpy as np
 from qemem.models import REDACTED, SESSION_COUNTER, Correction, Supersession, Turn
 from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
+from qemem.store.items import ITEM_PREFIX
 from qemem.store.lives import COUNT_REMOVAL
 from qemem.store.passages import drop_passages
 from qemem.store.rows import turn_row
@@ -181,6 +183,10 @@ class SQLEdits:
                 )
             }
             self._exec("DELETE FROM fact_turns WHERE conv = ? AND turn = ?", (pk, turn_id))
+            items = self._query(
+                "SELECT seq FROM items WHERE conv = ? AND turn = ? ORDER BY seq", (pk, turn_id)
+            )
+            self._exec("DELETE FROM items WHERE conv = ? AND turn = ?", (pk, turn_id))
             self._write(
                 "DELETE FROM episodes WHERE conv = ? AND id = ?", [(pk, e) for e in episodes]
             )
@@ -209,6 +215,7 @@ class SQLEdits:
             tuple(sorted(touched - set(orphans))),
             tuple(sorted(before - after)),
             retired,
+            tuple(f"{ITEM_PREFIX}{int(r[0])}" for r in items),
         )
 
 

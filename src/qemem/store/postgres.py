@@ -10,6 +10,7 @@ HNSW index (:meth:`PostgresStore.nearest`).
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -68,6 +69,10 @@ def checked_pool(
         reconnect_timeout=RECONNECT_S,
         open=True,
     )
+
+
+# vectors_hnsw_<dim>_<conversation pk>_<space>, as PostgresStore._ensure_hnsw names them
+_HNSW_NAME = re.compile(r"vectors_hnsw_(?P<dim>\d+)_(?P<pk>\d+)_(?P<space>\w+)")
 
 
 class PostgresStore(SQLStore):
@@ -247,3 +252,32 @@ class PostgresStore(SQLStore):
                 f"WHERE conv = {pk:d} AND space = '{space}'"
             )
             self._hnsw_indexes.add((dim, pk, space))
+
+    def delete_conversation(self, scope: Scope) -> bool:
+        """Delete the conversation as :meth:`SQLStore.delete_conversation` does, and drop its
+        HNSW indexes: its pk is never given again, so they would only cost every later write
+        of vectors an index predicate to test."""
+        with self.transaction():
+            self.lock_scope(scope)
+            pks = self._query(
+                "SELECT pk FROM conversations WHERE namespace = ? AND id = ?",
+                (scope.namespace, scope.conversation),
+            )
+            deleted = super().delete_conversation(scope)
+            for (pk,) in pks:
+                self._drop_hnsw(int(pk))
+        return deleted
+
+    def _drop_hnsw(self, pk: int) -> None:
+        """Drop the HNSW indexes of the conversation with primary key ``pk`` (every space and
+        dimension; inside the caller's transaction)."""
+        names = self._query(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND tablename = 'vectors' AND starts_with(indexname, 'vectors_hnsw_')",
+            (),
+        )
+        for (name,) in names:
+            found = _HNSW_NAME.fullmatch(str(name))
+            if found and int(found["pk"]) == pk:
+                self._exec(f'DROP INDEX IF EXISTS "{name}"')
+        self._hnsw_indexes = {key for key in self._hnsw_indexes if key[1] != pk}

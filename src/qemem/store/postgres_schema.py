@@ -20,6 +20,7 @@ from qemem.store.ddl import (
     fill_corrections,
     id_counters,
     idempotency_conversation,
+    items,
     passages,
     supersessions,
 )
@@ -79,8 +80,10 @@ UPGRADES: dict[int, str] = {
     # 12: memory for an assistant: the role of a message, the kind of a fact (instruction,
     # preference) and the messages a fact was read from directly
     12: agent_memory(POSTGRES),
-    # 13: the passages of long turns (searched one by one; built by ingest and qemem reindex)
-    13: passages(POSTGRES),
+    # 13: the history items of agent frameworks (an Agents SDK session), per conversation
+    13: items(POSTGRES),
+    # 14: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    14: passages(POSTGRES),
 }
 SLASH_RULE = 9
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

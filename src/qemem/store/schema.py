@@ -25,6 +25,7 @@ from qemem.store.ddl import (
     fill_corrections,
     id_counters,
     idempotency_conversation,
+    items,
     passages,
     supersessions,
 )
@@ -97,8 +98,10 @@ UPGRADES: dict[int, str] = {
     # 13: memory for an assistant: the role of a message, the kind of a fact (instruction,
     # preference) and the messages a fact was read from directly
     13: agent_memory(SQLITE),
-    # 14: the passages of long turns (searched one by one; built by ingest and qemem reindex)
-    14: passages(SQLITE),
+    # 14: the history items of agent frameworks (an Agents SDK session), per conversation
+    14: items(SQLITE),
+    # 15: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    15: passages(SQLITE),
 }
 SLASH_RULE = 10
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

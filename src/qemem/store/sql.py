@@ -32,6 +32,7 @@ from qemem.store.base import (
 )
 from qemem.store.dialect import Conflict, Dialect
 from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
+from qemem.store.items import SQLItems
 from qemem.store.jobs import JobTable
 from qemem.store.lives import SQLLives, created_stamp
 from qemem.store.passages import SQLPassages, turn_index
@@ -58,7 +59,7 @@ T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
-class SQLStore(SQLEdits, SQLLives, SQLPassages, ABC):
+class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
