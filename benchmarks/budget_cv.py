@@ -1,28 +1,30 @@
-"""Retrieval budgets chosen by leave-one-conversation-out, not on one conversation.
+"""Retrieval budgets in tokens, chosen by leave-one-conversation-out on LoCoMo and BEAM at once.
 
-    python benchmarks/budget_cv.py --data DEV --memory-dir MEMORY --store /tmp/cv.db [--json]
+    python benchmarks/budget_cv.py --locomo DEV --memory-dir MEMORY --store S \\
+        --beam BEAM.json --beam-store S2 [--stage pool|final|both] [--json]
 
-``--data`` is a LoCoMo file; ``--memory-dir`` holds one ``qemem-memory`` file per conversation
-(``conv-26.json`` ...: episodes and facts a capable model built); every conversation with a
-memory file takes part (categories 1-4). Two stages:
+``--locomo`` is a LoCoMo file whose conversations with a ``qemem-memory`` file in
+``--memory-dir`` take part (categories 1-4, with the episodes and facts a capable model
+built); ``--beam`` a LoCoMo-shaped BEAM file (``qemem data beam``: turns only, no memory;
+``--beam-conversations`` keeps some chats). Stores are kept (``--store``, ``--beam-store``),
+so a second run embeds nothing. Only questions with annotated evidence count.
 
-1. **Pool** (LLM-free): for every question the rule plan's fusion is computed once and the pool
-   rebuilt for every setting of ``GRID`` (turn hits / episodes / facts). A question counts as
-   visible when the pool exposes all its annotated evidence turns; its cost is the pool as the
-   prompts render it, in tokens (characters / 4).
-2. **Final context** (the offline LLM, ``full`` mode): the settings stage 1's folds picked,
-   the default and ``--also`` settings are run through ``Memory.ask``; a question counts as
-   visible when its complete evidence is in the answer context; its cost is the input tokens of
-   every call. The offline LLM cites by rule (the cards quote the pool turns that share most
-   words with the plan's queries), so this figure measures what the cards' selection keeps of
-   the pool under that rule, not what a real model would cite.
+1. **Pool** (LLM-free): per question the rule plan's fusion is computed once and the pool
+   rebuilt for every setting of ``GRID``: token budgets of turn passages, episodes and facts,
+   and the context window (no count limits). A question counts as visible when the pool holds
+   all its evidence (of each evidence turn the passage that best matches the answer,
+   :func:`qemem.eval.coverage.best_passage`); its cost is what the budgets count: the tokens
+   (characters / 4) of the units the pool exposes and of its episodes' and facts' own lines.
+   ``REFERENCES`` (the count budgets 25 / 2 / 4 and 40 / 2 / 4) are measured beside the
+   grid.
+2. **Final context** (the offline LLM, ``full`` mode, LoCoMo): stage 1's picks and the
+   references through ``Memory.ask``; visible when the complete evidence is in the answer
+   context, cost the input tokens of every call.
 
-For each stage: per conversation and pooled, each setting's visibility and tokens; the folds
-(hold one conversation out, pick the cheapest setting within 1 point of the best visibility on
-the other two, score it on the held-out one: :mod:`qemem.eval.selection`); the held-out curve
-(each setting's held-out visibility and tokens, question-weighted over the folds, which for a
-fixed setting is its figure over all questions) and the Pareto-best settings of it; and the
-final pick (the procedure on all conversations).
+The selection rule weighs cost against visibility (:func:`qemem.eval.selection.value`: mean
+over the two datasets of visibility less ``--price`` per 1,000 tokens). Each fold holds one
+conversation of either dataset out, picks on the others (pooled per dataset) and scores the
+pick on the held-out one; the final pick uses every conversation.
 """
 
 from __future__ import annotations
@@ -32,49 +34,85 @@ import itertools
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qemem.answer import AskConfig
-from qemem.eval.coverage import alias_keys, evidence_rank, exposure_groups, load_questions
+from qemem.eval.coverage import (
+    ConversationUnits,
+    alias_keys,
+    budget_positions,
+    load_questions,
+    order_groups,
+)
 from qemem.eval.manifest import run_info
 from qemem.eval.records import evidence_visible
-from qemem.eval.selection import Fold, Tally, cheapest_within, held_out_total, leave_one_out, pooled
-from qemem.evidence.context import SourceIndex, format_memories
+from qemem.eval.selection import PRICE, Fold, Tally, best_value, leave_one_out_value, pooled
 from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import LLMClient
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
-from qemem.models import Episode, SemanticFact, Turn
+from qemem.models import Pool, search_text
 from qemem.retrieve.plan import rule_plan
 from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion
 from qemem.testing import OfflineLLM
 
-Setting = tuple[int, int, int]
-"""Budgets: turn hits, episodes, facts."""
+
+@dataclass(frozen=True, order=True)
+class Setting:
+    """Token budgets of turn passages, episodes and facts and the context window; a count
+    setting (``counts``: turn hits, episodes, facts) instead of token budgets."""
+
+    turns: int = 0
+    episodes: int = 0
+    facts: int = 0
+    window: int = 2
+    counts: tuple[int, int, int] | None = None
+
+    def label(self) -> str:
+        if self.counts is not None:
+            return "/".join(map(str, self.counts))
+        return f"t{self.turns}/e{self.episodes}/f{self.facts}/w{self.window}"
+
+    def config(self) -> RetrievalConfig:
+        if self.counts is not None:
+            turns, episodes, facts = self.counts
+            return RetrievalConfig(budget_turns=turns, budget_episodes=episodes, budget_facts=facts)
+        return RetrievalConfig(
+            budget_turns=None,
+            budget_episodes=None,
+            budget_facts=None,
+            budget_tokens=self.turns,
+            budget_tokens_episodes=self.episodes,
+            budget_tokens_facts=self.facts,
+            context_window=self.window,
+        )
+
+
 GRID: dict[str, tuple[int, ...]] = {
-    "budget_turns": (15, 20, 25, 30, 40),
-    "budget_episodes": (0, 2, 4, 8),
-    "budget_facts": (0, 4, 8, 16),
+    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000),
+    "episodes": (0, 150, 300),
+    "facts": (0, 100, 200),
+    "window": (1, 2),
 }
-DEFAULT: Setting = (25, 2, 4)
-EARLIER: Setting = (40, 4, 8)
+REFERENCES = (Setting(counts=(25, 2, 4)), Setting(counts=(40, 2, 4)))
 
 
-def config_of(setting: Setting) -> RetrievalConfig:
-    turns, episodes, facts = setting
-    return RetrievalConfig(budget_turns=turns, budget_episodes=episodes, budget_facts=facts)
+def settings() -> list[Setting]:
+    grid = [Setting(*values) for values in itertools.product(*GRID.values())]
+    return [*grid, *REFERENCES]
 
 
-def label(setting: Setting) -> str:
-    return "/".join(map(str, setting))
-
-
-def parse(text: str) -> Setting:
-    """The setting of a label ``T/E/F``."""
-    turns, episodes, facts = (int(part) for part in text.split("/"))
-    return turns, episodes, facts
+def parse(label: str) -> Setting:
+    """The setting of a label (``t2000/e300/f200/w2`` or ``25/2/4``)."""
+    parts = label.split("/")
+    if parts[0].startswith("t"):
+        turns, episodes, facts, window = (int(p[1:]) for p in parts)
+        return Setting(turns, episodes, facts, window)
+    counts = tuple(int(p) for p in parts)
+    return Setting(counts=(counts[0], counts[1], counts[2]))
 
 
 def pool_stage(
@@ -83,21 +121,28 @@ def pool_stage(
     """Stage 1 for one conversation: each setting's pool visibility and rendered tokens."""
     scope = memory.scope(conversation)
     turns = memory.turns(conversation)
+    passages = memory.passages(conversation)
     episodes = {e.id: e for e in memory.episodes(conversation)}
     facts = {f.id: f for f in memory.facts(conversation)}
-    index = SourceIndex(memory.store, scope)
-    aliases = alias_keys(turns)
-    base = config_of((max(GRID["budget_turns"]), 8, 16))
+    known = ConversationUnits.of(turns, passages)
+    base = RetrievalConfig(budget_turns=None, budget_episodes=None, budget_facts=None)
     fused = []
     for q in questions:
         plan = rule_plan(q.question)
         spaces = fused_spaces(memory.store, scope, memory.embedder, plan.query_set, base)
-        fused.append((q, plan, spaces))
+        fused.append((known.evidence(q.evidence, q.answer), plan, spaces))
+    seen: dict[tuple[Any, ...], Tally] = {}
     tallies: dict[Setting, Tally] = {}
-    for setting in itertools.product(*GRID.values()):
-        config = config_of(setting)
+    for setting in settings():
+        config = setting.config()
+        key = (
+            (setting.turns, setting.window, setting.counts) if not (episodes or facts) else setting
+        )
+        if key in seen:
+            tallies[setting] = seen[key]
+            continue
         hits, cost = 0, 0
-        for q, plan, spaces in fused:
+        for evidence, plan, spaces in fused:
             pool = pool_from_fusion(
                 conversation,
                 plan.query_set,
@@ -107,20 +152,23 @@ def pool_stage(
                 facts,
                 aggregate=plan.aggregate,
                 config=config,
+                passages=passages,
+                temporal=plan.temporal,
+                units=known.units,
             )
-            exposed = [t for group in exposure_groups(pool.entries()) for t in group]
-            hits += evidence_rank(exposed, q.evidence, aliases) is not None
-            records = [i.record for i in pool.items()]
-            cost += estimate_tokens(
-                format_memories(
-                    index,
-                    [r for r in records if isinstance(r, Episode)],
-                    [r for r in records if isinstance(r, SemanticFact)],
-                    [r for r in records if isinstance(r, Turn)],
-                )
-            )
-        tallies[setting] = Tally(hits, len(fused), float(cost))
+            found = budget_positions(order_groups(pool), evidence, known.aliases)[0]
+            hits += found is not None
+            cost += pool_cost(pool, known)
+        tallies[setting] = seen[key] = Tally(hits, len(fused), float(cost))
     return tallies
+
+
+def pool_cost(pool: Pool, known: ConversationUnits) -> int:
+    """What the budgets count of a pool: its units' tokens and its episodes' and facts'
+    own lines."""
+    lines = [*(i.record for i in pool.episodes), *(i.record for i in pool.facts)]
+    own = sum(estimate_tokens(f"[{r.id}] {search_text(r)}") for r in lines)
+    return own + sum(known.units.cost[u] for e in pool.order for u in e.units)
 
 
 def final_stage(
@@ -128,7 +176,7 @@ def final_stage(
 ) -> Tally:
     """Stage 2 for one conversation and setting: final-context visibility, input tokens."""
     aliases = alias_keys(memory.turns(conversation))
-    config = AskConfig(retrieval=config_of(setting))
+    config = AskConfig(retrieval=setting.config())
     hits, cost = 0, 0
     for q in questions:
         answer = memory.ask(conversation, q.question, mode="full", config=config)
@@ -137,119 +185,136 @@ def final_stage(
     return Tally(hits, len(questions), float(cost))
 
 
-def pareto(tallies: Mapping[Setting, Tally]) -> list[Setting]:
-    """The settings no other setting beats on both visibility and cost, cheapest first."""
-    front = [
-        s
-        for s, t in tallies.items()
-        if not any(
-            o.visibility >= t.visibility and o.mean_cost <= t.mean_cost and o != t
-            for o in tallies.values()
-        )
-    ]
-    return sorted(front, key=lambda s: tallies[s].mean_cost)
-
-
-def report(name: str, by_conversation: Mapping[str, Mapping[Setting, Tally]]) -> dict[str, Any]:
-    """Print one stage's folds, held-out curve and pick; the same as data."""
-    folds: list[Fold[Setting]] = leave_one_out(by_conversation)
-    total = pooled(by_conversation.values())
-    print(f"\n== {name}: folds (pick on the others, cheapest within 1 point of their best)")
-    for f in folds:
-        print(
-            f"  held out {f.held_out}: picked {label(f.picked)} -> visibility "
-            f"{f.score.visibility:.3f} (held-out best {f.best_visibility:.3f}), "
-            f"{f.score.mean_cost:.0f} tokens"
-        )
-    procedure = held_out_total(folds)
-    print(
-        f"  procedure, held out: visibility {procedure.visibility:.3f}, "
-        f"{procedure.mean_cost:.0f} tokens per question ({procedure.questions} questions)"
+def _fold_line(fold: Fold[Setting]) -> str:
+    return (
+        f"  held out {fold.held_out}: picked {fold.picked.label()} -> visibility "
+        f"{fold.score.visibility:.3f} (its best {fold.best_visibility:.3f}), "
+        f"{fold.score.mean_cost:.0f} tokens"
     )
-    print(f"  held-out curve, Pareto-best settings ({len(total)} settings):")
-    for s in pareto(total):
+
+
+def report(
+    name: str, by_conversation: Mapping[tuple[str, str], Mapping[Setting, Tally]], price: float
+) -> dict[str, Any]:
+    """Print one stage's folds, per-dataset figures of the picks and references; as data."""
+    datasets = sorted({d for d, _ in by_conversation})
+    per_dataset = {
+        d: pooled(t for (ds, _), t in by_conversation.items() if ds == d) for d in datasets
+    }
+    print(f"\n== {name}: folds (pick the best value on the others, price {price} per 1k)")
+    folds = leave_one_out_value(by_conversation, price) if len(by_conversation) > 1 else []
+    for fold in folds:
+        print(_fold_line(fold))
+    held: dict[str, Tally] = {}
+    for fold in folds:
+        dataset = fold.held_out.split("/", 1)[0]
+        held[dataset] = held.get(dataset, Tally(0, 0, 0.0)) + fold.score
+    for dataset, tally in held.items():
         print(
-            f"    {label(s):>9}  visibility {total[s].visibility:.3f}  "
-            f"{total[s].mean_cost:.0f} tokens"
+            f"  procedure held out on {dataset}: visibility {tally.visibility:.3f}, "
+            f"{tally.mean_cost:.0f} tokens ({tally.questions} questions)"
         )
-    for s in (DEFAULT, EARLIER):
-        if s in total:
-            print(
-                f"  {label(s):>9} ({'default' if s == DEFAULT else 'earlier'}): visibility "
-                f"{total[s].visibility:.3f}  {total[s].mean_cost:.0f} tokens"
+    pick = best_value(per_dataset, price)
+    shown = dict.fromkeys([pick, *REFERENCES, *(f.picked for f in folds)])
+    for setting in shown:
+        if all(setting in t for t in per_dataset.values()):
+            figures = "; ".join(
+                f"{d} {t[setting].visibility:.3f} at {t[setting].mean_cost:.0f}"
+                for d, t in per_dataset.items()
             )
-    pick = cheapest_within(total)
-    print(
-        f"  pick on all: {label(pick)} (visibility {total[pick].visibility:.3f}, "
-        f"{total[pick].mean_cost:.0f} tokens)"
-    )
+            mark = " (pick on all)" if setting == pick else ""
+            print(f"  {setting.label():>22}: {figures}{mark}")
     return {
         "folds": [
             {
                 "held_out": f.held_out,
-                "picked": label(f.picked),
+                "picked": f.picked.label(),
                 "visibility": round(f.score.visibility, 4),
-                "best_visibility": round(f.best_visibility, 4),
                 "tokens": round(f.score.mean_cost, 1),
             }
             for f in folds
         ],
-        "held_out_visibility": round(procedure.visibility, 4),
-        "held_out_tokens": round(procedure.mean_cost, 1),
+        "held_out": {d: [round(t.visibility, 4), round(t.mean_cost, 1)] for d, t in held.items()},
         "curve": {
-            label(s): [round(t.visibility, 4), round(t.mean_cost, 1)] for s, t in total.items()
+            d: {s.label(): [round(x.visibility, 4), round(x.mean_cost, 1)] for s, x in t.items()}
+            for d, t in per_dataset.items()
         },
-        "pick": label(pick),
+        "pick": pick.label(),
     }
+
+
+def _open(
+    store: Path, data: Path, categories: Sequence[int], memory_dir: Path | None
+) -> tuple[Memory, dict[str, list[LocomoQuestion]]]:
+    memory = Memory.open(store, llm=LLMClient(OfflineLLM()))
+    files = (
+        {load_memory_file(p).conversation: p for p in sorted(memory_dir.glob("*.json"))}
+        if memory_dir
+        else {}
+    )
+    questions = [q for q in load_questions(memory, data, categories, sorted(files)) if q.evidence]
+    for path in files.values():
+        memory.import_memory(load_memory_file(path))
+    by_conv: dict[str, list[LocomoQuestion]] = {}
+    for q in questions:
+        by_conv.setdefault(q.conversation, []).append(q)
+    return memory, by_conv
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, required=True, help="LoCoMo JSON")
+    parser.add_argument("--locomo", type=Path, required=True, help="LoCoMo JSON")
     parser.add_argument("--memory-dir", type=Path, required=True, help="qemem-memory files")
-    parser.add_argument("--store", type=Path, required=True, help="store file (kept)")
-    parser.add_argument("--also", nargs="*", default=[label(EARLIER)], help="T/E/F settings")
-    parser.add_argument(
-        "--stage", choices=("pool", "final", "both"), default="both", help="what to run"
-    )
-    parser.add_argument(
-        "--final", nargs="*", default=[], help="stage 2 settings T/E/F (default: stage 1's picks)"
-    )
+    parser.add_argument("--store", type=Path, required=True, help="LoCoMo store file (kept)")
+    parser.add_argument("--beam", type=Path, help="LoCoMo-shaped BEAM JSON")
+    parser.add_argument("--beam-store", type=Path, help="BEAM store file (kept)")
+    parser.add_argument("--beam-conversations", nargs="*", default=[], help="BEAM chats")
+    parser.add_argument("--price", type=float, default=PRICE, help="points per 1k tokens")
+    parser.add_argument("--stage", choices=("pool", "final", "both"), default="both")
+    parser.add_argument("--final", nargs="*", default=[], help="stage 2 settings (labels)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
-    files = {load_memory_file(p).conversation: p for p in sorted(args.memory_dir.glob("*.json"))}
     started = time.perf_counter()
-    with Memory.open(args.store, llm=LLMClient(OfflineLLM())) as memory:
-        questions = load_questions(memory, args.data, (1, 2, 3, 4), sorted(files))
-        for path in files.values():
-            memory.import_memory(load_memory_file(path))
-        by_conv = {c: [q for q in questions if q.conversation == c] for c in sorted(files)}
-        info = run_info(
-            args.data,
-            memory={c: str(p) for c, p in files.items()},
-            questions={c: len(qs) for c, qs in by_conv.items()},
-            embedder=memory.embedder.id,
-            llm="fake (offline)",
-            plan="rules (question only)",
-            grid={k: list(v) for k, v in GRID.items()},
-            tolerance=0.01,
-        )
-        print(json.dumps(info, indent=1))
-        result: dict[str, Any] = dict(info)
-        finals = {parse(s) for s in [*args.final, *args.also]} | {DEFAULT}
-        if args.stage != "final":
-            pools = {c: pool_stage(memory, c, qs) for c, qs in by_conv.items()}
-            result["pool"] = report("pool (LLM-free)", pools)
-            print(f"stage 1 took {time.perf_counter() - started:.0f} s", flush=True)
-            if not args.final:
-                finals |= {parse(f["picked"]) for f in result["pool"]["folds"]}
-                finals.add(parse(result["pool"]["pick"]))
-        if args.stage != "pool":
-            runs = {
-                c: {s: final_stage(memory, c, qs, s) for s in sorted(finals)}
-                for c, qs in by_conv.items()
-            }
-            result["final"] = report("final context (offline LLM, full)", runs)
+    locomo, locomo_questions = _open(args.store, args.locomo, (1, 2, 3, 4), args.memory_dir)
+    datasets = {"locomo": (locomo, locomo_questions)}
+    if args.beam is not None:
+        beam, beam_questions = _open(args.beam_store, args.beam, (1, 2, 3, 4), None)
+        if args.beam_conversations:
+            beam_questions = {c: beam_questions[c] for c in args.beam_conversations}
+        datasets["beam"] = (beam, beam_questions)
+    info = run_info(
+        args.locomo,
+        beam=str(args.beam) if args.beam else None,
+        questions={d: {c: len(q) for c, q in qs.items()} for d, (_, qs) in datasets.items()},
+        embedder=locomo.embedder.id,
+        llm="fake (offline)",
+        plan="rules (question only)",
+        grid={k: list(v) for k, v in GRID.items()},
+        references=[s.label() for s in REFERENCES],
+        price=args.price,
+    )
+    print(json.dumps(info, indent=1))
+    result: dict[str, Any] = dict(info)
+    finals = {parse(s) for s in args.final} | set(REFERENCES)
+    if args.stage != "final":
+        pools = {
+            (name, conv): pool_stage(memory, conv, qs)
+            for name, (memory, questions) in datasets.items()
+            for conv, qs in questions.items()
+        }
+        result["pool"] = report("pool (LLM-free)", pools, args.price)
+        print(f"stage 1 took {time.perf_counter() - started:.0f} s", flush=True)
+        if not args.final:
+            finals |= {parse(f["picked"]) for f in result["pool"]["folds"]}
+            finals.add(parse(result["pool"]["pick"]))
+    if args.stage != "pool":
+        runs = {
+            ("locomo", conv): {s: final_stage(locomo, conv, qs, s) for s in sorted(finals)}
+            for conv, qs in locomo_questions.items()
+        }
+        result["final"] = report("final context (offline LLM, full; LoCoMo)", runs, args.price)
+    for memory, _ in datasets.values():
+        memory.close()
     print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
         print(json.dumps(result))

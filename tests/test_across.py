@@ -3,6 +3,8 @@ and ``Memory.search_many`` over two conversations of one namespace."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,13 +14,14 @@ from qemem.embed import HashEmbedder
 from qemem.errors import InputError, NotFoundError
 from qemem.memory import Memory, SearchResult
 from qemem.memory.searching import MAX_CONVERSATIONS
-from qemem.models import Turn
+from qemem.models import Turn, passage_key, split_key
 from qemem.retrieve.across import (
     fuse_across,
     fused_spaces_across,
     merge_by_score,
     search_across,
 )
+from qemem.retrieve.fusion import ListKey, best_items, fuse_lists, fuse_top, rrf
 from qemem.retrieve.pool import RetrievalConfig, dense_vectors, fused_spaces
 from qemem.retrieve.search import hybrid_search
 from qemem.store import SQLiteStore
@@ -48,6 +51,45 @@ def test_fuse_across_keeps_equal_ids_of_different_conversations_apart() -> None:
     assert top.ranks == {"dense:0": 2, "bm25:0": 1}
     assert top.score == pytest.approx(1 / 62 + 1 / 61)
     assert second.ranks == {"dense:0": 1}
+
+
+def _complete_then_cut(
+    lists: dict[ListKey, list[str]], k: int | None, owner: Callable[[str], str]
+) -> list[tuple[str, float, list[tuple[int, str, int]]]]:
+    """The fusion before top-k: every item fused with its ranks, one per owner, then cut."""
+    out, seen = [], set()
+    for item, entry in fuse_lists(lists).items():
+        if owner(item) not in seen:
+            seen.add(owner(item))
+            out.append((item, entry.score, entry.ranks))
+    return out if k is None else out[:k]
+
+
+def test_top_k_fusion_equals_the_complete_fusion_cut_to_k() -> None:
+    rng = random.Random(7)
+    passages = [passage_key(f"t{n}", (s, s + 9)) for n in range(40, 48) for s in (0, 10)]
+    items = [f"t{n}" for n in range(40)] + passages
+
+    def owner(item: str) -> str:
+        return split_key(item)[0]
+
+    for _ in range(200):
+        lists: dict[ListKey, list[str]] = {
+            (q, m): rng.sample(items, rng.randint(0, len(items)))
+            for q in range(rng.randint(1, 3))
+            for m in ("dense", "bm25")
+        }
+        for k in (0, 1, 3, 10, 60, None):
+            want = _complete_then_cut(lists, k, owner)
+            got = fuse_top(lists, k, owner=owner)
+            assert [(i, e.score, e.ranks) for i, e in got.items()] == want
+            assert best_items(rrf(lists.values()), k, owner) == [i for i, _, _ in want]
+
+
+def test_top_k_keeps_tied_items_in_order_of_first_appearance() -> None:
+    lists: dict[ListKey, list[str]] = {(0, "dense"): ["a", "b"], (0, "bm25"): ["b", "a"]}
+    assert list(fuse_top(lists, 1)) == ["a"] == list(fuse_lists(lists))[:1]
+    assert best_items({}, 5) == [] and best_items({"x": 1.0}, 0) == []
 
 
 @pytest.fixture

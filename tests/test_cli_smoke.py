@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "conversations": ("conversations --store STORE", READS),
     "delete": ("delete demo-1 --store STORE", CHANGES),
     "reembed": ("reembed --store STORE --embedder hash:64 -q", CHANGES),
+    "reindex": ("reindex --store STORE --embedder hash -q", CHANGES),
     "search": ("search pottery --store STORE -c demo-1", READS),
     "demo": ("demo --store STORE", WRITES),
     "build": ("build --store STORE -c demo-1 --llm fake", CHANGES),

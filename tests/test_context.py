@@ -4,6 +4,7 @@ from the library, HTTP, RemoteMemory, MCP and the CLI."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -48,7 +49,7 @@ def memory(sample_path: Path) -> Memory:
 
 
 def test_the_block_fits_its_budget_and_names_citable_ids(memory: Memory) -> None:
-    for budget in (60, 300, 1500):
+    for budget in (120, 300, 1500):
         block = memory.context("demo-1", QUESTION, budget_tokens=budget)
         assert block.tokens == estimate_tokens(block.text) <= budget
         assert block.items
@@ -61,6 +62,14 @@ def test_the_block_fits_its_budget_and_names_citable_ids(memory: Memory) -> None
     assert small.left_out > large.left_out
     # items keep the pool's exposure order: the small block is the large one's beginning
     assert [i.ref for i in large.items[: len(small.items)]] == [i.ref for i in small.items]
+
+
+def test_a_larger_budget_never_shows_less(memory: Memory) -> None:
+    blocks = [memory.context("demo-1", QUESTION, budget_tokens=b) for b in range(40, 2000, 37)]
+    for small, large in itertools.pairwise(blocks):
+        refs = [i.ref for i in small.items]
+        assert [i.ref for i in large.items[: len(refs)]] == refs  # the small one's beginning
+    assert not blocks[0].items and blocks[-1].items  # a first item too long ends the block
 
 
 def test_times_are_annotated_like_the_answer_context(memory: Memory) -> None:

@@ -15,12 +15,12 @@ from qemem.eval.coverage import (
     evaluate_pool_coverage,
     exposure_groups,
     milestone,
-    turn_tokens,
 )
 from qemem.ingest.locomo import LocomoQuestion
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Pool, PoolItem, Reason, SemanticFact, Turn
+from qemem.passages import turn_tokens
 from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.sqlite import SQLiteStore
 from qemem.testing import OfflineLLM

@@ -498,6 +498,7 @@ HAND_MEMORY: dict[str, Driver] = {
     "search": _both(lambda m, c, q: m.search(c, [q, "cat"] if c == "base" else q)),
     "search_many": _both(lambda m, c, q: m.search_many([c, "base"], q)),
     "turns": lambda w, t: library(lambda: w.memory.turns(t, [t]), t),
+    "passages": lambda w, t: library(lambda: w.memory.passages(t), t),
 }
 MEMORY_DRIVERS = {
     op.name: op_driver(op.name) for op in OPERATIONS if op.name not in HAND_MEMORY
@@ -801,6 +802,7 @@ CLI_DRIVERS: dict[str, Callable[[World, str], None]] = {
     "conversations": _cli(["conversations", "--store", "STORE", "--namespace", "TEXT", "--json"]),
     "delete": _cli(["delete", "TEXT", "--store", "STORE"]),
     "reembed": _cli(["reembed", "--store", "STORE", "--embedder", "TEXT", "-q"], checked=False),
+    "reindex": _cli(["reindex", "--store", "STORE", "--embedder", "TEXT", "-q"], checked=False),
     "search": _cli(
         ["search", "TEXT", "--store", "STORE", "-c", "base", "--json"],
         ["search", "cat", "--store", "STORE", "-c", "TEXT", "--pool"],

@@ -8,21 +8,20 @@ import pytest
 from qemem.embed.base import HashEmbedder
 from qemem.errors import InputError
 from qemem.memory import Memory
-from qemem.models import Episode, Plan, Reason, Ref, SemanticFact, Turn
+from qemem.models import Episode, Exposure, Plan, Reason, Ref, SemanticFact, Turn, passage_key
+from qemem.passages import Units
+from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.pool import (
-    Exposure,
     FusedScore,
     RetrievalConfig,
     build_pool,
-    exposure_order,
     focus_turns,
     fuse_lists,
-    interleave,
     pool_from_fusion,
     provenance_adjust,
     round_half_up,
-    session_window,
     space_budgets,
+    token_budgets,
 )
 from qemem.store.sqlite import SQLiteStore
 
@@ -67,8 +66,26 @@ def test_budgets_with_and_without_aggregate() -> None:
     config = RetrievalConfig(budget_episodes=8, budget_facts=15, budget_turns=40)
     assert space_budgets(config, False) == {"episode": 8, "fact": 15, "turn": 40}
     assert space_budgets(config, True) == {"episode": 12, "fact": 23, "turn": 60}  # half up
-    doubled = RetrievalConfig(aggregate_multiplier=2.0)
-    assert space_budgets(doubled, True)["turn"] == 2 * RetrievalConfig().budget_turns
+    doubled = RetrievalConfig(aggregate_multiplier=2.0, budget_turns=40)
+    assert space_budgets(doubled, True)["turn"] == 80
+    assert space_budgets(RetrievalConfig(budget_turns=None), True)["turn"] is None
+
+
+def test_token_budgets_widen_per_space_and_cap_the_whole() -> None:
+    config = RetrievalConfig(
+        budget_tokens=1000,
+        budget_tokens_episodes=301,
+        budget_tokens_facts=None,
+        max_tokens=2000,
+        temporal_multiplier=1.2,
+    )
+    assert token_budgets(config, False) == Budgets(
+        {"turn": 1000, "episode": 301, "fact": None}, 2000
+    )
+    assert token_budgets(config, True).spaces == {"turn": 1500, "episode": 452, "fact": None}
+    assert token_budgets(config, False, temporal=True).spaces["turn"] == 1200
+    assert token_budgets(config, True, temporal=True).spaces["turn"] == 1500  # the larger
+    assert token_budgets(config, True).total == 2000  # the cap is not widened
 
 
 def _turn(tid: str, session: int, position: int) -> Turn:
@@ -79,12 +96,18 @@ def test_round_half_up() -> None:
     assert [round_half_up(x) for x in (22.5, 23.5, 0.5, 2.49, 3.0)] == [23, 24, 1, 2, 3]
 
 
-def test_session_window_stays_in_session() -> None:
+def test_windows_count_units_and_stay_in_session() -> None:
     turns = [_turn(f"a{i}", 1, i) for i in range(4)] + [_turn(f"b{i}", 2, i) for i in range(3)]
-    index = {t.id: n for n, t in enumerate(turns)}
-    assert session_window(turns, index, "a3", 2) == ["a1", "a2", "a3"]
-    assert session_window(turns, index, "b0", 2) == ["b0", "b1", "b2"]
-    assert session_window(turns, index, "a1", 0) == ["a1"]
+    units = Units(turns, {})
+    assert units.window(("a3", None), 2) == [("a1", None), ("a2", None), ("a3", None)]
+    assert units.window(("b0", None), 2) == [("b0", None), ("b1", None), ("b2", None)]
+    assert units.window(("a1", None), 0) == [("a1", None)]
+    long = Units(turns, {"a2": [(0, 1), (1, 2), (2, 3)]})  # a2 is three passages
+    assert long.window(("a2", (1, 2)), 1) == [("a2", (0, 1)), ("a2", (1, 2)), ("a2", (2, 3))]
+    assert long.window(("a1", None), 1) == [("a0", None), ("a1", None), ("a2", (0, 1))]
+    assert long.representative("a2", {("a2", (2, 3)): 4, ("a2", (1, 2)): 9}) == ("a2", (2, 3))
+    assert long.representative("a2", {}) == ("a2", (0, 1))  # none ranked: the first
+    assert long.representative("a1", {}) == ("a1", None)
 
 
 def test_interleave_by_within_space_rank() -> None:
@@ -116,18 +139,31 @@ def test_focus_turns_are_the_matched_turns_best_first() -> None:
     assert focus_turns(["D1:1"], rank, 3) == []  # nothing matched: nothing exposed
 
 
-def test_exposure_order_deduplicates_and_cuts_at_the_budget() -> None:
-    exposes = {("turn", "a"): ["a", "b"], ("episode", "E1"): ["b", "c"], ("fact", "S1"): ["d"]}
-    order = [("turn", "a"), ("episode", "E1"), ("fact", "S1")]
+def test_exposure_order_deduplicates_and_cuts_each_space_at_its_budget() -> None:
+    a, b, c, d, e = ((t, None) for t in "abcde")
+    exposes = {
+        ("turn", "a"): [a, b],
+        ("episode", "E1"): [b, c],
+        ("fact", "S1"): [d],
+        ("turn", "t2"): [e],
+    }
+    order = [("turn", "a"), ("episode", "E1"), ("fact", "S1"), ("turn", "t2")]
     assert exposure_order(order, exposes) == [  # type: ignore[arg-type]
-        Exposure("turn", "a", ("a", "b")),
-        Exposure("episode", "E1", ("c",)),
-        Exposure("fact", "S1", ("d",)),
+        Exposure("turn", "a", (a, b)),
+        Exposure("episode", "E1", (c,)),
+        Exposure("fact", "S1", (d,)),
+        Exposure("turn", "t2", (e,)),
     ]
-    cost = {"a": 10, "b": 10, "c": 30, "d": 5}
-    cut = exposure_order(order, exposes, cost, budget=45)  # type: ignore[arg-type]
-    assert [e.id for e in cut] == ["a"]  # strict: c would take it to 50
-    assert exposure_order(order, exposes, cost, budget=19) == []  # type: ignore[arg-type]
+    cost = {a: 10, b: 10, c: 30, d: 5, e: 1}
+    own = {("episode", "E1"): 2}
+
+    def cut(budgets: Budgets) -> list[str]:
+        return [x.id for x in exposure_order(order, exposes, cost, budgets, own)]  # type: ignore[arg-type]
+
+    assert cut(Budgets({"turn": 21, "episode": 31})) == ["a", "S1", "t2"]  # E1 costs 32
+    assert cut(Budgets({"turn": 21, "episode": 32})) == ["a", "E1", "S1", "t2"]
+    assert cut(Budgets({"turn": 19})) == ["E1", "S1"]  # the turn space closes at its first
+    assert cut(Budgets({}, total=49)) == ["a"]  # the cap ends the order: E1 would make 52
 
 
 def test_pool_from_fusion_exposes_focused_turns_with_positions() -> None:
@@ -169,7 +205,19 @@ def test_pool_from_fusion_exposes_focused_turns_with_positions() -> None:
         aggregate=False,
         config=RetrievalConfig(budget_turns=1, context_window=2, budget_tokens=4),
     )
-    assert [i.id for i in tight.turns] == []  # the first window would cost 3 x 2 tokens
+    assert [i.id for i in tight.turns] == ["D1:1", "D1:2", "D1:3", "D1:6", "D1:7", "D1:8"]
+    assert tight.order[0].space == "episode"  # the first window would cost 4 x 2 tokens
+    capped = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        episodes,
+        facts,
+        aggregate=False,
+        config=RetrievalConfig(budget_turns=1, context_window=2, max_tokens=7),
+    )
+    assert capped.turns == [] and capped.order == []
     whole = pool_from_fusion(
         "c",
         ["q"],
@@ -192,7 +240,9 @@ def test_config_validation() -> None:
     with pytest.raises(InputError):
         RetrievalConfig(depth=0)
     with pytest.raises(InputError):
-        RetrievalConfig(budget_tokens=0)
+        RetrievalConfig(budget_tokens=-1)
+    with pytest.raises(InputError):
+        RetrievalConfig(temporal_multiplier=0.5)
     with pytest.raises(InputError):
         RetrievalConfig(focus_turns=0)
 
@@ -278,3 +328,68 @@ def test_pool_provenance_over_episodes_and_facts() -> None:
 def test_empty_query_is_refused(memory: Memory) -> None:
     with pytest.raises(InputError):
         build_pool(memory.store, memory.scope("demo-1"), memory.embedder, _plan("  "))
+
+
+def test_a_long_turn_is_ranked_and_shown_by_its_passages() -> None:
+    turns = [_turn("D1:1", 1, 1), _turn("D1:2", 1, 2), _turn("D1:3", 1, 3)]
+    long = Turn("D1:2", "c", 1, 2, "A", "one. " * 20 + "two. " * 20 + "three. " * 20, WHEN)
+    turns[1] = long
+    spans = [(0, 99), (100, 199), (200, 339)]
+    first, _, third = (passage_key("D1:2", s) for s in spans)
+    fused = {
+        "turn": fuse_lists({(0, "dense"): [third, "D1:3", first]}),
+        "episode": fuse_lists({(0, "dense"): ["E1"]}),
+        "fact": fuse_lists({}),
+    }
+    episodes = {"E1": Episode("E1", "c", 1, "t", "x", WHEN, ("D1:1", "D1:2"))}
+    config = RetrievalConfig(budget_turns=2, context_window=0, weight_episodes=1)
+    pool = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        episodes,
+        {},
+        aggregate=False,
+        config=config,
+        passages={"D1:2": spans},
+    )
+    assert [e.units for e in pool.order] == [
+        (("D1:2", (200, 339)),),  # the best passage, not the whole reply
+        (("D1:1", None),),  # the episode: D1:1 whole, D1:2 by its best passage (shown)
+        (("D1:3", None),),
+    ]
+    assert [(i.id, i.passages) for i in pool.turns] == [
+        ("D1:1", None),
+        ("D1:2", [(200, 339)]),
+        ("D1:3", None),
+    ]
+    assert Ref("turn", "D1:2", span=(200, 339)) in pool.refs()
+    window = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        {},
+        {},
+        aggregate=False,
+        config=RetrievalConfig(budget_turns=1, context_window=1),
+        passages={"D1:2": spans},
+    )
+    assert window.turns[0].passages == [(100, 199), (200, 339)]  # one passage each side
+    assert window.turns[-1].id == "D1:3" and window.turns[-1].reasons == [
+        Reason("context", via="D1:2")
+    ]
+    again = pool_from_fusion(
+        "c",
+        ["q"],
+        fused,
+        turns,
+        {},
+        {},
+        aggregate=False,
+        config=RetrievalConfig(budget_turns=2, context_window=0),
+        passages={"D1:2": spans},
+        exclude={Ref("turn", "D1:2", span=(200, 339))},
+    )
+    assert [(i.id, i.passages) for i in again.turns] == [("D1:2", [(0, 99)]), ("D1:3", None)]

@@ -1,4 +1,5 @@
-"""Leave-one-conversation-out selection of the cheapest setting within 1 point of the best."""
+"""Leave-one-conversation-out selection: the cheapest setting within 1 point of the best, or
+the setting of best value (visibility less a price per token) over several datasets."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import pytest
 
 from qemem.eval.selection import (
     Tally,
+    best_value,
     cheapest_within,
     held_out_total,
     leave_one_out,
+    leave_one_out_value,
     pooled,
+    value,
 )
 
 
@@ -58,3 +62,39 @@ def test_leave_one_out_picks_on_the_others_and_scores_held_out() -> None:
     assert held_out_total(folds.values()) == Tally(30, 30, 1500.0)
     with pytest.raises(ValueError):
         leave_one_out({"A": by_conversation["A"]})
+
+
+def test_value_prices_tokens_and_weighs_datasets_alike() -> None:
+    locomo, beam = Tally(90, 100, 500_000.0), Tally(6, 10, 80_000.0)  # 5,000 and 8,000 tokens
+    assert value([locomo], price=0.02) == pytest.approx(0.9 - 0.1)
+    assert value([locomo, beam], price=0.02) == pytest.approx(((0.9 - 0.1) + (0.6 - 0.16)) / 2)
+    with pytest.raises(ValueError):
+        value([])
+
+
+def test_best_value_trades_visibility_for_cost_on_every_dataset() -> None:
+    by_dataset = {
+        "locomo": {"small": Tally(90, 100, 300_000.0), "big": Tally(95, 100, 900_000.0)},
+        "beam": {"small": Tally(5, 10, 40_000.0), "big": Tally(6, 10, 90_000.0)},
+    }
+    # big: +5 and +10 points for +6,000 and +5,000 tokens (-12 and -10 points at 2 per 1,000)
+    assert best_value(by_dataset, price=0.02) == "small"
+    assert best_value(by_dataset, price=0.001) == "big"
+    tie = {"d": {"a": Tally(5, 10, 100.0), "b": Tally(5, 10, 100.0)}}
+    assert best_value(tie) == "a"
+
+
+def test_leave_one_out_over_two_datasets_scores_each_held_out_conversation() -> None:
+    cheap, dear = Tally(8, 10, 10_000.0), Tally(9, 10, 100_000.0)
+    by_conversation = {
+        ("locomo", "c1"): {"s": cheap, "l": dear},
+        ("locomo", "c2"): {"s": cheap, "l": dear},
+        ("beam", "b1"): {"s": Tally(1, 10, 10_000.0), "l": Tally(9, 10, 20_000.0)},
+    }
+    folds = leave_one_out_value(by_conversation, price=0.02)
+    assert [f.held_out for f in folds] == ["locomo/c1", "locomo/c2", "beam/b1"]
+    # without b1 only locomo decides (cheap wins); with it, l's +80 points on BEAM win
+    assert [f.picked for f in folds] == ["l", "l", "s"]
+    assert folds[2].score == Tally(1, 10, 10_000.0) and folds[2].best_visibility == 0.9
+    with pytest.raises(ValueError):
+        leave_one_out_value({("a", "b"): {"s": cheap}})

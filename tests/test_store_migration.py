@@ -342,26 +342,30 @@ def test_the_schema_before_corrections_gains_them(legacy_url: str) -> None:
 
 def test_a_store_of_the_version_before_items_gains_their_table(store_url: str) -> None:
     """A store that the previous release left at SQLite 13 / PostgreSQL 12 (assistant memory,
-    without the ``items`` table) gets ``items`` on open, and with it the newest version."""
+    without the ``items`` and ``passages`` tables) gets both on open, and with them the newest
+    version."""
     backend, target = parse_store_url(store_url)
     open_store(store_url).close()
     if backend == "sqlite":
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
-            conn.executescript("DROP TABLE items; PRAGMA user_version = 13;")
+            conn.executescript("DROP TABLE items; DROP TABLE passages; PRAGMA user_version = 13;")
     else:
         import psycopg
 
         with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("DROP TABLE items")
+            conn.execute("DROP TABLE passages")
             conn.execute("UPDATE schema_version SET version = 12")
     with closing(open_store(store_url)) as store:
-        assert [tuple(r) for r in store._query("SELECT count(*) FROM items", ())] == [(0,)]  # type: ignore[attr-defined]
+        for table in ("items", "passages"):
+            found = store._query(f"SELECT count(*) FROM {table}", ())  # type: ignore[attr-defined]
+            assert [tuple(r) for r in found] == [(0,)]
     if backend == "sqlite":
         with closing(sqlite3.connect(target)) as conn:
-            assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION == 14
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
         return
     import psycopg
 
     with psycopg.connect(target) as conn:
         [(number,)] = conn.execute("SELECT version FROM schema_version").fetchall()
-    assert number == postgres_schema.SCHEMA_VERSION == 13
+    assert number == postgres_schema.SCHEMA_VERSION

@@ -244,6 +244,11 @@ class Session:
     key: str = ""
 
 
+Span = tuple[int, int]
+"""A passage of a turn: the character range ``[start, end)`` of its text
+(:mod:`qemem.passages`)."""
+
+
 @dataclass(frozen=True)
 class Turn:
     """One original message (space U). ``position`` orders turns inside their session;
@@ -262,6 +267,10 @@ class Turn:
     def ref(self) -> str:
         """The id as shown to models and users."""
         return self.id
+
+    def excerpt(self, span: Span | None) -> str:
+        """The text of passage ``span`` (None: the whole text)."""
+        return self.text if span is None else self.text[span[0] : span[1]]
 
 
 @dataclass(frozen=True)
@@ -417,11 +426,15 @@ class Ref:
     and its conversation when it comes from a result across conversations (record ids are
     unique only inside a conversation; None otherwise, and then left out of the JSON).
 
+    A passage of a turn adds its ``span``: the character range of the turn's text it holds
+    (None, and left out of the JSON, for a whole record).
+
     JSON writes it as an object (``{"space": "turn", "id": "D3:12"}``), never as a string."""
 
     space: Space
     id: str
     conversation: Annotated[str | None, OMIT_NONE] = None
+    span: Annotated[Span | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -432,6 +445,28 @@ class Hit:
     id: str
     score: float
     ranks: dict[str, int] = field(default_factory=dict)
+    span: Annotated[Span | None, OMIT_NONE] = None
+    """The passage of a long turn that matched (None: the whole record)."""
+
+
+PASSAGE_MARK = "\x1f"
+"""Joins a turn id and a span into the key of one passage in a search index. No stored id
+holds it (ids refuse control characters), so a key never equals a turn id."""
+
+
+def passage_key(turn_id: str, span: Span | None) -> str:
+    """The search-index key of passage ``span`` of a turn (the turn id itself for None)."""
+    return turn_id if span is None else f"{turn_id}{PASSAGE_MARK}{span[0]}:{span[1]}"
+
+
+def split_key(key: str) -> tuple[str, Span | None]:
+    """The turn id and span of a search-index key of :func:`passage_key` (span None for a
+    whole record)."""
+    owner, mark, rest = key.rpartition(PASSAGE_MARK)
+    if not mark:
+        return key, None
+    start, _, end = rest.partition(":")
+    return owner, (int(start), int(end))
 
 
 def fold_caption(text: str, caption: str | None) -> str:
@@ -443,11 +478,11 @@ def fold_caption(text: str, caption: str | None) -> str:
     return f"{text} {folded}" if text else folded
 
 
-def search_text(record: Turn | Episode | SemanticFact) -> str:
-    """The text a record is searched by (embedded and BM25-indexed): a turn with its speaker,
-    an episode's title and narrative, a fact's content."""
+def search_text(record: Turn | Episode | SemanticFact, span: Span | None = None) -> str:
+    """The text a record is searched by (embedded and BM25-indexed): a turn with its speaker
+    (one passage of it with ``span``), an episode's title and narrative, a fact's content."""
     if isinstance(record, Turn):
-        return f"{record.speaker}: {record.text}"
+        return f"{record.speaker}: {record.excerpt(span)}"
     if isinstance(record, Episode):
         return f"{record.title}. {record.content}"
     return record.content
@@ -516,6 +551,8 @@ class PoolItem:
     """The record's conversation in a pool across conversations (None in one conversation's);
     ids the item holds (``reasons[].via``, the record's turn and episode ids) are its own
     conversation's."""
+    passages: Annotated[list[Span] | None, OMIT_NONE] = None
+    """The passages of a long turn the pool holds, in text order (None: the whole turn)."""
 
     @property
     def id(self) -> str:
@@ -533,6 +570,20 @@ class PoolItem:
         if isinstance(record, Episode):
             exposes = list(record.turn_ids)
         return PoolEntry(self.ref, self.position, self.score, list(self.reasons), exposes)
+
+
+Unit = tuple[str, Span | None]
+"""What a pool shows of a turn at once: the turn (its id), whole (None) or one passage."""
+
+
+@dataclass(frozen=True)
+class Exposure:
+    """One candidate of a pool's exposure order (its space and id; a turn hit's id is its
+    passage's key, :func:`passage_key`) and the units it newly exposes."""
+
+    space: Space
+    id: str
+    units: tuple[Unit, ...]
 
 
 @dataclass(frozen=True)
@@ -561,13 +612,26 @@ class Pool:
     facts: list[PoolItem] = field(default_factory=list)
     turns: list[PoolItem] = field(default_factory=list)
     conversations: Annotated[list[str] | None, OMIT_NONE] = None
+    order: Annotated[list[Exposure], pydantic.Field(exclude=True)] = field(
+        default_factory=list, compare=False
+    )
+    """The exposure order the pool was cut from (candidate by candidate, the units each
+    newly exposes); for analysis, not part of the JSON form (empty in a pool read back or
+    merged) nor of a pool's equality."""
 
     def items(self) -> list[PoolItem]:
         return [*self.episodes, *self.facts, *self.turns]
 
     def refs(self) -> list[Ref]:
-        """Every candidate's ref in pool order (episodes, facts, turns)."""
-        return [item.ref for item in self.items()]
+        """Every candidate's ref in pool order (episodes, facts, turns; of a long turn, the
+        ref of each passage the pool holds)."""
+        out: list[Ref] = []
+        for item in self.items():
+            if item.passages is None:
+                out.append(item.ref)
+            else:
+                out += [Ref(item.space, item.id, item.conversation, span) for span in item.passages]
+        return out
 
     def entries(self) -> list[PoolEntry]:
         """The candidates as record entries in pool order (episodes, facts, turns in

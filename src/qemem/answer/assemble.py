@@ -11,17 +11,24 @@ cards (direct answering, or a degraded constructor): the pool alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.conflicts import conflict_text
-from qemem.evidence.context import FoundRecord, SourceIndex, format_memories, pool_records
+from qemem.evidence.context import (
+    FoundRecord,
+    SourceIndex,
+    format_memories,
+    pool_passages,
+    pool_records,
+)
+from qemem.evidence.quotes import verify_quote
 from qemem.evidence.refine import Shown
 from qemem.lexicon import day_phrase
-from qemem.models import Episode, Pool, Ref, SemanticFact, Turn
-from qemem.prompts import as_data
+from qemem.models import Episode, Pool, Ref, SemanticFact, Span, Turn, Unit
+from qemem.prompts import as_data, as_lines
 from qemem.tokens import tokenize
 
 
@@ -87,7 +94,11 @@ def format_card(number: int, card: ViewCard) -> str:
     lines = [f"[{number}] {as_data(card.claim)}", f"    sources: {', '.join(card.sources) or '-'}"]
     if card.unresolved_sources:
         lines[-1] += f" (unknown ids: {', '.join(card.unresolved_sources)})"
-    lines.append(f'    quote: "{as_data(card.quote)}" ({_check_text(card)})')
+    quote = as_lines(card.quote)
+    if quote.startswith("\n"):  # several lines: on lines of their own
+        lines.append(f"    quote ({_check_text(card)}):{quote}")
+    else:
+        lines.append(f'    quote: "{quote[1:]}" ({_check_text(card)})')
     times = [as_data(card.time)] if card.time else []
     if rule := _rule_text(card):
         times.append(rule)
@@ -109,7 +120,7 @@ def _not_above(
     """The records not already shown in the shared prefix's pool ``above`` (all without one)."""
     if above is None:
         return episodes, facts, turns
-    seen = set(above.refs())
+    seen = {item.ref for item in above.items()}
     return (
         [e for e in episodes if Ref("episode", e.id) not in seen],
         [f for f in facts if Ref("fact", f.id) not in seen],
@@ -131,7 +142,8 @@ def assemble_pool(index: SourceIndex, pool: Pool, *, above: Pool | None = None) 
     """The pool alone (direct answering); with ``above`` (the shared prefix's pool, which
     the prompt already shows) only the pool's other records are listed."""
     episodes, facts, turns = pool_records(pool)
-    body = format_memories(index, *_not_above(above, episodes, facts, turns))
+    listed = _not_above(above, episodes, facts, turns)
+    body = format_memories(index, *listed, passages=pool_passages(pool))
     if above is None:
         body = body or "(no memories retrieved)"
     text = _below(body, "Retrieved memories", above)
@@ -144,9 +156,10 @@ def assemble_pool(index: SourceIndex, pool: Pool, *, above: Pool | None = None) 
 
 def _cited(
     index: SourceIndex, cards: Sequence[ViewCard]
-) -> tuple[list[Turn], dict[str, Episode], dict[str, SemanticFact], list[Turn]]:
-    """The records the cards cite, by space, and the turns behind them all (citations)."""
-    cited_turns: list[Turn] = []
+) -> tuple[dict[str, tuple[Turn, str]], dict[str, Episode], dict[str, SemanticFact], list[Turn]]:
+    """The records the cards cite, by space (each cited turn with the quote of the first card
+    citing it), and the turns behind them all (citations)."""
+    cited_turns: dict[str, tuple[Turn, str]] = {}
     cited_episodes: dict[str, Episode] = {}
     cited_facts: dict[str, SemanticFact] = {}
     citations: list[Turn] = []
@@ -158,12 +171,75 @@ def _cited(
             citations.extend(index.turns_of(located))
             record = located.record
             if isinstance(record, Turn):
-                cited_turns.append(record)
+                cited_turns.setdefault(record.id, (record, card.quote))
             elif isinstance(record, Episode):
                 cited_episodes[record.id] = record
             else:
                 cited_facts[record.id] = record
     return cited_turns, cited_episodes, cited_facts, citations
+
+
+def _shown_units(
+    index: SourceIndex, turn: Turn, pool: Mapping[str, list[Span]], quote: str
+) -> list[Unit]:
+    """The units of a cited or context turn the answer prompt shows: the turn (one passage);
+    of a long turn, the passages the pool holds of it, else the passage its quote matched
+    (``quote``; else its first passage)."""
+    units = index.units.of_turn.get(turn.id, [(turn.id, None)])
+    if len(units) == 1:
+        return units
+    if turn.id in pool:
+        return [(turn.id, span) for span in pool[turn.id]]
+    span = verify_quote(quote, turn.text).span if quote else None
+    hit = next(
+        (u for u in units if span is not None and u[1] and u[1][0] <= span[0] < u[1][1]), None
+    )
+    return [hit or units[0]]
+
+
+def _context_units(
+    index: SourceIndex,
+    cited: Iterable[tuple[Turn, str]],
+    around: Iterable[Turn],
+    held: Mapping[str, list[Span]],
+    neighbours: int,
+) -> list[Unit]:
+    """The units of the cited context: each cited turn's shown units with ``neighbours`` units
+    each side (``cited``: the turn and the quote citing it), and the shown units of the turns
+    ``around`` cited episodes and facts."""
+    units: list[Unit] = []
+    for turn, quote in cited:
+        for unit in _shown_units(index, turn, held, quote):
+            units += index.units.window(unit, neighbours)
+    for turn in around:
+        units += _shown_units(index, turn, held, "")
+    return units
+
+
+def _turns_of_units(
+    index: SourceIndex, units: Sequence[Unit], held: Mapping[str, list[Span]]
+) -> tuple[list[Turn], dict[str, list[Span]]]:
+    """The turns of ``units`` in conversation order, and the passages shown of the long ones:
+    their units' and those the pool holds (``held``)."""
+    spans: dict[str, set[Span]] = {}
+    for tid, span in units:
+        if span is not None:
+            spans.setdefault(tid, set()).update([span, *held.get(tid, [])])
+    found = [index.get(tid) for tid in dict.fromkeys(tid for tid, _ in units)]
+    turns = index.in_order(f.record for f in found if f and isinstance(f.record, Turn))
+    return turns, {tid: sorted(s) for tid, s in spans.items()}
+
+
+def _above(above: Pool | None, spans: Mapping[str, list[Span]]) -> list[str]:
+    """The turns of the shared prefix's pool ``above`` that the cited context need not repeat:
+    shown whole there, or with every passage the context would show (``spans``)."""
+    if above is None:
+        return []
+    return [
+        i.id
+        for i in above.turns
+        if i.passages is None or set(spans.get(i.id, [])) <= set(i.passages)
+    ]
 
 
 def provenance_turns(index: SourceIndex, fact: SemanticFact, limit: int) -> list[Turn]:
@@ -194,12 +270,14 @@ def assemble(
     if not cards:
         return assemble_pool(index, pool, above=above)
     cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
-    context: list[Turn] = [n for t in cited_turns for n in index.neighbours(t, neighbours)]
+    held = pool_passages(pool)
+    around: list[Turn] = []
     for episode in cited_episodes.values():
-        context.extend(index.episode_turns(episode, episode_turns))
+        around.extend(index.episode_turns(episode, episode_turns))
     for fact in cited_facts.values():
-        context.extend(provenance_turns(index, fact, fact_turns))
-    context = index.in_order(context)
+        around.extend(provenance_turns(index, fact, fact_turns))
+    units = _context_units(index, cited_turns.values(), around, held, neighbours)
+    context, spans = _turns_of_units(index, units, held)
     shown = {t.id for t in context}
     episodes, facts, turns = pool_records(pool)
     rest_episodes = [e for e in episodes if e.id not in cited_episodes]
@@ -212,10 +290,11 @@ def assemble(
         list(cited_episodes.values()),
         list(cited_facts.values()),
         context,
-        marked=[t.id for t in cited_turns],
+        marked=list(cited_turns),
         narratives=True,
         annotate=True,
-        above=[i.id for i in above.turns] if above is not None else (),
+        above=_above(above, spans),
+        passages=spans,
     )
     if cited:
         header = CONTEXT_HEADER if above is None else f"{CONTEXT_HEADER}\n{CONTEXT_ABOVE}"
@@ -224,6 +303,7 @@ def assemble(
         index,
         *_not_above(above, rest_episodes, rest_facts, rest_turns),
         shown=[t.id for t in context],
+        passages=held,
     )
     if section := _below(background, "Other retrieved memories (background)", above):
         sections.append(section)

@@ -34,8 +34,9 @@ from qemem.evidence.quotes import best_quote_match
 from qemem.llm import Ledger, LLMClient, LLMRequest
 from qemem.llm.prompted import prompted_request
 from qemem.llm.stages import CHECK_CLAIM, CHECK_SPLIT
-from qemem.models import Turn
-from qemem.prompts import as_data
+from qemem.models import Span, Turn
+from qemem.passages import excerpt
+from qemem.prompts import as_data, as_lines
 from qemem.retrieve.search import hybrid_search
 from qemem.store.base import MemoryStore, Scope
 
@@ -87,9 +88,10 @@ class CheckLabel(ClaimLabel):
 
 
 def passage_lines(passages: Sequence[Mapping[str, str]]) -> str:
-    """Passages (id, date, speaker, text) as judge prompts show them, one per line."""
+    """Passages (id, date, speaker, text) as judge prompts show them, one per record (a text
+    of several lines on continuation lines)."""
     lines = [
-        f"[{p['id']}] ({p['date'] or 'undated'}) {p['speaker']}: {as_data(p['text'])}"
+        f"[{p['id']}] ({p['date'] or 'undated'}) {p['speaker']}:{as_lines(p['text'])}"
         for p in passages
     ]
     return "\n".join(lines) or "(none)"
@@ -170,9 +172,11 @@ def judge_request(claim: str, passages: Sequence[Mapping[str, str]]) -> LLMReque
     )
 
 
-def _passage(turn: Turn, dates: Mapping[int, Any]) -> dict[str, str]:
+def _passage(turn: Turn, span: Span | None, dates: Mapping[int, Any]) -> dict[str, str]:
+    """A candidate turn as the judge reads it: of a long turn, the passage that matched."""
     date = dates.get(turn.session, turn.timestamp)
-    return {"id": turn.id, "speaker": turn.speaker, "date": show_date(date), "text": turn.text}
+    text = excerpt(turn.text, None if span is None else [span])
+    return {"id": turn.id, "speaker": turn.speaker, "date": show_date(date), "text": text}
 
 
 def _cite(label: CheckLabel, shown: Mapping[str, Turn]) -> tuple[list[Citation], list[str]]:
@@ -194,13 +198,14 @@ def _cite(label: CheckLabel, shown: Mapping[str, Turn]) -> tuple[list[Citation],
 def _check_claim(
     llm: LLMClient,
     claim: Claim,
-    turns: Sequence[Turn],
+    turns: Sequence[tuple[Turn, Span | None]],
     dates: Mapping[int, Any],
     ledger: Ledger,
 ) -> tuple[CheckedClaim, str | None]:
-    """One claim judged against its candidate turns, and the degradation if any."""
-    shown = {t.id: t for t in turns}
-    request = judge_request(claim.text, [_passage(t, dates) for t in turns])
+    """One claim judged against its candidate turns (of a long turn, the passage that
+    matched; quotes are verified against the whole turn), and the degradation if any."""
+    shown = {t.id: t for t, _ in turns}
+    request = judge_request(claim.text, [_passage(t, span, dates) for t, span in turns])
     checked = CheckedClaim(claim.text, claim.core, "unverifiable", "", candidates=list(shown))
     try:
         label = llm.structured(request, CheckLabel, ledger=ledger).value
@@ -232,7 +237,7 @@ def check_statement(
     for claim in claims:
         hits = hybrid_search(store, scope, "turn", [claim.text], embedder, k=candidates)
         found = {t.id: t for t in store.turns(scope, [h.id for h in hits])}
-        turns = [found[h.id] for h in hits if h.id in found]
+        turns = [(found[h.id], h.span) for h in hits if h.id in found]
         checked, problem = _check_claim(llm, claim, turns, dates, ledger)
         result.claims.append(checked)
         if problem:

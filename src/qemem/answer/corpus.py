@@ -130,6 +130,8 @@ class ManyConversations:
             aggregate=plan.aggregate,
             config=config,
             exclude=exclude,
+            passages=index.passages,
+            temporal=plan.temporal,
         )
         pool.conversations = list(self.scopes)
         return pool

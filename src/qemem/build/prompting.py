@@ -12,7 +12,7 @@ from qemem.errors import CacheMissError, LLMAuthError, LLMError
 from qemem.llm.types import LLMRequest, Message
 from qemem.models import Turn, format_datetime
 from qemem.participants import Participants
-from qemem.prompts import as_data, render
+from qemem.prompts import as_data, as_lines, render
 
 
 class SegmentOut(pydantic.BaseModel):
@@ -53,9 +53,10 @@ class CalibrateOut(pydantic.BaseModel):
 
 
 def turn_lines(turns: Sequence[Turn]) -> str:
-    """Turns as numbered lines ``[n] Speaker (date): text``, numbered from 1."""
+    """Turns as numbered lines ``[n] Speaker (date): text``, numbered from 1 (a text of
+    several lines on continuation lines, :func:`~qemem.prompts.as_lines`)."""
     return "\n".join(
-        f"[{n}] {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
+        f"[{n}] {as_data(t.speaker)} ({format_datetime(t.timestamp)}):{as_lines(t.text)}"
         for n, t in enumerate(turns, start=1)
     )
 
@@ -67,7 +68,7 @@ def context_block(turns: Sequence[Turn]) -> str:
     if not turns:
         return ""
     lines = "\n".join(
-        f"(before) {as_data(t.speaker)} ({format_datetime(t.timestamp)}): {as_data(t.text)}"
+        f"(before) {as_data(t.speaker)} ({format_datetime(t.timestamp)}):{as_lines(t.text)}"
         for t in turns
     )
     return (

@@ -34,7 +34,7 @@ from qemem.cli.common import (
 from qemem.cli.flags import FlagGroup, plain_flag_help
 from qemem.errors import InputError, QememError
 from qemem.ingest.reader import Format, read_conversations
-from qemem.memory import Memory, SearchResult, check_ingest, reembed_store
+from qemem.memory import Memory, SearchResult, check_ingest, reembed_store, reindex_store
 from qemem.models import Plan, Pool, PoolItem, Turn, format_datetime, search_text
 from qemem.store import redact, store_exists
 
@@ -185,6 +185,27 @@ def reembed(
     console.print(plain(f"re-embedded {counts}{again}: {report.before} -> {report.after}", None))
 
 
+@app.command()
+def reindex(
+    store: StoreOpt,
+    embedder: EmbedderOpt = None,
+    batch: Annotated[int, typer.Option("--batch", min=1, help="Passages per embedding call.")] = 64,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
+    """Build the passages of a store's long messages (stores made before passages search each
+    message whole until this runs); resumable: run it again after an interruption."""
+    with progress_bar("passages", quiet) as step:
+        report = reindex_store(existing_store(store), embedder, batch=batch, progress=step)
+    if report.unchanged:
+        console.print(plain(f"{redact(store)}: every message already has its passages", None))
+        return
+    turns, passages = sum(report.turns.values()), sum(report.passages.values())
+    where = len([n for n in report.turns.values() if n])
+    console.print(
+        plain(f"reindexed {turns} messages of {where} conversations: {passages} passages", None)
+    )
+
+
 def _turn_dict(result: SearchResult) -> dict[str, object]:
     record = result.record
     out: dict[str, object] = {
@@ -201,6 +222,8 @@ def _turn_dict(result: SearchResult) -> dict[str, object]:
             "speaker": record.speaker,
             "text": record.text,
         }
+        if result.hit.span is not None:  # a long message: the passage that matched
+            out |= {"span": list(result.hit.span), "passage": record.excerpt(result.hit.span)}
     else:
         out["text"] = getattr(record, "content", "")
     return out
@@ -228,7 +251,7 @@ def show_results(results: list[SearchResult], title: str, conversations: bool = 
             plain(d["id"]),
             date,
             plain(d.get("speaker", "")),
-            plain(d["text"]),
+            plain(d.get("passage", d["text"])),
             f"{r.hit.score:.4f}",
             ranks,
         )

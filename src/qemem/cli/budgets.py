@@ -1,5 +1,5 @@
-"""Retrieval budget options shared by the commands that build a pool (per space, in items,
-and a cap in tokens)."""
+"""Retrieval budget options shared by the commands that build a pool: per space, in tokens
+(the defaults), and as counts of candidates (options)."""
 
 from __future__ import annotations
 
@@ -10,18 +10,57 @@ import typer
 
 from qemem.retrieve.pool import RetrievalConfig
 
+_DEFAULT = RetrievalConfig()
+
+
+def _default(value: int | None) -> str:
+    return "no limit" if value is None else f"{value:,}"
+
+
 BudgetTurnsOpt = Annotated[
-    int | None, typer.Option("--budget-turns", help="Turn hits kept (default 40).")
+    int | None,
+    typer.Option(
+        "--budget-turns",
+        help=f"Turn hits kept, a count (default {_default(_DEFAULT.budget_turns)}).",
+    ),
 ]
 BudgetEpisodesOpt = Annotated[
-    int | None, typer.Option("--budget-episodes", help="Episodes kept (default 2).")
+    int | None,
+    typer.Option(
+        "--budget-episodes",
+        help=f"Episodes kept, a count (default {_default(_DEFAULT.budget_episodes)}).",
+    ),
 ]
 BudgetFactsOpt = Annotated[
-    int | None, typer.Option("--budget-facts", help="Semantic facts kept (default 4).")
+    int | None,
+    typer.Option(
+        "--budget-facts",
+        help=f"Semantic facts kept, a count (default {_default(_DEFAULT.budget_facts)}).",
+    ),
 ]
 BudgetTokensOpt = Annotated[
     int | None,
-    typer.Option("--budget-tokens", help="Cap on the pool's turn tokens (default: no cap)."),
+    typer.Option(
+        "--budget-tokens",
+        help="Tokens of turn passages the pool holds (default "
+        f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more).",
+    ),
+]
+BudgetTokensEpisodesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--budget-tokens-episodes",
+        help="Tokens the pool's episodes may take (default "
+        f"{_default(_DEFAULT.budget_tokens_episodes)}).",
+    ),
+]
+BudgetTokensFactsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--budget-tokens-facts",
+        help="Tokens the pool's semantic facts may take (default "
+        f"{_default(_DEFAULT.budget_tokens_facts)}).",
+    ),
 ]
 
 
@@ -30,6 +69,8 @@ def retrieval_config(
     episodes: int | None = None,
     facts: int | None = None,
     tokens: int | None = None,
+    tokens_episodes: int | None = None,
+    tokens_facts: int | None = None,
 ) -> RetrievalConfig | None:
     """The default retrieval settings with the budgets given on the command line; None when
     none was given (the library default applies)."""
@@ -38,6 +79,8 @@ def retrieval_config(
         "budget_episodes": episodes,
         "budget_facts": facts,
         "budget_tokens": tokens,
+        "budget_tokens_episodes": tokens_episodes,
+        "budget_tokens_facts": tokens_facts,
     }
     changes = {k: v for k, v in given.items() if v is not None}
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]

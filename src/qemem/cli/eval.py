@@ -15,6 +15,8 @@ from qemem.cli.audit import audit_app
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
+    BudgetTokensEpisodesOpt,
+    BudgetTokensFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
     retrieval_config,
@@ -50,6 +52,7 @@ from qemem.cli.flags import FlagGroup
 from qemem.errors import InputError, LLMError
 from qemem.eval.bench_reports import rebuild_bench_report
 from qemem.eval.coverage import (
+    TOKEN_BUDGETS,
     CoverageReport,
     PoolCoverageReport,
     evaluate_coverage,
@@ -79,6 +82,19 @@ def parse_categories(value: str) -> tuple[int, ...]:
         return tuple(int(c) for c in value.split(",") if c.strip())
     except ValueError:
         raise typer.BadParameter("use numbers such as 1,2,3,4", param_hint="--categories") from None
+
+
+def parse_budgets(value: str) -> tuple[int, ...]:
+    """The token budgets of ``--token-budgets`` (none when empty)."""
+    try:
+        budgets = tuple(int(b) for b in value.split(",") if b.strip())
+    except ValueError:
+        budgets = (0,)
+    if any(b < 1 for b in budgets):
+        raise typer.BadParameter(
+            "use positive numbers such as 8000,16000", param_hint="--token-budgets"
+        )
+    return budgets
 
 
 ConversationsOpt = Annotated[
@@ -120,14 +136,32 @@ def coverage(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
+    budget_tokens_facts: BudgetTokensFactsOpt = None,
+    token_budgets: Annotated[
+        str,
+        typer.Option(
+            "--token-budgets",
+            help="With --pool: the token budgets of the token curves (comma-separated; "
+            "default 300 to 3600 in steps of 300).",
+        ),
+    ] = "",
     llm: LLMOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Share of questions whose annotated evidence turns all rank within B turns (B=10..120)."""
+    """Share of questions whose annotated evidence turns all rank within B turns (B=10..120);
+    with --pool, the evidence of a long turn is its passage that best matches the answer."""
     cats = parse_categories(categories)
     convs = tuple(c.strip() for c in conversations.split(",") if c.strip())
     check_coverage_flags(baseline, planner, no_plan)
-    config = retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens)
+    config = retrieval_config(
+        budget_turns,
+        budget_episodes,
+        budget_facts,
+        budget_tokens,
+        budget_tokens_episodes,
+        budget_tokens_facts,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
         memory = Memory.open(path, embedder=embedder, llm=llm)
@@ -147,6 +181,7 @@ def coverage(
                     categories=cats,
                     conversations=convs,
                     llm=client,
+                    token_budgets=parse_budgets(token_budgets) or TOKEN_BUDGETS,
                     progress=p,
                 )
                 ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")
@@ -303,6 +338,8 @@ def locomo(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
+    budget_tokens_facts: BudgetTokensFactsOpt = None,
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
     prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
@@ -332,7 +369,14 @@ def locomo(
         cache=cache,
         cache_mode=cache_mode,
         plots=plots,
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        retrieval=retrieval_config(
+            budget_turns,
+            budget_episodes,
+            budget_facts,
+            budget_tokens,
+            budget_tokens_episodes,
+            budget_tokens_facts,
+        ),
         plan=not no_plan,
         errata=errata,
         prompt_layout=cast("Layout", str(prompt_layout)),

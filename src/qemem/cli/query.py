@@ -21,6 +21,8 @@ from qemem.build.config import CalibrateRule
 from qemem.cli.budgets import (
     BudgetEpisodesOpt,
     BudgetFactsOpt,
+    BudgetTokensEpisodesOpt,
+    BudgetTokensFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
     retrieval_config,
@@ -254,6 +256,8 @@ def ask(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
+    budget_tokens_facts: BudgetTokensFactsOpt = None,
     no_plan: Annotated[
         bool,
         typer.Option(
@@ -280,7 +284,14 @@ def ask(
     over several conversations ranked together (ids written conversation/id)."""
     memory = Memory.open(store, embedder=embedder, llm=llm, namespace=namespace, read_only=True)
     config = AskConfig(
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        retrieval=retrieval_config(
+            budget_turns,
+            budget_episodes,
+            budget_facts,
+            budget_tokens,
+            budget_tokens_episodes,
+            budget_tokens_facts,
+        ),
         plan=not no_plan,
         prompt_layout=cast(Layout, str(prompt_layout)),
     )

@@ -29,7 +29,8 @@ from qemem.eval.records import evidence_visible, stage_costs
 from qemem.eval.runs import Context
 from qemem.llm import Ledger, LLMClient, stages
 from qemem.memory import Memory
-from qemem.retrieve.pool import RetrievalConfig, turn_tokens
+from qemem.passages import turn_tokens
+from qemem.retrieve.pool import RetrievalConfig
 
 #: the token budgets at which evidence coverage is reported (turn tokens, characters / 4)
 COVERAGE_BUDGETS: tuple[int, ...] = (2_000, 4_000, 8_000, 16_000, 32_000)

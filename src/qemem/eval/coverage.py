@@ -9,19 +9,23 @@ evidence.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, parse_locomo
 from qemem.memory import Memory, Progress
-from qemem.models import PoolEntry, Turn
+from qemem.models import Pool, PoolEntry, Span, Turn, Unit
+from qemem.passages import Units
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, turn_tokens
+from qemem.retrieve.pool import RetrievalConfig
+from qemem.tokens import tokenize
 
 if TYPE_CHECKING:
     from qemem.llm import Ledger, LLMClient
+
+K = TypeVar("K", bound=Hashable)
 
 TURN_BUDGETS: tuple[int, ...] = tuple(range(10, 121, 10))
 TOKEN_BUDGETS: tuple[int, ...] = tuple(range(300, 3601, 300))
@@ -225,13 +229,14 @@ def exposure_groups(entries: Sequence[PoolEntry]) -> list[list[str]]:
 
 
 def budget_positions(
-    groups: Sequence[Sequence[str]],
-    evidence: Iterable[str],
-    aliases: Mapping[str, object],
-    cost: Mapping[str, int] | None = None,
+    groups: Sequence[Sequence[K]],
+    evidence: Iterable[K],
+    aliases: Mapping[K, object],
+    cost: Mapping[K, int] | None = None,
 ) -> tuple[int | None, int | None]:
     """(strict, inclusive) budget positions at which every evidence turn (or an alias) is
-    exposed by ``groups`` taken whole, in order; ``cost`` per turn id (default 1).
+    exposed by ``groups`` taken whole, in order; ``cost`` per turn id (default 1). Turns may
+    be units (a turn or one of its passages, :func:`unit_aliases`).
 
     Strict rule: stop before the candidate that would exceed the budget, so evidence is
     covered within budget b iff the total cost up to and including its last needed candidate
@@ -251,6 +256,57 @@ def budget_positions(
         if not needed:
             return spent, before + 1
     return None, None
+
+
+def best_passage(turn: Turn, spans: Sequence[Span], answer: str) -> Span | None:
+    """The passage of ``turn`` (``spans``; none: the turn is one passage, None) that best
+    matches a reference ``answer``, by one fixed lexical rule: the most distinct search
+    tokens (:func:`qemem.tokens.tokenize`: stemmed, stopwords dropped) shared with the
+    answer; ties, and no shared token at all, go to the earliest passage."""
+    if not spans:
+        return None
+    wanted = set(tokenize(answer))
+    shared = [len(wanted & set(tokenize(turn.excerpt(span)))) for span in spans]
+    return spans[shared.index(max(shared))]
+
+
+@dataclass(frozen=True)
+class ConversationUnits:
+    """What measuring pool coverage needs of one conversation: its turns by id, the spans of
+    its long turns, the units (with their token costs) and the alias of every unit."""
+
+    turns: dict[str, Turn]
+    passages: dict[str, list[Span]]
+    units: Units
+    aliases: dict[Unit, object]
+
+    @classmethod
+    def of(cls, turns: Sequence[Turn], passages: Mapping[str, Sequence[Span]]) -> ConversationUnits:
+        units = Units(turns, passages)
+        keys = alias_keys(turns)
+        return cls(
+            {t.id: t for t in turns},
+            {t: list(s) for t, s in passages.items()},
+            units,
+            {unit: (keys[unit[0]], unit[1]) for unit in units.order},
+        )
+
+    def evidence(self, turn_ids: Iterable[str], answer: str) -> list[Unit]:
+        """The units a question's evidence needs: of each evidence turn the passage that best
+        matches the ``answer`` (:func:`best_passage`), or the turn itself; unknown turns are
+        kept (as whole turns without an alias: never covered)."""
+        out: list[Unit] = []
+        for tid in turn_ids:
+            turn = self.turns.get(tid)
+            spans = self.passages.get(tid, [])
+            out.append((tid, best_passage(turn, spans, answer) if turn else None))
+        return out
+
+
+def order_groups(pool: Pool) -> list[list[Unit]]:
+    """The units a pool exposes, candidate by candidate in its exposure order (``Pool.order``;
+    empty groups dropped)."""
+    return [list(exposure.units) for exposure in pool.order if exposure.units]
 
 
 def _curves_dict(curves: Mapping[str, Mapping[int, float]]) -> dict[str, object]:
@@ -292,6 +348,7 @@ class PoolCoverageReport:
     ranks: dict[str, list[int | None]] = field(default_factory=dict)
     categories: dict[int, dict[str, float | int]] = field(default_factory=dict)
     baseline_name: str = ""
+    pool_tokens: float = 0.0
     without_evidence: int = 0
 
     @property
@@ -332,6 +389,7 @@ class PoolCoverageReport:
             "curves": _curves_dict(self.curves),
             "whole_pool": round(self.whole_pool, 4),
             "mean_pool_turns": round(self.pool_turns, 1),
+            "mean_pool_tokens": round(self.pool_tokens, 1),
             "planner": self.planner,
             "config": asdict(self.config),
             "milestones": {"target": MILESTONE, **self.milestones()},
@@ -366,6 +424,21 @@ class PoolCoverageReport:
         return out
 
 
+def _positions(
+    pool: Pool, question: LocomoQuestion, known: ConversationUnits
+) -> tuple[dict[str, int | None], int, int]:
+    """A question's budget positions in ``pool`` (per curve: units or tokens, strict or
+    inclusive), and the units and tokens the pool exposes."""
+    groups = order_groups(pool)
+    evidence = known.evidence(question.evidence, question.answer)
+    positions: dict[str, int | None] = {}
+    for unit, cost in (("turns", None), ("tokens", known.units.cost)):
+        strict, inclusive = budget_positions(groups, evidence, known.aliases, cost)
+        positions[f"{unit}/strict"], positions[f"{unit}/inclusive"] = strict, inclusive
+    tokens = sum(known.units.cost[u] for g in groups for u in g)
+    return positions, sum(len(g) for g in groups), tokens
+
+
 def evaluate_pool_coverage(
     memory: Memory,
     data: str | Path,
@@ -383,24 +456,25 @@ def evaluate_pool_coverage(
 ) -> PoolCoverageReport:
     """Ingest ``data`` (LoCoMo) if needed, build the full pool of each question with evidence
     (planned with ``llm`` when given, else the rule plan: the question alone) and measure how
-    early its exposure order (:func:`exposure_groups`) covers the annotated evidence. With
-    ``baseline`` (a config) or ``baseline_plan`` False (the planning ablation: the same
-    config with the question alone and rule flags), a second pool per question gives the
-    baseline's curves; ``conversations`` keeps only their questions (all when empty)."""
+    early its exposure order (``Pool.order``) covers the annotated evidence: of every evidence
+    turn the passage that best matches the question's answer (:func:`best_passage`; a short
+    turn is one passage). Budgets count units (a turn, or a passage of a long one) and their
+    tokens. With ``baseline`` (a config) or ``baseline_plan`` False (the planning ablation:
+    the same config with the question alone and rule flags), a second pool per question gives
+    the baseline's curves; ``conversations`` keeps only their questions (all when empty)."""
     config = config or RetrievalConfig()
     questions, apart = with_evidence(load_questions(memory, data, categories, conversations))
     variants: list[tuple[RetrievalConfig, bool]] = [(config, True)]
     if baseline is not None or not baseline_plan:
         variants.append((baseline or config, baseline_plan))
-    context: dict[str, tuple[dict[str, tuple[str, str, str]], dict[str, int]]] = {}
+    context: dict[str, ConversationUnits] = {}
     ranks: list[dict[str, list[int | None]]] = [{k: [] for k in CURVE_NAMES} for _ in variants]
     exposed_total = [0 for _ in variants]
+    tokens_total = [0 for _ in variants]
     for n, question in enumerate(questions, start=1):
         conv = question.conversation
         if conv not in context:
-            turns = memory.turns(conv)
-            context[conv] = (alias_keys(turns), {t.id: turn_tokens(t) for t in turns})
-        aliases, tokens = context[conv]
+            context[conv] = ConversationUnits.of(memory.turns(conv), memory.passages(conv))
         plans = {False: rule_plan(question.question, "planning off")}
         if llm is None:
             plans[True] = rule_plan(question.question)
@@ -411,28 +485,31 @@ def evaluate_pool_coverage(
             )
         for c, (cfg, planned) in enumerate(variants):
             pool = memory.retrieve(conv, question.question, plan=plans[planned], config=cfg)
-            groups = exposure_groups(pool.entries())
-            exposed_total[c] += sum(len(g) for g in groups)
-            for unit, cost in (("turns", None), ("tokens", tokens)):
-                strict, inclusive = budget_positions(groups, question.evidence, aliases, cost)
-                ranks[c][f"{unit}/strict"].append(strict)
-                ranks[c][f"{unit}/inclusive"].append(inclusive)
+            positions, units, tokens = _positions(pool, question, context[conv])
+            exposed_total[c] += units
+            tokens_total[c] += tokens
+            for name, position in positions.items():
+                ranks[c][name].append(position)
         if progress:
             progress(n, len(questions))
     budgets = {"turns": turn_budgets, "tokens": token_budgets}
+    count = max(1, len(questions))
     reports = [
         PoolCoverageReport(
             len(questions),
             {name: coverage_curve(r, budgets[name.split("/")[0]]) for name, r in rank.items()},
             curves_by_category(rank["turns/strict"], questions, categories, turn_budgets),
-            total / max(1, len(questions)),
+            total / count,
             "rules" if llm is None or not planned else repr(llm),
             cfg,
             ranks=rank,
             categories=category_coverage(rank["turns/strict"], questions, categories),
+            pool_tokens=tokens / count,
             without_evidence=apart,
         )
-        for rank, total, (cfg, planned) in zip(ranks, exposed_total, variants, strict=True)
+        for rank, total, tokens, (cfg, planned) in zip(
+            ranks, exposed_total, tokens_total, variants, strict=True
+        )
     ]
     if len(reports) > 1:
         reports[0].baseline = reports[1]

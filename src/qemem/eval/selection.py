@@ -1,5 +1,7 @@
 """Choosing a setting (e.g. retrieval budgets) without overfitting one conversation:
-leave-one-conversation-out selection of the cheapest setting within a tolerance of the best.
+leave-one-conversation-out selection of the cheapest setting within a tolerance of the best,
+or, over several datasets at once, of the setting of best value (visibility less a price per
+token, averaged over the datasets).
 
 Each conversation's figures per setting are a :class:`Tally`: how many questions saw their
 complete evidence (``hits``) out of ``questions``, and the summed cost (tokens). Pooled over
@@ -96,3 +98,52 @@ def held_out_total(folds: Iterable[Fold[S]]) -> Tally:
     """The procedure's held-out figures: every question scored once, in the fold that held
     its conversation out."""
     return sum((f.score for f in folds), Tally(0, 0, 0.0))
+
+
+PRICE = 0.02
+"""What 1,000 tokens of cost are worth in visibility (2 points; see :func:`value`)."""
+
+
+def value(tallies: Iterable[Tally], price: float = PRICE) -> float:
+    """The mean over datasets (one tally each) of visibility less ``price`` per 1,000 tokens
+    of mean cost: how much a setting shows for what it costs, each dataset weighted alike."""
+    items = list(tallies)
+    if not items:
+        raise ValueError("no datasets to value")
+    return sum(t.visibility - price * t.mean_cost / 1000 for t in items) / len(items)
+
+
+def best_value(by_dataset: Mapping[str, Mapping[S, Tally]], price: float = PRICE) -> S:
+    """The setting (of those every dataset has) of greatest :func:`value`; ties: the
+    cheaper, then the first given."""
+    common = [
+        s for s in next(iter(by_dataset.values()), {}) if all(s in t for t in by_dataset.values())
+    ]
+    if not common:
+        raise ValueError("no settings to choose from")
+
+    def key(setting: S) -> tuple[float, float]:
+        tallies = [t[setting] for t in by_dataset.values()]
+        return -value(tallies, price), sum(t.mean_cost for t in tallies)
+
+    return min(common, key=key)
+
+
+def leave_one_out_value(
+    by_conversation: Mapping[tuple[str, str], Mapping[S, Tally]], price: float = PRICE
+) -> list[Fold[S]]:
+    """One fold per conversation (keyed (dataset, conversation)): pick with
+    :func:`best_value` on the other conversations, pooled per dataset, and score the pick on
+    the held-out one (``Fold.held_out`` is ``dataset/conversation``)."""
+    if len(by_conversation) < 2:
+        raise ValueError("leave-one-conversation-out needs at least two conversations")
+    folds = []
+    for held_out, own in by_conversation.items():
+        rest: dict[str, list[Mapping[S, Tally]]] = {}
+        for (dataset, conversation), tallies in by_conversation.items():
+            if (dataset, conversation) != held_out:
+                rest.setdefault(dataset, []).append(tallies)
+        picked = best_value({d: pooled(t) for d, t in rest.items()}, price)
+        best = max(t.visibility for t in own.values())
+        folds.append(Fold("/".join(held_out), picked, own[picked], best))
+    return folds

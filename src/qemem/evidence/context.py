@@ -10,7 +10,7 @@ method uses).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -23,12 +23,14 @@ from qemem.models import (
     Pool,
     SemanticFact,
     Space,
+    Span,
     Turn,
     format_datetime,
     unredacted,
 )
 from qemem.participants import Participants
-from qemem.prompts import as_data
+from qemem.passages import Units, excerpt
+from qemem.prompts import as_data, as_lines
 from qemem.store.base import MemoryStore, Scope
 
 Record = Turn | Episode | SemanticFact
@@ -65,6 +67,7 @@ class SourceIndex:
             store.episodes(scope),
             store.facts(scope),
             {s.old for s in store.supersessions(scope)},
+            store.passages(scope),
         )
 
     def _load(
@@ -74,16 +77,20 @@ class SourceIndex:
         episodes: list[Episode],
         facts: list[SemanticFact],
         superseded: set[str],
+        passages: Mapping[str, Sequence[Span]],
     ) -> None:
         """Index the records (``turns`` in conversation order; ids unique; ``superseded``
-        the ids of the facts a supersession replaces). Redacted turns are left out: they are
-        never evidence, nor shown around it."""
+        the ids of the facts a supersession replaces) and the passages of the long turns
+        (turn id -> spans). Redacted turns are left out: they are never evidence, nor shown
+        around it."""
         self.conversation = conversation
         self.turns = unredacted(turns)
         self.episodes = episodes
         self.facts = facts
         self.superseded = superseded
         self.participants = Participants.of(conversation.speakers, turns)
+        self.passages = {t: list(spans) for t, spans in passages.items()}
+        self.units = Units(self.turns, self.passages)
         self._by_id: dict[str, FoundRecord] = {f.id: FoundRecord("fact", f) for f in self.facts}
         self._by_id.update((e.id, FoundRecord("episode", e)) for e in self.episodes)
         self._by_id.update((t.id, FoundRecord("turn", t)) for t in self.turns)
@@ -156,6 +163,7 @@ def format_memories(
     narratives: bool = False,
     annotate: bool = False,
     above: Iterable[str] = (),
+    passages: Mapping[str, Sequence[Span]] | None = None,
 ) -> str:
     """Episodes, then facts, then turns; each section grouped by session in time order under
     one date header per session. ``marked`` turn ids get a ``*`` before their id; with
@@ -165,7 +173,9 @@ def format_memories(
     in the same prompt) keeps its id and title but not its narrative, which would repeat them,
     unless ``narratives`` (every narrative shown). A turn in ``above`` (shown verbatim earlier
     in the same prompt) is named by id and speaker, with its relative times resolved when
-    ``annotate``, instead of repeated. Empty sections are left out."""
+    ``annotate``, instead of repeated. A turn in ``passages`` shows only those passages
+    (:func:`~qemem.passages.excerpt`). A text of several lines keeps its lines, each behind
+    the continuation mark (:func:`~qemem.prompts.as_lines`). Empty sections are left out."""
     marks, earlier = set(marked), set(above)
     visible = {t.id for t in turns} | set(shown)
     blocks: list[str] = []
@@ -186,12 +196,13 @@ def format_memories(
         lines = ["Turns:"]
         for turn in _by_session(index, index.in_order(turns), lines):
             star = "*" if turn.id in marks else ""
+            text = excerpt(turn.text, (passages or {}).get(turn.id))
             if turn.id in earlier:
-                text = _times_of(turn, index.session_date(turn)) if annotate else ""
-                lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)} (shown above){text}")
+                times = _times_of(text, index.session_date(turn)) if annotate else ""
+                lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)} (shown above){times}")
                 continue
-            text = annotate_times(turn.text, index.session_date(turn)) if annotate else turn.text
-            lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}: {as_data(text)}")
+            text = annotate_times(text, index.session_date(turn)) if annotate else text
+            lines.append(f"{star}[{turn.id}] {as_data(turn.speaker)}:{as_lines(text)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
 
@@ -210,10 +221,10 @@ def _by_session(index: SourceIndex, records: Sequence[R], lines: list[str]) -> I
         yield record
 
 
-def _times_of(turn: Turn, anchor: datetime) -> str:
-    """``: <expression> [<resolution>]; ...`` for the relative times of ``turn`` (empty
-    without any)."""
-    found = resolve_times(turn.text, anchor)
+def _times_of(text: str, anchor: datetime) -> str:
+    """``: <expression> [<resolution>]; ...`` for the relative times of a turn's ``text``
+    (empty without any)."""
+    found = resolve_times(text, anchor)
     notes = "; ".join(ANNOTATION.format(expression=r.expression, phrase=r.phrase) for r in found)
     return f": {as_data(notes)}" if notes else ""
 
@@ -226,9 +237,15 @@ def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Tu
     return episodes, facts, turns
 
 
+def pool_passages(pool: Pool) -> dict[str, list[Span]]:
+    """The passages the pool holds of its long turns (turn id -> spans)."""
+    return {item.id: item.passages for item in pool.turns if item.passages is not None}
+
+
 def format_pool(index: SourceIndex, pool: Pool) -> str:
     """The pool as the constructor (and the direct answerer) reads it."""
-    return format_memories(index, *pool_records(pool)) or "(no memories retrieved)"
+    text = format_memories(index, *pool_records(pool), passages=pool_passages(pool))
+    return text or "(no memories retrieved)"
 
 
 def session_header(index: SourceIndex, record: Record) -> str:

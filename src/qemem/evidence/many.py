@@ -35,6 +35,7 @@ from qemem.models import (
     SemanticFact,
     Session,
     Space,
+    Span,
     Turn,
 )
 from qemem.store.base import MemoryStore, Scope
@@ -61,6 +62,7 @@ class ManyIndex(SourceIndex):
         episodes: list[Episode] = []
         facts: list[SemanticFact] = []
         speakers: list[str] = []
+        passages: dict[str, list[Span]] = {}
         superseded: set[str] = set()
         for cid, scope in scopes.items():
             conversation = store.get_conversation(scope)
@@ -80,8 +82,9 @@ class ManyIndex(SourceIndex):
             episodes += [self._episode(cid, e) for e in own_episodes]
             facts += [self._fact(cid, f) for f in own_facts]
             superseded |= {label(cid, s.old) for s in store.supersessions(scope)}
+            passages |= {label(cid, t): spans for t, spans in store.passages(scope).items()}
         merged = Conversation("", tuple(dict.fromkeys(speakers)), tuple(sessions))
-        self._load(merged, turns, episodes, facts, superseded)
+        self._load(merged, turns, episodes, facts, superseded, passages)
 
     def _remember(self, cid: str, record: Record) -> tuple[str, int]:
         """The label and index session of ``record`` of conversation ``cid``, remembered."""
@@ -143,8 +146,11 @@ class ManyIndex(SourceIndex):
         return Ref(space, record.id, cid)
 
     def explicit(self, ref: Ref) -> Ref:
-        """``ref`` (its id a label) with the conversation and stored id as separate fields."""
-        return ref if ref.id not in self._stored else self.ref(ref.space, ref.id)
+        """``ref`` (its id a label) with the conversation and stored id as separate fields
+        (and its span, for a passage)."""
+        if ref.id not in self._stored:
+            return ref
+        return dataclasses.replace(self.ref(ref.space, ref.id), span=ref.span)
 
     def refs_of(self, labels: Iterable[str]) -> dict[str, Ref]:
         """Each known label among ``labels`` with the explicit ref of its record."""
@@ -160,7 +166,7 @@ class ManyIndex(SourceIndex):
         conversation (its reasons' ``via`` ids bare: they are of the same conversation)."""
         cid, record = self._stored[item.record.id]
         reasons = [self._bare_reason(r) for r in item.reasons]
-        return PoolItem(item.space, record, item.score, reasons, item.position, cid)
+        return PoolItem(item.space, record, item.score, reasons, item.position, cid, item.passages)
 
     def stored_entry(self, entry: PoolEntry) -> PoolEntry:
         """A pool entry of labels as one with an explicit ref and bare ids."""

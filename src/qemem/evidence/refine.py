@@ -15,6 +15,7 @@ is kept). The loop stops with one of these reasons:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -116,13 +117,20 @@ class Evidence:
 
 
 def merge_pools(index: SourceIndex, first: Pool, second: Pool) -> Pool:
-    """Both pools' candidates, first-seen kept; turns in conversation order."""
+    """Both pools' candidates, first-seen kept (a long turn in both with the passages of
+    both); turns in conversation order."""
 
     def union(a: list[PoolItem], b: list[PoolItem]) -> list[PoolItem]:
         seen = {item.id for item in a}
         return [*a, *(item for item in b if item.id not in seen)]
 
-    turns = union(first.turns, second.turns)
+    later = {item.id: item.passages or [] for item in second.turns}
+    turns = [
+        item
+        if item.passages is None or item.id not in later
+        else dataclasses.replace(item, passages=sorted({*item.passages, *later[item.id]}))
+        for item in union(first.turns, second.turns)
+    ]
     records = [i.record for i in turns if isinstance(i.record, Turn)]
     order = {t.id: n for n, t in enumerate(index.in_order(records))}
     return Pool(

@@ -19,6 +19,7 @@ from qemem.memory.ingesting import check_ingest
 from qemem.memory.items import MAX_ITEM_CHARS, MAX_ITEMS, MAX_MESSAGE_CHARS
 from qemem.memory.jobs import Job
 from qemem.memory.reembed import ReembedReport, reembed, reembed_store
+from qemem.memory.reindex import ReindexReport, reindex, reindex_store
 from qemem.memory.searching import MAX_CONVERSATIONS
 
 __all__ = [
@@ -39,9 +40,12 @@ __all__ = [
     "MemoryAPI",
     "Progress",
     "ReembedReport",
+    "ReindexReport",
     "SearchResult",
     "check_ingest",
     "check_query",
     "reembed",
     "reembed_store",
+    "reindex",
+    "reindex_store",
 ]

@@ -27,6 +27,7 @@ from qemem.llm import LLMClient
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode, check_query
 from qemem.memory.searching import check_conversations
 from qemem.retrieve.plan import plan_question, rule_plan
+from qemem.retrieve.pool import whole_order
 from qemem.store import MemoryStore, Scope
 
 
@@ -88,7 +89,8 @@ class MemoryAcross:
             if llm is None
             else plan_question(llm, question, corpus.index.participants, merged.span)
         )
-        block = context_block(corpus.index, corpus.pool(plan, None), question, budget_tokens)
+        pool = corpus.pool(plan, whole_order())
+        block = context_block(corpus.index, pool, question, budget_tokens)
         return dataclasses.replace(corpus.index.stored_context(block), planner=mode)
 
     def ask_many(

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -18,34 +18,33 @@ from qemem.ingest.additions import Additions, find_additions
 from qemem.ingest.generic import parse_generic
 from qemem.memory.api import IDEMPOTENCY_HEADER, Appended, check_idempotency_key
 from qemem.memory.standing import embed_standing, store_standing
-from qemem.models import (
-    REDACTED,
-    Conversation,
-    ConversationInput,
-    SemanticFact,
-    Turn,
-    TurnInput,
-    search_text,
+from qemem.memory.turn_vectors import (
+    EmbedTexts,
+    TurnVectors,
+    embed_turns,
+    record_embedder,
+    store_turn_vectors,
 )
+from qemem.models import REDACTED, Conversation, ConversationInput, Turn, TurnInput, search_text
 from qemem.store import MemoryStore, Scope
 
 IDEMPOTENCY_HOURS = 24.0
 """How long an idempotency key's response is kept (and replayed) by default."""
-Embed = Callable[[Sequence[Turn | SemanticFact]], np.ndarray]
 
 
 def append_messages(
     store: MemoryStore,
     scope: Scope,
     messages: Sequence[Mapping[str, Any]],
-    embed: Embed,
+    embed: EmbedTexts,
     embedder: str,
     *,
     key: str | None = None,
     retention: timedelta = timedelta(hours=IDEMPOTENCY_HOURS),
 ) -> Appended:
     """Append generic-format ``messages`` to the scope's conversation in one transaction
-    (``embed`` gives the new turns' vectors, made by ``embedder``), with the standing
+    (``embed`` gives the vectors of search documents, made by ``embedder``: those of the new
+    turns and of the passages of the long ones), with the standing
     instructions and preferences the user's new messages state (:mod:`qemem.memory.standing`).
     With ``key``, a batch already appended under it less than ``retention`` ago is not
     appended again: its recorded response is returned; the key with another body is an
@@ -60,13 +59,13 @@ def append_messages(
         return Appended()
     parse_generic(records, "<messages>")  # refuse a bad batch before anything else
     digest = _fingerprint(scope.conversation, records)
-    vectors = _embed_ahead(store, scope, records, embed)
+    ahead = _embed_ahead(store, scope, records, embed)
     with store.transaction():
         if key is not None:
             replayed = _replay(store, scope, key, digest, retention)
             if replayed is not None:
                 return replayed
-        done = _append(store, scope, records, _reusing(vectors, embed), embedder, embed, vectors)
+        done = _append(store, scope, records, embed, embedder, ahead)
         if key is not None:
             response = json.dumps(asdict(done))
             store.record_response(scope, key, digest, response, retention)
@@ -147,47 +146,56 @@ def _plan(store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]]
     return _Plan(conv, stored, counts, additions)
 
 
+@dataclass
+class _Ahead:
+    """Vectors embedded before the write transaction, by search text: of the turns a batch
+    would add (with their passages'), and of the standing facts they state."""
+
+    turns: dict[str, TurnVectors] = field(default_factory=dict)
+    facts: dict[str, np.ndarray] = field(default_factory=dict)
+
+
 def _embed_ahead(
-    store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: Embed
-) -> dict[str, np.ndarray]:
-    """Vectors of the turns the batch would add and of the standing facts they state, by
-    search text, embedded before the write transaction so that no writer waits for the
-    embedder. Planned from an unlocked read: what another writer changes meanwhile is planned
-    again inside the transaction (a record not embedded here is embedded there), and a batch
-    this read would refuse is refused there."""
+    store: MemoryStore, scope: Scope, records: Sequence[Mapping[str, Any]], embed: EmbedTexts
+) -> _Ahead:
+    """Vectors of the turns the batch would add (and of their passages) and of the standing
+    facts they state, by search text, embedded before the write transaction so that no
+    writer waits for the embedder. Planned from an unlocked read: what another writer changes
+    meanwhile is planned again inside the transaction (a record not embedded here is embedded
+    there), and a batch this read would refuse is refused there."""
     try:
         turns = _plan(store, scope, records).additions.turns
     except QememError:
-        return {}
+        return _Ahead()
     if not turns:
-        return {}
-    ahead = {search_text(t): v for t, v in zip(turns, embed(turns), strict=True)}
-    return ahead | embed_standing(turns, embed)
+        return _Ahead()
+    vectors = embed_turns(embed, turns)
+    return _Ahead(
+        dict(zip(map(search_text, turns), vectors, strict=True)),
+        embed_standing(turns, record_embedder(embed)),
+    )
 
 
-def _reusing(ahead: Mapping[str, np.ndarray], embed: Embed) -> Embed:
-    """``embed`` that takes the vectors embedded ahead and embeds only the other turns."""
-
-    def vectors(turns: Sequence[Turn | SemanticFact]) -> np.ndarray:
-        missing = [t for t in turns if search_text(t) not in ahead]
-        if not turns or len(missing) == len(turns):
-            return embed(turns)
-        fresh = dict(zip(map(search_text, missing), embed(missing), strict=True)) if missing else {}
-        return np.stack(
-            [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
-        )
-
-    return vectors
+def _turn_vectors(
+    turns: Sequence[Turn], ahead: Mapping[str, TurnVectors], embed: EmbedTexts
+) -> list[TurnVectors]:
+    """The vectors of ``turns``: those embedded ahead, the other turns' embedded now."""
+    missing = [t for t in turns if search_text(t) not in ahead]
+    fresh = (
+        dict(zip(map(search_text, missing), embed_turns(embed, missing), strict=True))
+        if missing
+        else {}
+    )
+    return [ahead[text] if text in ahead else fresh[text] for text in map(search_text, turns)]
 
 
 def _append(
     store: MemoryStore,
     scope: Scope,
     records: Sequence[Mapping[str, Any]],
-    embed: Embed,
+    embed: EmbedTexts,
     embedder: str,
-    embed_facts: Embed,
-    ahead: Mapping[str, np.ndarray],
+    ahead: _Ahead,
 ) -> Appended:
     """Store what is new of the batch and the standing facts it states (inside the caller's
     transaction; ``ahead`` the vectors embedded before it), planned under the conversation's
@@ -195,13 +203,14 @@ def _append(
     store.lock_scope(scope)
     plan = _plan(store, scope, records)
     additions = plan.additions
-    vectors = embed(additions.turns)
+    vectors = _turn_vectors(additions.turns, ahead.turns, embed)
     store.put_conversation(scope, additions.conversation.speakers)
     if additions.sessions:
         store.add_sessions(scope, additions.sessions)
     if additions.turns:
-        store.add_turns(scope, additions.turns, vectors, embedder)
-        store_standing(store, scope, additions.turns, ahead, embed_facts, embedder)
+        store_turn_vectors(store, scope, additions.turns, vectors, embedder)
+        facts = record_embedder(embed)
+        store_standing(store, scope, additions.turns, ahead.facts, facts, embedder)
     ids = message_ids(records, {t.id for t in plan.stored}, additions.turns, plan.counts)
     return Appended(ids, len(additions.turns), len(additions.sessions))
 

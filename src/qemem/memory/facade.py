@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -64,13 +64,14 @@ from qemem.models import (
     Ref,
     SemanticFact,
     Space,
+    Span,
     Turn,
     check_text,
     search_text,
 )
 from qemem.participants import Participants
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool
+from qemem.retrieve.pool import RetrievalConfig, build_pool, whole_order
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease
@@ -211,8 +212,14 @@ class Memory(
         self, records: Sequence[Turn | Episode | SemanticFact], progress: Progress | None = None
     ) -> np.ndarray:
         """Passage vectors of records' search documents, embedded in batches."""
+        return self._embed_texts([search_text(r) for r in records], progress)
+
+    def _embed_texts(
+        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray:
+        """Document-side vectors of search documents (each cut as every writer cuts it),
+        embedded in batches (turns, passages and facts: :mod:`qemem.memory.turn_vectors`)."""
         self._check_embedder()
-        texts = [search_text(r) for r in records]
         return embed_documents(self.embedder, texts, batch=self.embed_batch, progress=progress)
 
     # ------------------------------------------------------------------ ingest
@@ -236,7 +243,7 @@ class Memory(
             source,
             fmt,
             self.namespace,
-            self.embed_documents,
+            self._embed_texts,
             self.embedder.id,
             progress,
             lambda scope, n: self._appended(scope.conversation, n, scope.namespace),
@@ -264,7 +271,7 @@ class Memory(
             self.store,
             self.scope(conversation),
             messages,
-            self.embed_documents,
+            self._embed_texts,
             self.embedder.id,
             key=idempotency_key,
             retention=timedelta(hours=self.idempotency_hours),
@@ -287,6 +294,11 @@ class Memory(
         deleted = self.store.delete_conversation(self.scope(conversation))
         self._forget_cached(conversation)
         return deleted
+
+    def passages(self, conversation: str) -> dict[str, list[Span]]:
+        """The passages of the conversation's long turns (turn id -> character spans of its
+        text, in order); a turn not listed is one passage, the whole turn."""
+        return self.store.passages(self.scope(conversation))
 
     def turns(self, conversation: str, ids: Sequence[str] | None = None) -> list[Turn]:
         return self.store.turns(self.scope(conversation), ids)
@@ -458,13 +470,14 @@ class Memory(
     ) -> Context:
         """A ready-to-paste evidence block for the caller's own LLM (see
         ``qemem.evidence.block``): the pool of the rule plan (no LLM call) or, with ``mode``
-        "llm", of the LLM planner's, cut to ``budget_tokens``, with its items as data."""
+        "llm", of the LLM planner's, without budgets (``whole_order``), cut to
+        ``budget_tokens``, with its items as data."""
         check_query(question)
         check_context(budget_tokens, mode)
         if mode == "llm":
             self._require_llm("context mode 'llm'")
         plan = self.plan(conversation, question) if mode == "llm" else rule_plan(question)
-        pool = self.retrieve(conversation, question, plan=plan)
+        pool = self.retrieve(conversation, question, plan=plan, config=whole_order())
         index = SourceIndex(self.store, self.scope(conversation))
         block = context_block(index, pool, question, budget_tokens)
         return dataclasses.replace(block, planner=mode)

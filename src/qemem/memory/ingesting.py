@@ -11,19 +11,23 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from qemem.errors import StoreError
 from qemem.ingest.additions import Additions, IngestReport, find_additions
 from qemem.ingest.reader import Format, read_conversations
 from qemem.memory.api import Progress
 from qemem.memory.appending import stored_conversation
 from qemem.memory.standing import embed_standing, store_standing
-from qemem.models import ConversationInput, SemanticFact, Turn
+from qemem.memory.turn_vectors import (
+    EmbedTexts,
+    TurnVectors,
+    embed_turns,
+    record_embedder,
+    store_turn_vectors,
+    text_count,
+)
+from qemem.models import ConversationInput
 from qemem.store import MemoryStore, Scope
 
-Embed = Callable[[Sequence[Turn | SemanticFact], Progress | None], np.ndarray]
-"""Passage vectors of turns or facts (``Memory.embed_documents``)."""
 Added = Callable[[Scope, int], None]
 """Told of each conversation that got new turns (and how many), once they are stored."""
 
@@ -33,16 +37,18 @@ def ingest_conversations(
     source: str | Path | Sequence[ConversationInput],
     fmt: Format,
     namespace: str,
-    embed: Embed,
+    embed: EmbedTexts,
     embedder_id: str,
     progress: Progress | None = None,
     added: Added | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into ``store`` (conversations without a namespace of their own go to
-    ``namespace``); ``progress`` is called with (turns embedded, turns to embed), ``added``
-    with each conversation that got new turns, after its transaction. The standing
-    instructions and preferences the user's new messages state are stored with them as facts
-    (:mod:`qemem.memory.standing`)."""
+    ``namespace``); ``embed`` makes the vectors of search documents, those of the new turns,
+    of the passages of the long ones (:mod:`qemem.memory.turn_vectors`) and of the standing
+    instructions and preferences the user's new messages state, which are stored with them as
+    facts (:mod:`qemem.memory.standing`); ``progress`` is called with (texts embedded, texts
+    to embed: a turn is one text, a long one one per passage), ``added`` with each
+    conversation that got new turns, after its transaction."""
     started = time.perf_counter()
     file = str(source) if isinstance(source, str | Path) else "<input>"
     conversations = (
@@ -54,7 +60,7 @@ def ingest_conversations(
         existing = stored_conversation(store, scope)
         turns, counters = (store.turns(scope), store.counters(scope)) if existing else ([], {})
         pending.append((scope, find_additions(conv, existing, turns, counters, file)))
-    total = sum(len(additions.turns) for _, additions in pending)
+    total = sum(text_count(additions.turns) for _, additions in pending)
     done = 0
     report = IngestReport()
     for scope, additions in pending:
@@ -64,8 +70,10 @@ def ingest_conversations(
             if progress:
                 progress(offset + n, total)
 
-        vectors = embed(additions.turns, step)
-        ahead = embed_standing(additions.turns, lambda facts: embed(facts, None))
+        done += text_count(additions.turns)
+        vectors = embed_turns(embed, additions.turns, step)
+        facts = record_embedder(embed)
+        ahead = embed_standing(additions.turns, facts)
         with store.transaction():
             additions, vectors, skipped = _recheck(store, scope, additions, vectors, file)
             report.skipped += skipped
@@ -73,16 +81,8 @@ def ingest_conversations(
             if additions.sessions:
                 store.add_sessions(scope, additions.sessions)
             if additions.turns:
-                store.add_turns(scope, additions.turns, vectors, embedder_id)
-                store_standing(
-                    store,
-                    scope,
-                    additions.turns,
-                    ahead,
-                    lambda facts: embed(facts, None),
-                    embedder_id,
-                )
-        done += len(additions.turns)
+                store_turn_vectors(store, scope, additions.turns, vectors, embedder_id)
+                store_standing(store, scope, additions.turns, ahead, facts, embedder_id)
         if added and additions.turns:
             added(scope, len(additions.turns))
         report.added[scope.conversation] = (len(additions.sessions), len(additions.turns))
@@ -99,8 +99,8 @@ def check_ingest(conversations: Sequence[ConversationInput], file: str = "<input
 
 
 def _recheck(
-    store: MemoryStore, scope: Scope, additions: Additions, vectors: np.ndarray, file: str
-) -> tuple[Additions, np.ndarray, int]:
+    store: MemoryStore, scope: Scope, additions: Additions, vectors: list[TurnVectors], file: str
+) -> tuple[Additions, list[TurnVectors], int]:
     """Inside the write transaction: drop what another writer stored since ``additions``
     were found; returns the additions, their vectors and how many turns were dropped."""
     existing = stored_conversation(store, scope)
@@ -113,4 +113,4 @@ def _recheck(
             "run the command again (it adds only what is missing)"
         )
     keep = [rows[t.id] for t in fresh.turns]
-    return fresh, vectors[keep], len(additions.turns) - len(keep)
+    return fresh, [vectors[n] for n in keep], len(additions.turns) - len(keep)

@@ -13,7 +13,7 @@ removes them all. Item ids (``I<n>``) are never given twice in a life of the con
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -24,7 +24,7 @@ from qemem.errors import InputError
 from qemem.ingest.additions import MAX_MESSAGE_CHARS
 from qemem.locks import writer_lock
 from qemem.memory.appending import append_messages
-from qemem.models import Episode, Item, SemanticFact, Turn
+from qemem.models import Item
 from qemem.store import MemoryStore, Scope
 
 __all__ = [
@@ -51,7 +51,9 @@ class _Host(Protocol):
 
     def scope(self, conversation: str) -> Scope: ...
 
-    def embed_documents(self, records: Sequence[Turn | Episode | SemanticFact]) -> np.ndarray: ...
+    def _embed_texts(
+        self, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
+    ) -> np.ndarray: ...
 
     def _appended(
         self, conversation: str, turns_added: int, namespace: str | None = None
@@ -132,7 +134,7 @@ class MemoryItems:
                 self.store,
                 scope,
                 [m for _, m in said],
-                self.embed_documents,
+                self._embed_texts,
                 self.embedder.id,
                 retention=timedelta(hours=self.idempotency_hours),
             )

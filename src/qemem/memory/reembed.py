@@ -19,11 +19,11 @@ from qemem.embed.documents import document_text
 from qemem.embed.spec import open_embedder
 from qemem.errors import ConversationChangedError, NotFoundError, StoreError
 from qemem.memory.api import Progress
-from qemem.models import Space, search_text
+from qemem.models import search_text, split_key
 from qemem.store import MemoryStore, Scope, open_store
-from qemem.store.base import space_records
+from qemem.store.base import VectorSpace, space_records
 
-SPACES: tuple[Space, ...] = ("turn", "episode", "fact")
+SPACES: tuple[VectorSpace, ...] = ("turn", "passage", "episode", "fact")
 
 
 @dataclass
@@ -38,10 +38,10 @@ class ReembedReport:
     unchanged: bool = False
 
 
-def _pending(store: MemoryStore) -> list[tuple[Scope, Space, list[str]]]:
-    """The records without a staged vector, per conversation (pinned to its life: see
-    :func:`_stage_all`) and space; a conversation deleted meanwhile is left out."""
-    out: list[tuple[Scope, Space, list[str]]] = []
+def _pending(store: MemoryStore) -> list[tuple[Scope, VectorSpace, list[str]]]:
+    """The records (and passages) without a staged vector, per conversation (pinned to its
+    life: see :func:`_stage_all`) and space; a conversation deleted meanwhile is left out."""
+    out: list[tuple[Scope, VectorSpace, list[str]]] = []
     for conv in store.conversations():
         with suppress(NotFoundError):
             scope = store.pin(Scope(conv.id, conv.namespace))
@@ -64,13 +64,31 @@ def _stage_all(
     for scope, space, ids in pending:
         with suppress(NotFoundError, ConversationChangedError):
             for start in range(0, len(ids), batch):
-                records = space_records(store, scope, space, ids[start : start + batch])
-                vectors = embedder.embed([document_text(search_text(r)) for r in records])
-                store.stage_vectors(scope, space, [r.id for r in records], vectors)
-                report.embedded[space] += len(records)
-                done += len(records)
+                chunk, texts = _texts(store, scope, space, ids[start : start + batch])
+                store.stage_vectors(scope, space, chunk, embedder.embed(texts))
+                report.embedded[space] += len(chunk)
+                done += len(chunk)
                 if progress:
                     progress(done, total)
+
+
+def _texts(
+    store: MemoryStore, scope: Scope, space: VectorSpace, ids: list[str]
+) -> tuple[list[str], list[str]]:
+    """The ids among ``ids`` still stored and the texts their vectors are made from, as
+    ingest makes them (each cut by :func:`~qemem.embed.documents.document_text`): a record's
+    search document, a passage's, and for a turn with passages its first passage's."""
+    if space == "passage":
+        keys = {key: split_key(key) for key in ids}
+        turns = {t.id: t for t in store.turns(scope, [turn for turn, _ in keys.values()])}
+        kept = [key for key, (turn, _) in keys.items() if turn in turns]
+        return kept, [document_text(search_text(turns[keys[k][0]], keys[k][1])) for k in kept]
+    records = space_records(store, scope, space, ids)
+    first = (
+        {turn: spans[0] for turn, spans in store.passages(scope).items()} if space == "turn" else {}
+    )
+    texts = [document_text(search_text(r, first.get(r.id))) for r in records]
+    return [r.id for r in records], texts
 
 
 def reembed(

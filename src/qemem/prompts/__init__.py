@@ -35,6 +35,29 @@ def as_data(text: str) -> str:
     return " ".join(text.split())
 
 
+CONTINUATION = "  | "
+"""Opens each line of a stored text that spans lines, in a prompt (:func:`as_lines`)."""
+
+
+def as_lines(text: str) -> str:
+    """Stored text that may span lines (a message, a quote) as it follows a record's prefix
+    in a prompt: a text of one line as :func:`as_data` quotes it, after a space; a text of
+    several lines on lines of its own, each behind :data:`CONTINUATION`, so line breaks and
+    indentation (code, lists) survive and still no line of the text can start a line of the
+    prompt's own structure. Each line keeps its indentation, other runs of whitespace become
+    one space; blank lines at either end go and runs of blank lines become one."""
+    lines: list[str] = []
+    for raw in text.splitlines():
+        line = raw[: len(raw) - len(raw.lstrip(" \t"))] + " ".join(raw.split())
+        if line.strip() or (lines and lines[-1]):
+            lines.append(line if line.strip() else "")
+    while lines and not lines[-1]:
+        lines.pop()
+    if len(lines) <= 1:
+        return f" {as_data(text)}"
+    return "".join(f"\n{CONTINUATION}{line}".rstrip() for line in lines)
+
+
 def prompt_hashes() -> dict[str, str]:
     """sha256 (first 12 hex digits) of every template, for run manifests."""
     folder = resources.files(__package__)

@@ -10,19 +10,21 @@ For each query, the per-conversation rankings of a method are merged by score in
 conversations: one embedder made every vector. BM25 scores are comparable only approximately:
 each conversation's index has its own document frequencies and average length, so a rare
 word scores higher in a conversation where it is rarer. Every list is complete (not cut to
-``k``), so the global lists are exact merges of the per-conversation ones.
+``k``), so the global lists are exact merges of the per-conversation ones; every item of them
+is scored, and only the ``k`` best become hits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from qemem.embed.base import Embedder
-from qemem.models import SPACES, Hit, Space
+from qemem.models import SPACES, Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists
+from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists, fuse_top
 from qemem.retrieve.index import search_index
 from qemem.store.base import MemoryStore, Ranked, Scope
 
@@ -36,8 +38,13 @@ def merge_by_score(rankings: Mapping[str, Ranked]) -> list[Key]:
     weak places none above another's strong hits (interleaving would). Ties keep the order
     of ``rankings``, then each ranking's own order."""
     entries = [(cid, rid, score) for cid, ranked in rankings.items() for rid, score in ranked]
-    entries.sort(key=lambda entry: -entry[2])
+    entries.sort(key=itemgetter(2), reverse=True)  # stable: ties keep their order
     return [(cid, rid) for cid, rid, _ in entries]
+
+
+def record_of(key: Key) -> Key:
+    """The (conversation, record id) an item of a global list belongs to: a passage's turn."""
+    return key[0], split_key(key[1])[0]
 
 
 def fuse_across(
@@ -45,18 +52,24 @@ def fuse_across(
     sparse: Sequence[Mapping[str, Ranked]],
     space: Space,
     rrf_k: int = RRF_K,
+    k: int | None = None,
 ) -> list[tuple[str, Hit]]:
     """RRF over the global dense and BM25 lists of every query (``dense[i]`` and
-    ``sparse[i]``: query i's rankings by conversation), as (conversation, hit) best first;
-    each hit records its rank in every global list that contains it, as ``method:query``."""
+    ``sparse[i]``: query i's rankings by conversation), as (conversation, hit) best first, at
+    most ``k`` (None: all); each hit records its rank in every global list that contains it,
+    as ``method:query``. A turn ranks by its best passage, whose span its hit names. Every
+    item is scored, but ranks and hits are made only for the ``k`` kept
+    (:func:`~qemem.retrieve.fusion.fuse_top`)."""
     lists: dict[ListKey, list[Key]] = {}
     for i, (by_dense, by_bm25) in enumerate(zip(dense, sparse, strict=True)):
         lists[(i, "dense")] = merge_by_score(by_dense)
         lists[(i, "bm25")] = merge_by_score(by_bm25)
-    return [
-        (cid, Hit(space, rid, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks}))
-        for (cid, rid), entry in fuse_lists(lists, rrf_k).items()
-    ]
+    out: list[tuple[str, Hit]] = []
+    for (cid, rid), entry in fuse_top(lists, k, rrf_k, record_of).items():
+        owner, span = split_key(rid)
+        ranks = {f"{m}:{q}": r for q, m, r in entry.ranks}
+        out.append((cid, Hit(space, owner, entry.score, ranks, span)))
+    return out
 
 
 def search_across(
@@ -83,8 +96,7 @@ def search_across(
         ):
             dense[i][cid] = ranked_dense
             sparse[i][cid] = ranked_bm25
-    hits = fuse_across(dense, sparse, space, rrf_k)
-    return hits if k is None else hits[:k]
+    return fuse_across(dense, sparse, space, rrf_k, k)
 
 
 def fused_spaces_across(

@@ -11,8 +11,8 @@ carries the reasons it is there and every candidate its place in that order.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from qemem.errors import InputError
 from qemem.models import (
     SPACES,
     Episode,
+    Exposure,
     Plan,
     Pool,
     PoolItem,
@@ -29,11 +30,16 @@ from qemem.models import (
     Ref,
     SemanticFact,
     Space,
+    Span,
     Turn,
-    search_text,
+    Unit,
+    passage_key,
+    split_key,
     unredacted,
 )
+from qemem.passages import Units
 from qemem.retrieve.bm25 import tokenize
+from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
 from qemem.retrieve.query_rules import strip_speakers
 from qemem.retrieve.search import hybrid_search, ranked_lists
@@ -103,10 +109,11 @@ class RetrievalConfig:
     """
 
     rrf_k: int = RRF_K
-    budget_episodes: int = 2
-    budget_facts: int = 4
-    budget_turns: int = 40
+    budget_episodes: int | None = 2
+    budget_facts: int | None = 4
+    budget_turns: int | None = 40
     aggregate_multiplier: float = 1.5
+    temporal_multiplier: float = 1.0
     provenance_weight: float = 0.0
     context_window: int = 2
     depth: int | None = 100
@@ -116,23 +123,48 @@ class RetrievalConfig:
     focus_turns: int | None = None
     focus_window: int = 2
     budget_tokens: int | None = None
+    budget_tokens_episodes: int | None = None
+    budget_tokens_facts: int | None = None
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        if self.rrf_k < 1 or self.context_window < 0 or self.aggregate_multiplier < 1:
-            raise InputError(
-                "retrieval config: rrf_k must be >= 1, context_window >= 0 and "
-                "aggregate_multiplier >= 1"
-            )
-        if min(self.budget_episodes, self.budget_facts, self.budget_turns) < 0:
-            raise InputError("retrieval config: budgets must be >= 0")
-        if self.budget_tokens is not None and self.budget_tokens < 1:
-            raise InputError("retrieval config: budget_tokens must be >= 1 or None (no cap)")
+        if self.rrf_k < 1 or self.context_window < 0:
+            raise InputError("retrieval config: rrf_k must be >= 1 and context_window >= 0")
+        if min(self.aggregate_multiplier, self.temporal_multiplier) < 1:
+            raise InputError("retrieval config: the multipliers must be >= 1")
+        counts = (self.budget_episodes, self.budget_facts, self.budget_turns)
+        if any(c is not None and c < 0 for c in counts):
+            raise InputError("retrieval config: budgets must be >= 0 or None (no count limit)")
+        tokens = (
+            self.budget_tokens,
+            self.budget_tokens_episodes,
+            self.budget_tokens_facts,
+            self.max_tokens,
+        )
+        if any(t is not None and t < 0 for t in tokens):
+            raise InputError("retrieval config: token budgets must be >= 0 or None (no limit)")
         if min(self.weight_episodes, self.weight_facts, self.focus_window) < 0:
             raise InputError("retrieval config: weights and focus_window must be >= 0")
         if self.focus_turns is not None and self.focus_turns < 1:
             raise InputError("retrieval config: focus_turns must be >= 1 or None (all)")
         if self.depth is not None and self.depth < 1:
             raise InputError("retrieval config: depth must be >= 1 or None (every record)")
+
+
+def whole_order(config: RetrievalConfig | None = None) -> RetrievalConfig:
+    """``config`` (default: the default settings) without any budget, count or token: the
+    whole exposure order. A context block is cut from its beginning, so one pool serves
+    every block size and a larger block never shows less."""
+    return replace(
+        config or RetrievalConfig(),
+        budget_turns=None,
+        budget_episodes=None,
+        budget_facts=None,
+        budget_tokens=None,
+        budget_tokens_episodes=None,
+        budget_tokens_facts=None,
+        max_tokens=None,
+    )
 
 
 def provenance_adjust(
@@ -160,38 +192,45 @@ def round_half_up(value: float) -> int:
     return math.floor(value + 0.5)
 
 
-def space_budgets(config: RetrievalConfig, aggregate: bool) -> dict[Space, int]:
-    """Hits kept per space: the configured budgets, times the multiplier (rounded half up)
-    when the plan says the answer may be spread over sessions."""
-    factor = config.aggregate_multiplier if aggregate else 1.0
+def _widened(value: int | None, factor: float) -> int | None:
+    return None if value is None else round_half_up(value * factor)
+
+
+def widening(config: RetrievalConfig, aggregate: bool, temporal: bool = False) -> float:
+    """How much a plan's flags widen every budget: ``aggregate_multiplier`` when the answer
+    may be spread over sessions, ``temporal_multiplier`` when it concerns time (the larger
+    when both), else 1."""
+    factors = [1.0]
+    if aggregate:
+        factors.append(config.aggregate_multiplier)
+    if temporal:
+        factors.append(config.temporal_multiplier)
+    return max(factors)
+
+
+def space_budgets(
+    config: RetrievalConfig, aggregate: bool, temporal: bool = False
+) -> dict[Space, int | None]:
+    """Hits kept per space (None: no count limit): the configured counts, widened by the
+    plan's flags (:func:`widening`, rounded half up)."""
+    factor = widening(config, aggregate, temporal)
     return {
-        "episode": round_half_up(config.budget_episodes * factor),
-        "fact": round_half_up(config.budget_facts * factor),
-        "turn": round_half_up(config.budget_turns * factor),
+        "episode": _widened(config.budget_episodes, factor),
+        "fact": _widened(config.budget_facts, factor),
+        "turn": _widened(config.budget_turns, factor),
     }
 
 
-def turn_tokens(turn: Turn) -> int:
-    """A turn's length in tokens, tokenizer-free: ceil(characters of "Speaker: text" / 4)
-    (about 4 characters per token for English text with common tokenizers)."""
-    return math.ceil(len(search_text(turn)) / 4)
-
-
-def interleave(
-    rankings: Mapping[Space, Sequence[str]], weights: Mapping[Space, float]
-) -> list[tuple[Space, str]]:
-    """Merge per-space rankings by within-space rank, not by score (fused scores of different
-    spaces are not on one scale): the r-th item (from 1) of a space with weight w takes place
-    r / w, ties in the order of ``rankings``. Weight 1 for every space is a round robin;
-    weight 0.5 gives a space one place for every two of a weight-1 space; weight 0 (or a
-    missing weight) leaves the space out."""
-    keyed: list[tuple[float, int, Space, str]] = []
-    for order, (space, ids) in enumerate(rankings.items()):
-        weight = weights.get(space, 0.0)
-        if weight <= 0:
-            continue
-        keyed += [(rank / weight, order, space, rid) for rank, rid in enumerate(ids, start=1)]
-    return [(space, rid) for _, _, space, rid in sorted(keyed, key=lambda k: (k[0], k[1]))]
+def token_budgets(config: RetrievalConfig, aggregate: bool, temporal: bool = False) -> Budgets:
+    """The token budgets of the exposure order: per space, widened by the plan's flags, and
+    the cap on the whole pool (not widened)."""
+    factor = widening(config, aggregate, temporal)
+    spaces: dict[Space, int | None] = {
+        "turn": _widened(config.budget_tokens, factor),
+        "episode": _widened(config.budget_tokens_episodes, factor),
+        "fact": _widened(config.budget_tokens_facts, factor),
+    }
+    return Budgets(spaces, config.max_tokens)
 
 
 def focus_turns(turn_ids: Sequence[str], turn_rank: Mapping[str, int], limit: int) -> list[str]:
@@ -199,50 +238,6 @@ def focus_turns(turn_ids: Sequence[str], turn_rank: Mapping[str, int], limit: in
     the turn fusion (``turn_rank``: id -> fused rank from 1), best first, at most ``limit``."""
     matched = sorted((turn_rank[t], t) for t in dict.fromkeys(turn_ids) if t in turn_rank)
     return [t for _, t in matched[:limit]]
-
-
-def session_window(
-    turns: Sequence[Turn], index: Mapping[str, int], hit: str, window: int
-) -> list[str]:
-    """``hit`` with up to ``window`` neighbours each side in its session, conversation order
-    (``index``: turn id -> position in ``turns``, the whole conversation in order)."""
-    i = index[hit]
-    session = turns[i].session
-    lo, hi = max(0, i - window), min(len(turns), i + window + 1)
-    return [turns[j].id for j in range(lo, hi) if turns[j].session == session]
-
-
-@dataclass(frozen=True)
-class Exposure:
-    """One candidate of the exposure order and the turns it newly exposes."""
-
-    space: Space
-    id: str
-    turns: tuple[str, ...]
-
-
-def exposure_order(
-    candidates: Sequence[tuple[Space, str]],
-    exposes: Mapping[tuple[Space, str], Sequence[str]],
-    cost: Mapping[str, int] | None = None,
-    budget: int | None = None,
-) -> list[Exposure]:
-    """Walk ``candidates`` in order; each exposes its turns (``exposes``) not exposed before.
-    With ``budget``, stop before the first candidate whose new turns would take the summed
-    ``cost`` (per turn id, default 1) past it (the strict rule). A candidate that exposes
-    nothing new is kept (its own text is still evidence)."""
-    seen: set[str] = set()
-    spent = 0
-    out: list[Exposure] = []
-    for key in candidates:
-        new = tuple(t for t in dict.fromkeys(exposes.get(key, ())) if t not in seen)
-        price = sum(1 if cost is None else cost.get(t, 1) for t in new)
-        if budget is not None and spent + price > budget:
-            break
-        spent += price
-        seen.update(new)
-        out.append(Exposure(key[0], key[1], new))
-    return out
 
 
 def dense_vectors(
@@ -297,28 +292,30 @@ def pool_from_fusion(
     aggregate: bool,
     config: RetrievalConfig,
     exclude: Collection[Ref] = (),
+    passages: Mapping[str, Sequence[Span]] | None = None,
+    temporal: bool = False,
+    units: Units | None = None,
 ) -> Pool:
     """The pool from per-space fusions (pure: no store, no embedder).
 
-    Episodes get the provenance raise; each space keeps its budget of candidates (larger for
-    aggregate plans); candidates are interleaved by within-space rank (:func:`interleave`,
+    The turn fusion ranks units (:class:`~qemem.retrieve.exposure.Units`: a turn, or a
+    passage of a long turn; ``passages`` gives the long turns' spans). Episodes get the
+    provenance raise; each space keeps its count of candidates (widened by the plan's flags);
+    candidates are interleaved by within-space rank (:func:`interleave`,
     ``config.weight_episodes``/``weight_facts`` against turns' 1) into the exposure order. A
-    turn hit exposes its context window; an episode or fact exposes the turns of its
-    episode(s) that the queries matched (:func:`focus_turns`, ``config.focus_turns`` of them,
-    each with ``config.focus_window`` neighbours), so an episode costs the turns it exposes.
-    ``config.budget_tokens`` cuts the order by turn tokens (strict). Pool turns carry why
-    they are there; every candidate its ``position``. Only ``turns`` are ever exposed (the
-    callers leave redacted turns out).
+    turn hit exposes its unit with ``config.context_window`` units each side in its session;
+    an episode or fact exposes one unit of each turn of its episode(s) (a long turn's
+    best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
+    windows. Each candidate costs the tokens of the units it newly exposes (and an episode or
+    fact its own line), and the order is cut by the per-space token budgets and the cap
+    (:func:`token_budgets`, strict per space). Pool turns carry why they are there and the
+    passages shown; every candidate its ``position``. Only units of ``turns`` are ever
+    exposed (the callers leave redacted turns out).
     """
     excluded = set(exclude)
-    budgets = space_budgets(config, aggregate)
-    index = {t.id: n for n, t in enumerate(turns)}
-    turn_rank = {
-        rid: rank
-        for rank, rid in enumerate(
-            (r for r in fused["turn"] if r in index and Ref("turn", r) not in excluded), start=1
-        )
-    }
+    units = units or Units(turns, passages or {})
+    budgets = space_budgets(config, aggregate, temporal)
+    ranked = _ranked_units(fused["turn"], units, excluded)
     raised = provenance_adjust(
         fused["episode"],
         fused["fact"],
@@ -326,12 +323,13 @@ def pool_from_fusion(
         config.provenance_weight,
     )
 
-    def top(space: Space, ranking: Mapping[str, FusedScore], known: Collection[str]) -> list[str]:
-        ids = [r for r in ranking if r in known and Ref(space, r) not in excluded]
-        return ids[: budgets[space]]
+    def top(space: Space, ids: Iterable[str], known: Collection[str]) -> list[str]:
+        kept = [r for r in ids if r in known and Ref(space, r) not in excluded]
+        return kept[: budgets[space]]
 
+    hit_keys = [passage_key(*unit) for unit in ranked]
     chosen: dict[Space, list[str]] = {
-        "turn": [r for r in turn_rank][: budgets["turn"]],
+        "turn": top("turn", hit_keys, set(hit_keys)),
         "fact": top("fact", fused["fact"], facts),
         "episode": top("episode", raised, episodes),
     }
@@ -340,35 +338,82 @@ def pool_from_fusion(
         "fact": config.weight_facts,
         "episode": config.weight_episodes,
     }
-    exposes: dict[tuple[Space, str], list[str]] = {}
-    for hit in chosen["turn"]:
-        exposes[("turn", hit)] = session_window(turns, index, hit, config.context_window)
-    abstract: list[tuple[Space, str]] = [("episode", e) for e in chosen["episode"]]
-    abstract += [("fact", f) for f in chosen["fact"]]
-    for space, rid in abstract:
-        members = (
-            episodes[rid].turn_ids
-            if space == "episode"
-            else [t for e in facts[rid].episode_ids if e in episodes for t in episodes[e].turn_ids]
-        )
-        if config.focus_turns is None:
-            exposes[(space, rid)] = list(dict.fromkeys(members))
-            continue
-        focus = focus_turns(members, turn_rank, config.focus_turns)
-        exposes[(space, rid)] = list(
-            dict.fromkeys(
-                t for f in focus for t in session_window(turns, index, f, config.focus_window)
-            )
-        )
-    for key, ids in exposes.items():
-        exposes[key] = [t for t in ids if t in index and Ref("turn", t) not in excluded]
-    order = exposure_order(
-        interleave(chosen, weights),
-        exposes,
-        {t.id: turn_tokens(t) for t in turns} if config.budget_tokens is not None else None,
-        config.budget_tokens,
+    exposes: dict[tuple[Space, str], list[Unit]] = {
+        ("turn", key): units.window(split_key(key), config.context_window) for key in chosen["turn"]
+    }
+    own: dict[tuple[Space, str], int] = {}
+    for candidate in [("episode", e) for e in chosen["episode"]] + [
+        ("fact", f) for f in chosen["fact"]
+    ]:
+        record = episodes[candidate[1]] if candidate[0] == "episode" else facts[candidate[1]]
+        own[candidate] = _line_tokens(record)
+        exposes[candidate] = _member_units(record, episodes, units, ranked, config)
+    for candidate, found in exposes.items():
+        exposes[candidate] = [u for u in found if not _left_out(u, excluded)]
+    budgeted = token_budgets(config, aggregate, temporal)
+    order = exposure_order(interleave(chosen, weights), exposes, units.cost, budgeted, own)
+    pool = _pool(conversation, queries, order, fused, raised, turns, episodes, facts)
+    pool.order = order
+    return pool
+
+
+def _ranked_units(
+    fused: Mapping[str, FusedScore], units: Units, excluded: Collection[Ref]
+) -> dict[Unit, int]:
+    """The units the turn fusion ranks (keys of :func:`~qemem.models.passage_key`), those of
+    the conversation and not excluded, each with its rank from 1, best first."""
+    ranked: dict[Unit, int] = {}
+    for key in fused:
+        unit = split_key(key)
+        if unit in units.index and not _left_out(unit, excluded):
+            ranked[unit] = len(ranked) + 1
+    return ranked
+
+
+def _left_out(unit: Unit, excluded: Collection[Ref]) -> bool:
+    """Whether ``excluded`` holds the unit's turn, or the unit's passage."""
+    whole = Ref("turn", unit[0])
+    return whole in excluded or (
+        unit[1] is not None and Ref("turn", unit[0], span=unit[1]) in excluded
     )
-    return _pool(conversation, queries, order, fused, raised, turns, episodes, facts)
+
+
+def _line_tokens(record: Episode | SemanticFact) -> int:
+    """The tokens of an episode's or fact's own line in a prompt (an episode by its title:
+    its turns are shown)."""
+    if isinstance(record, Episode):
+        return math.ceil(len(f"[{record.id}] {record.title} (its turns are shown)") / 4)
+    return math.ceil(len(f"[{record.id}] {record.content}") / 4)
+
+
+def _member_units(
+    record: Episode | SemanticFact,
+    episodes: Mapping[str, Episode],
+    units: Units,
+    ranked: Mapping[Unit, int],
+    config: RetrievalConfig,
+) -> list[Unit]:
+    """The units an episode, or a fact through its episodes, exposes (see
+    :func:`pool_from_fusion`); turns the conversation does not hold are skipped."""
+    members = (
+        record.turn_ids
+        if isinstance(record, Episode)
+        else [t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids]
+    )
+    known = [t for t in dict.fromkeys(members) if t in units.of_turn]
+    if config.focus_turns is None:
+        return [units.representative(t, ranked) for t in known]
+    turn_rank: dict[str, int] = {}
+    for (tid, _), rank in ranked.items():
+        turn_rank.setdefault(tid, rank)
+    focus = focus_turns(known, turn_rank, config.focus_turns)
+    return list(
+        dict.fromkeys(
+            u
+            for t in focus
+            for u in units.window(units.representative(t, ranked), config.focus_window)
+        )
+    )
 
 
 def _pool(
@@ -382,11 +427,15 @@ def _pool(
     facts: Mapping[str, SemanticFact],
 ) -> Pool:
     """Pool items of an exposure order: candidates with their position and reasons; turns in
-    conversation order, each with every candidate that exposes it."""
+    conversation order, each with every candidate that exposes it and the passages shown."""
     pool = Pool(conversation, queries)
     by_id = {t.id: t for t in turns}
     exposed: dict[str, PoolItem] = {}
-    position = {(e.space, e.id): n for n, e in enumerate(order)}
+    spans: dict[str, list[Span]] = {}
+    position: dict[str, int] = {}
+    for n, item in enumerate(order):
+        if item.space == "turn":
+            position.setdefault(split_key(item.id)[0], n)
     for n, item in enumerate(order):
         if item.space == "episode":
             raise_ = raised[item.id]
@@ -396,20 +445,33 @@ def _pool(
         elif item.space == "fact":
             fact = fused["fact"][item.id]
             pool.facts.append(PoolItem("fact", facts[item.id], fact.score, fact.reasons(), n))
-        for tid in item.turns:
+        via = split_key(item.id)[0]
+        for tid, span in item.units:
+            if span is not None:
+                spans.setdefault(tid, []).append(span)
             if tid not in exposed:
-                entry = fused["turn"].get(tid)
-                hit = position.get(("turn", tid))
+                entry = fused["turn"].get(passage_key(tid, span))
+                hit = position.get(tid)
                 reasons = entry.reasons() if entry and hit is not None else []
                 exposed[tid] = PoolItem(
                     "turn", by_id[tid], entry.score if entry else 0.0, reasons, hit
                 )
-            if item.space == "turn" and item.id != tid:
-                exposed[tid].reasons.append(Reason("context", via=item.id))
-            elif item.space != "turn":
-                exposed[tid].reasons.append(Reason("provenance", via=item.id))
+            reason = _exposed_by(item.space, via, tid)
+            if reason is not None and reason not in exposed[tid].reasons:
+                exposed[tid].reasons.append(reason)
+    for tid, found in spans.items():
+        exposed[tid].passages = sorted(found)
     pool.turns = [exposed[t.id] for t in turns if t.id in exposed]
     return pool
+
+
+def _exposed_by(space: Space, via: str, turn_id: str) -> Reason | None:
+    """Why a candidate of ``space`` (``via``: its id, a turn hit's turn id) exposes a turn:
+    as context of a turn hit, as provenance of an episode or fact; None for the hit's own
+    turn."""
+    if space != "turn":
+        return Reason("provenance", via=via)
+    return None if via == turn_id else Reason("context", via=via)
 
 
 def build_pool(
@@ -438,6 +500,8 @@ def build_pool(
         aggregate=plan.aggregate,
         config=config,
         exclude=exclude,
+        passages=store.passages(scope),
+        temporal=plan.temporal,
     )
 
 

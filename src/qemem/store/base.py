@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Hashable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -27,12 +27,16 @@ from qemem.models import (
     SemanticFact,
     Session,
     Space,
+    Span,
     Supersession,
     Turn,
     check_text,
 )
 
 Ranked = list[tuple[str, float]]
+VectorSpace = Literal["turn", "passage", "episode", "fact"]
+"""What the store keeps vectors of: the records of each space, and the passages of long turns
+(searched as the turn space, :mod:`qemem.store.passages`)."""
 V = TypeVar("V")
 R = TypeVar("R", Turn, Episode, SemanticFact)
 
@@ -230,6 +234,23 @@ class MemoryStore(Protocol):
         """Delete the items of ``ids`` (every item when None); how many went."""
         ...
 
+    # passages of long turns (see qemem.store.passages)
+    def put_passages(
+        self,
+        scope: Scope,
+        turn_ids: Sequence[str],
+        passages: Sequence[tuple[Turn, Span]],
+        vectors: np.ndarray,
+        embedder: str,
+    ) -> None:
+        """Replace the passages of turns ``turn_ids`` by ``passages`` (a turn among them and a
+        span of its text each; ``vectors`` row-aligned); one transaction."""
+        ...
+
+    def passages(self, scope: Scope) -> dict[str, list[Span]]:
+        """The passages of the scope's turns that have them: turn id -> spans in text order."""
+        ...
+
     # what search indexes are built from
     def embedder(self) -> tuple[str, int] | None:
         """The (embedder id, dimension) every stored vector was made with, if any."""
@@ -244,7 +265,9 @@ class MemoryStore(Protocol):
 
     def index_rows(self, scope: Scope, space: Space) -> IndexRows:
         """Ids, BM25 tokens and vectors of the records of one space of the scope that search
-        finds (facts no supersession replaced, turns not redacted), in record order."""
+        finds (facts no supersession replaced, turns not redacted), in record order; the turn
+        space's rows are its turns without passages and the others' passages, each passage
+        under its :func:`~qemem.models.passage_key`."""
         ...
 
     def vectors(self, scope: Scope, space: Space) -> tuple[list[str], np.ndarray]:
@@ -262,12 +285,13 @@ class MemoryStore(Protocol):
         vectors are dropped."""
         ...
 
-    def unstaged(self, scope: Scope, space: Space) -> list[str]:
-        """Ids of the scope's records of ``space`` that have no new vector yet."""
+    def unstaged(self, scope: Scope, space: VectorSpace) -> list[str]:
+        """Ids of the scope's records of ``space`` (passages: their keys) that have no new
+        vector yet."""
         ...
 
     def stage_vectors(
-        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+        self, scope: Scope, space: VectorSpace, ids: Sequence[str], vectors: np.ndarray
     ) -> None:
         """Write new vectors of records beside their live ones."""
         ...

@@ -202,6 +202,30 @@ CREATE INDEX supersessions_by_new ON supersessions (conv, new);
 """
 
 
+_PASSAGES = """
+CREATE TABLE passages (
+    conv {ref} NOT NULL,
+    id TEXT NOT NULL,
+    turn TEXT NOT NULL,
+    start INTEGER NOT NULL,
+    stop INTEGER NOT NULL,
+    tokens TEXT NOT NULL,
+    PRIMARY KEY (conv, id),
+    FOREIGN KEY (conv, turn) REFERENCES turns(conv, id) ON DELETE CASCADE
+);
+CREATE INDEX passages_by_turn ON passages (conv, turn, start);
+"""
+
+
+def passages(dialect: Dialect) -> str:
+    """The ``passages`` table: the passages of each turn longer than one passage, by key
+    (:func:`~qemem.models.passage_key`: turn id and span), as the character range
+    ``[start, stop)`` of the turn's text with its BM25 tokens; their vectors are in
+    ``vectors`` under the space ``passage``. A turn's passages go with the turn (a foreign
+    key), and with its conversation; a turn without passages is searched whole."""
+    return _PASSAGES.format(ref=dialect.ref_type)
+
+
 def supersessions(dialect: Dialect) -> str:
     """The ``supersessions`` table: fact ``old`` replaced by fact ``new`` (each fact at most
     once), ``turns`` the JSON list of the turn ids that show it, ``at`` the conversation time
@@ -347,4 +371,5 @@ def create(dialect: Dialect) -> str:
         + id_counters(dialect)
         + agent_memory(dialect)
         + items(dialect)
+        + passages(dialect)
     )

@@ -2,7 +2,8 @@
 and forgetting one turn or one fact (``SQLEdits``, a mixin of :class:`qemem.store.sql.SQLStore`).
 
 A turn is forgotten by deleting it or by redacting it (its text replaced by
-:data:`~qemem.models.REDACTED`, re-embedded, its id and place kept). Either way every episode
+:data:`~qemem.models.REDACTED`, re-embedded, its id and place kept); its passages (rows and
+vectors) go either way. Either way every episode
 citing it goes (its narrative was written from the turn), so do the history items stored
 as it (:mod:`qemem.store.items`), a fact loses those episodes and the
 turn itself from its provenance and goes when none is left (a fact written by hand never does:
@@ -29,6 +30,7 @@ from qemem.store.base import Scope, TurnRemoval, record_order
 from qemem.store.dialect import Conflict
 from qemem.store.items import ITEM_PREFIX
 from qemem.store.lives import COUNT_REMOVAL
+from qemem.store.passages import drop_passages
 from qemem.store.rows import turn_row
 from qemem.store.staged import PREFIX
 
@@ -190,6 +192,7 @@ class SQLEdits:
             )
             _drop_vectors(self, pk, "episode", episodes)
             _drop_vectors(self, pk, "turn", [turn_id])  # a redacted turn gets a new one below
+            drop_passages(self, pk, [turn_id])
             if redacted is None:
                 self._exec("DELETE FROM turns WHERE conv = ? AND id = ?", (pk, turn_id))
             else:

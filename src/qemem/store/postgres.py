@@ -192,9 +192,10 @@ class PostgresStore(SQLStore):
         self, scope: Scope, space: Space, queries: np.ndarray, k: int
     ) -> list[list[str]] | None:
         """Dense top-k from a pgvector HNSW index (cosine) when the scope holds at least
-        ``hnsw_min_rows`` vectors of ``space``; None otherwise (search stays exact). The
-        candidates are re-ranked by their exact float32 cosine, ties in record order, as the
-        exact search orders them.
+        ``hnsw_min_rows`` vectors of ``space`` (and, for turns, no passages: the index holds
+        whole turns, so a conversation with passages is searched by the exact scan); None
+        otherwise (search stays exact). The candidates are re-ranked by their exact float32
+        cosine, ties in record order, as the exact search orders them.
 
         Each such conversation and space gets an index of its own (a partial index): pgvector
         0.6 filters an index scan's ``hnsw.ef_search`` candidates after the scan, so one index
@@ -204,6 +205,8 @@ class PostgresStore(SQLStore):
         if self.hnsw_min_rows is None:
             return None
         pk = self._pk(scope)
+        if space == "turn" and self._query("SELECT 1 FROM passages WHERE conv = ? LIMIT 1", (pk,)):
+            return None
         live = NOT_SUPERSEDED.format(table="v") if space == "fact" else ""
         found = self._query(
             f"SELECT count(*) FROM vectors v WHERE v.conv = ? AND v.space = ?{live}", (pk, space)

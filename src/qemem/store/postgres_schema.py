@@ -21,6 +21,7 @@ from qemem.store.ddl import (
     id_counters,
     idempotency_conversation,
     items,
+    passages,
     supersessions,
 )
 from qemem.store.dialect import POSTGRES
@@ -81,6 +82,8 @@ UPGRADES: dict[int, str] = {
     12: agent_memory(POSTGRES),
     # 13: the history items of agent frameworks (an Agents SDK session), per conversation
     13: items(POSTGRES),
+    # 14: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    14: passages(POSTGRES),
 }
 SLASH_RULE = 9
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

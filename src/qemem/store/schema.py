@@ -26,6 +26,7 @@ from qemem.store.ddl import (
     id_counters,
     idempotency_conversation,
     items,
+    passages,
     supersessions,
 )
 from qemem.store.dialect import SQLITE
@@ -99,6 +100,8 @@ UPGRADES: dict[int, str] = {
     13: agent_memory(SQLITE),
     # 14: the history items of agent frameworks (an Agents SDK session), per conversation
     14: items(SQLITE),
+    # 15: the passages of long turns (searched one by one; built by ingest and qemem reindex)
+    15: passages(SQLITE),
 }
 SLASH_RULE = 10
 """The first version of the rule that ids hold no ``/``: migrating a store from before it

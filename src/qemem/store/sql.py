@@ -24,6 +24,7 @@ from qemem.store import staged
 from qemem.store.base import (
     IndexRows,
     Scope,
+    VectorSpace,
     VersionedCache,
     ordering,
     record_order,
@@ -34,6 +35,7 @@ from qemem.store.edits import ORPHANS, SQLEdits, drop_facts, searchable
 from qemem.store.items import SQLItems
 from qemem.store.jobs import JobTable
 from qemem.store.lives import SQLLives, created_stamp
+from qemem.store.passages import SQLPassages, turn_index
 from qemem.store.rows import (
     EPISODE_COLUMNS,
     FACT_COLUMNS,
@@ -57,7 +59,7 @@ T = TypeVar("T")
 _IDEMPOTENCY_COLUMNS = ("namespace", "key", "fingerprint", "response", "created", "conv")
 
 
-class SQLStore(SQLEdits, SQLItems, SQLLives, ABC):
+class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
     """A :class:`~qemem.store.base.MemoryStore` over SQL; subclasses connect it."""
 
     dialect: ClassVar[Dialect]
@@ -253,7 +255,7 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, ABC):
                 "(QEMEM_EMBEDDER) or ingest into a new store"
             )
 
-    def _put_vectors(self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray) -> None:
+    def _put_vectors(self, pk: int, space: str, ids: Sequence[str], vectors: np.ndarray) -> None:
         columns = ("conv", "space", "id", "vector")
         self._write(
             self._insert("vectors", columns, ("conv", "space", "id")),
@@ -421,15 +423,21 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, ABC):
         return self._load(scope, f"{space} rows", lambda pk: self._load_rows(pk, space))
 
     def _load_rows(self, pk: int, space: Space) -> IndexRows:
-        position = {"turn": "r.position", "episode": FIRST_TURN}.get(space, "0")
-        rows = self._query(
-            f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
-            "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id WHERE r.conv = ?"
-            + searchable(space),
-            (space, pk),
-            binary=True,
-        )
-        rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
+        """The index rows of ``space`` search finds; the turn space's are its turns without
+        passages and the passages of the others (:mod:`qemem.store.passages`), in text order."""
+        if space == "turn":
+            rows = self._query(turn_index(searchable(space)), (pk, pk), binary=True)
+            rows.sort(key=lambda row: (row[3], row[4], row[5]))
+        else:
+            position = FIRST_TURN if space == "episode" else "0"
+            rows = self._query(
+                f"SELECT r.id, r.tokens, v.vector, r.session, {position} FROM {TABLES[space]} r "
+                "JOIN vectors v ON v.conv = r.conv AND v.space = ? AND v.id = r.id "
+                "WHERE r.conv = ?" + searchable(space),
+                (space, pk),
+                binary=True,
+            )
+            rows.sort(key=lambda row: ordering(space, row[0], row[3], row[4]))
         if rows:
             matrix = np.vstack([self.dialect.decode(row[2]) for row in rows])
         else:
@@ -449,11 +457,11 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, ABC):
     def begin_reembed(self, embedder: str, dim: int) -> bool:
         return staged.begin(self, embedder, dim)
 
-    def unstaged(self, scope: Scope, space: Space) -> list[str]:
+    def unstaged(self, scope: Scope, space: VectorSpace) -> list[str]:
         return staged.missing(self, scope, space)
 
     def stage_vectors(
-        self, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+        self, scope: Scope, space: VectorSpace, ids: Sequence[str], vectors: np.ndarray
     ) -> None:
         staged.stage(self, scope, space, ids, vectors)
 

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from qemem.errors import StoreError
-from qemem.models import Conversation, Space
-from qemem.store.base import Scope, VersionedCache
+from qemem.models import Conversation
+from qemem.store.base import Scope, VectorSpace, VersionedCache
 from qemem.store.dialect import Conflict
 from qemem.store.rows import TABLES
 
@@ -40,12 +40,13 @@ class SQLStore(Protocol):
     def _pk(self, scope: Scope) -> int: ...
     def _bump(self, pk: int) -> None: ...
     def _put_vectors(
-        self, pk: int, space: Space, ids: Sequence[str], vectors: np.ndarray
+        self, pk: int, space: str, ids: Sequence[str], vectors: np.ndarray
     ) -> None: ...
 
 
 PREFIX = "next:"
-SPACES: tuple[Space, ...] = ("turn", "episode", "fact")
+SPACES: tuple[VectorSpace, ...] = ("turn", "passage", "episode", "fact")
+_TABLES: dict[VectorSpace, str] = {"passage": "passages", **{s: t for s, t in TABLES.items()}}
 
 
 def target(store: SQLStore) -> tuple[str, int] | None:
@@ -73,10 +74,11 @@ def begin(store: SQLStore, embedder: str, dim: int) -> bool:
     return False
 
 
-def missing(store: SQLStore, scope: Scope, space: Space) -> list[str]:
-    """Ids of the scope's records of ``space`` without a staged vector, in storage order."""
+def missing(store: SQLStore, scope: Scope, space: VectorSpace) -> list[str]:
+    """Ids of the scope's records of ``space`` (passages: their keys) without a staged
+    vector, in storage order."""
     rows = store._query(
-        f"SELECT r.id FROM {TABLES[space]} r WHERE r.conv = ? AND NOT EXISTS (SELECT 1 FROM "
+        f"SELECT r.id FROM {_TABLES[space]} r WHERE r.conv = ? AND NOT EXISTS (SELECT 1 FROM "
         "vectors v WHERE v.conv = r.conv AND v.space = ? AND v.id = r.id) ORDER BY r.id",
         (store._pk(scope), PREFIX + space),
     )
@@ -84,7 +86,7 @@ def missing(store: SQLStore, scope: Scope, space: Space) -> list[str]:
 
 
 def stage(
-    store: SQLStore, scope: Scope, space: Space, ids: Sequence[str], vectors: np.ndarray
+    store: SQLStore, scope: Scope, space: VectorSpace, ids: Sequence[str], vectors: np.ndarray
 ) -> None:
     """Write staged vectors of records ``ids`` (one transaction)."""
     known = target(store)
@@ -92,7 +94,7 @@ def stage(
         raise StoreError("no re-embedding under way for these vectors: begin one first")
     with store.transaction():
         pk = store._pk(scope)
-        store._put_vectors(pk, PREFIX + space, ids, vectors)  # type: ignore[arg-type]
+        store._put_vectors(pk, PREFIX + space, ids, vectors)
 
 
 def swap(store: SQLStore) -> None:

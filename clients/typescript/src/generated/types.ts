@@ -226,10 +226,10 @@ export interface ContextIn {
 }
 
 /**
- * One record of the block: its ref, session and session date (ISO), the speaker (turns),
- * the text as the block shows it (times annotated) and its estimated tokens. In a block
- * across conversations the ref names the record's conversation and ``session`` is that
- * conversation's session number.
+ * One record of the block: its ref (a passage of a long turn names its span), session
+ * and session date (ISO), the speaker (turns), the text as the block shows it (times
+ * annotated) and its estimated tokens. In a block across conversations the ref names the
+ * record's conversation and ``session`` is that conversation's session number.
  */
 export interface ContextItem {
   date: string;
@@ -351,6 +351,7 @@ export interface Hit {
   ranks?: Record<string, number>;
   score: number;
   space: "turn" | "episode" | "fact";
+  span?: [number, number] | null;
 }
 
 /**
@@ -491,6 +492,7 @@ export interface PoolEntry {
 /** A candidate in the evidence pool: the record, its fused score and why it is there. */
 export interface PoolItem {
   conversation?: string | null;
+  passages?: [number, number][] | null;
   position?: number | null;
   reasons?: Reason[];
   record: Turn | Episode | SemanticFact;
@@ -525,12 +527,16 @@ export interface Reason {
  * and its conversation when it comes from a result across conversations (record ids are
  * unique only inside a conversation; None otherwise, and then left out of the JSON).
  *
+ * A passage of a turn adds its ``span``: the character range of the turn's text it holds
+ * (None, and left out of the JSON, for a whole record).
+ *
  * JSON writes it as an object (``{"space": "turn", "id": "D3:12"}``), never as a string.
  */
 export interface Ref {
   conversation?: string | null;
   id: string;
   space: "turn" | "episode" | "fact";
+  span?: [number, number] | null;
 }
 
 /**
