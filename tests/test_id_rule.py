@@ -117,7 +117,7 @@ def _slashed_store(url: str) -> None:
     """A store holding a message and a conversation with '/' in their ids (written below the
     library, as qemem wrote them before the rule), at the schema before the rule: the tables of
     the later steps (idempotency's conversation, corrections, roles and fact kinds, history
-    items) undone."""
+    items, passages) undone."""
     with closing(open_store(url)) as store, store.transaction():
         for cid, tid in (("c", "msg/1"), ("team/c", "m1")):
             scope = Scope(cid)
@@ -131,7 +131,7 @@ def _slashed_store(url: str) -> None:
         with closing(sqlite3.connect(target, isolation_level=None)) as conn:
             conn.executescript(
                 f"DROP TABLE idempotency; {IDEMPOTENCY} DROP TABLE corrections; {UNDO_ROLES} "
-                "DROP TABLE items; "
+                "DROP TABLE items; DROP TABLE passages; "
                 f"PRAGMA user_version = {schema.SLASH_RULE - 1};"
             )
         return
@@ -142,6 +142,7 @@ def _slashed_store(url: str) -> None:
         conn.execute("DROP TABLE corrections")
         conn.execute(UNDO_ROLES)
         conn.execute("DROP TABLE items")
+        conn.execute("DROP TABLE passages")
         conn.execute("UPDATE schema_version SET version = %s", (postgres_schema.SLASH_RULE - 1,))
 
 
