@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ from qemem.llm.providers.cmd import CmdProvider
 from qemem.llm.types import LLMRequest, Message
 from qemem.locks import writer_lock
 from qemem.memory import EMBED_CHARS, MAX_QUESTION_CHARS, Memory
+from qemem.passages import PASSAGE_CHARS
 from qemem.store.base import Scope
 from qemem.store.guard import write_error
 
@@ -77,7 +79,7 @@ def test_tables_show_user_text_verbatim_and_cut_long_text(tmp_path: Path) -> Non
     assert "chars)" in result.output and len(result.output.splitlines()) < 40
 
 
-def test_huge_messages_are_refused_and_long_ones_embedded_in_part(tmp_path: Path) -> None:
+def test_huge_messages_are_refused_and_long_ones_embedded_by_passage(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="more than the 100000 allowed"):
         ingest(tmp_path, [message(1, text="x" * 1_000_001)])
 
@@ -90,8 +92,13 @@ def test_huge_messages_are_refused_and_long_ones_embedded_in_part(tmp_path: Path
 
     memory = Memory.open(None, embedder=Recording())
     memory.ingest(write_jsonl(tmp_path / "long.jsonl", [message(1, text="word " * 20_000)]))
-    assert Recording.longest == EMBED_CHARS
-    assert len(memory.turns("c1")[0].text) == len("word " * 20_000) - 1  # stored whole
+    [turn] = memory.turns("c1")
+    assert len(turn.text) == len("word " * 20_000) - 1  # stored whole
+    # embedded whole, passage by passage: no text longer than a passage reaches the embedder
+    [spans] = memory.passages("c1").values()
+    assert Recording.longest <= PASSAGE_CHARS + 10 < EMBED_CHARS
+    assert spans[0][0] == 0 and spans[-1][1] == len(turn.text)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     with pytest.raises(InputError, match="more than the 2000 allowed"):
         memory.search("c1", "q" * (MAX_QUESTION_CHARS + 1))
     for blank in ("", "   "):
