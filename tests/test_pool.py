@@ -393,3 +393,32 @@ def test_a_long_turn_is_ranked_and_shown_by_its_passages() -> None:
         exclude={Ref("turn", "D1:2", span=(200, 339))},
     )
     assert [(i.id, i.passages) for i in again.turns] == [("D1:2", [(0, 99)]), ("D1:3", None)]
+
+
+def test_a_fact_read_from_a_message_exposes_that_message() -> None:
+    """A standing instruction the ingest's rules read from one message has no episode: its
+    turn is its provenance, and the pool shows it (before, such a fact exposed nothing)."""
+    turns = [_turn(f"D1:{i}", 1, i) for i in range(1, 7)]
+    episodes = {"E1": Episode("E1", "c", 1, "t", "x", WHEN, ("D1:5", "D1:6"))}
+    facts = {
+        "S1": SemanticFact("S1", "c", "Always use tabs.", 1, (), "instruction", ("D1:2",)),
+        "S2": SemanticFact("S2", "c", "Likes tea.", 1, ("E1",), "preference", ("D1:3",)),
+    }
+    fused = {
+        "turn": fuse_lists({}),
+        "episode": fuse_lists({}),
+        "fact": fuse_lists({(0, "dense"): ["S1", "S2"]}),
+    }
+    config = RetrievalConfig(context_window=0)
+    pool = pool_from_fusion(
+        "c", ["q"], fused, turns, episodes, facts, aggregate=False, config=config
+    )
+    assert [i.id for i in pool.facts] == ["S1", "S2"]
+    assert [i.id for i in pool.turns] == ["D1:2", "D1:3", "D1:5", "D1:6"]
+    assert Reason("provenance", via="S1") in pool.turns[0].reasons
+    assert [u for e in pool.order for u in e.units] == [
+        ("D1:2", None),
+        ("D1:3", None),
+        ("D1:5", None),
+        ("D1:6", None),
+    ]

@@ -4,7 +4,7 @@ For every query, space and method (dense, BM25) a ranked list; per space, recipr
 fusion; episodes optionally raised by the facts that cite them; per-space budgets. Turn hits,
 episodes and facts are then interleaved by their rank within their space into one exposure
 order: a turn hit exposes its same-session neighbours, an episode its turns, a fact the turns
-of its episodes, each only what no earlier candidate exposed (its cost). Every pool item
+it was read from and those of its episodes, each only what no earlier candidate exposed (its cost). Every pool item
 carries the reasons it is there and every candidate its place in that order.
 """
 
@@ -304,8 +304,8 @@ def pool_from_fusion(
     candidates are interleaved by within-space rank (:func:`interleave`,
     ``config.weight_episodes``/``weight_facts`` against turns' 1) into the exposure order. A
     turn hit exposes its unit with ``config.context_window`` units each side in its session;
-    an episode or fact exposes one unit of each turn of its episode(s) (a long turn's
-    best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
+    an episode or fact exposes one unit of each turn of its episode(s), a fact also of each
+    turn it was read from (a long turn's best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
     windows. Each candidate costs the tokens of the units it newly exposes (and an episode or
     fact its own line), and the order is cut by the per-space token budgets and the cap
     (:func:`token_budgets`, strict per space). Pool turns carry why they are there and the
@@ -393,12 +393,16 @@ def _member_units(
     ranked: Mapping[Unit, int],
     config: RetrievalConfig,
 ) -> list[Unit]:
-    """The units an episode, or a fact through its episodes, exposes (see
-    :func:`pool_from_fusion`); turns the conversation does not hold are skipped."""
+    """The units an episode exposes, or a fact: the turns it was read from directly, then
+    those of its episodes (see :func:`pool_from_fusion`); turns the conversation does not
+    hold are skipped."""
     members = (
         record.turn_ids
         if isinstance(record, Episode)
-        else [t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids]
+        else [
+            *record.turn_ids,
+            *(t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids),
+        ]
     )
     known = [t for t in dict.fromkeys(members) if t in units.of_turn]
     if config.focus_turns is None:
