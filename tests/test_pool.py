@@ -110,6 +110,23 @@ def test_windows_count_units_and_stay_in_session() -> None:
     assert long.representative("a1", {}) == ("a1", None)
 
 
+def test_a_token_bounded_window_stops_each_side_before_a_long_neighbour() -> None:
+    turns = [
+        Turn("u1", "c", 1, 0, "User", "x" * 40, WHEN),  # 10 tokens
+        Turn("a1", "c", 1, 1, "Assistant", "y" * 4000, WHEN),  # 1,000 tokens
+        Turn("u2", "c", 1, 2, "User", "z" * 80, WHEN),  # 20 tokens
+        Turn("u3", "c", 1, 3, "User", "w" * 80, WHEN),
+        Turn("u4", "c", 1, 4, "User", "v" * 80, WHEN),
+    ]
+    units = Units(turns, {})
+    assert units.window(("u3", None), 2, 100) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u2", None), 2, 100) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u3", None), 2, 30) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u3", None), 2, 19) == [("u3", None)]  # each neighbour costs 20
+    assert units.window(("u2", None), 2, None) == [(t.id, None) for t in turns[:5]]
+    assert units.window(("a1", None), 2, 30) == [("u1", None), ("a1", None), ("u2", None)]
+
+
 def test_interleave_by_within_space_rank() -> None:
     rankings = {"turn": ["t1", "t2", "t3", "t4"], "fact": ["s1", "s2"], "episode": ["e1"]}
     assert interleave(rankings, {"turn": 1, "fact": 1, "episode": 1}) == [

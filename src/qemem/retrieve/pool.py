@@ -42,6 +42,8 @@ from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
 from qemem.retrieve.query_rules import strip_speakers
+from qemem.retrieve.index import search_index
+from qemem.retrieve.roles import restricted_lists
 from qemem.retrieve.search import hybrid_search, ranked_lists
 from qemem.store.base import MemoryStore, Scope
 
@@ -116,6 +118,8 @@ class RetrievalConfig:
     temporal_multiplier: float = 1.0
     provenance_weight: float = 0.0
     context_window: int = 2
+    context_tokens: int | None = 100
+    user_lists: bool = True
     depth: int | None = 100
     strip_speakers: bool = True
     weight_episodes: float = 0.75
@@ -130,6 +134,8 @@ class RetrievalConfig:
     def __post_init__(self) -> None:
         if self.rrf_k < 1 or self.context_window < 0:
             raise InputError("retrieval config: rrf_k must be >= 1 and context_window >= 0")
+        if self.context_tokens is not None and self.context_tokens < 0:
+            raise InputError("retrieval config: context_tokens must be >= 0 or None (no limit)")
         if min(self.aggregate_multiplier, self.temporal_multiplier) < 1:
             raise InputError("retrieval config: the multipliers must be >= 1")
         counts = (self.budget_episodes, self.budget_facts, self.budget_turns)
@@ -268,17 +274,23 @@ def fused_spaces(
     embedder: Embedder,
     texts: Sequence[str],
     config: RetrievalConfig,
+    user_turns: Collection[str] = (),
 ) -> dict[Space, dict[str, FusedScore]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
-    dense queries not in the query cache are embedded in one batch."""
+    dense queries not in the query cache are embedded in one batch. With ``user_turns`` (the
+    ids of the user's messages in a conversation with an assistant) and
+    ``config.user_lists``, the turn space also fuses each list restricted to them
+    (:mod:`qemem.retrieve.roles`)."""
     vectors = dense_vectors(embedder, texts, store.get_conversation(scope).speakers, config)
     tokens = [tokenize(q) for q in texts]
-    return {
-        space: fuse_lists(
-            ranked_lists(store, scope, space, vectors, tokens, config.depth), config.rrf_k
-        )
-        for space in SPACES
-    }
+    fused: dict[Space, dict[str, FusedScore]] = {}
+    for space in SPACES:
+        lists = ranked_lists(store, scope, space, vectors, tokens, config.depth)
+        if space == "turn" and config.user_lists and user_turns:
+            index = search_index(store, scope, space)
+            lists.update(restricted_lists(index, user_turns, vectors, tokens, config.depth))
+        fused[space] = fuse_lists(lists, config.rrf_k)
+    return fused
 
 
 def pool_from_fusion(
@@ -339,7 +351,8 @@ def pool_from_fusion(
         "episode": config.weight_episodes,
     }
     exposes: dict[tuple[Space, str], list[Unit]] = {
-        ("turn", key): units.window(split_key(key), config.context_window) for key in chosen["turn"]
+        ("turn", key): units.window(split_key(key), config.context_window, config.context_tokens)
+        for key in chosen["turn"]
     }
     own: dict[tuple[Space, str], int] = {}
     for candidate in [("episode", e) for e in chosen["episode"]] + [
@@ -478,6 +491,11 @@ def _exposed_by(space: Space, via: str, turn_id: str) -> Reason | None:
     return None if via == turn_id else Reason("context", via=via)
 
 
+def user_turns(turns: Iterable[Turn]) -> frozenset[str]:
+    """The ids of the user's messages (role ``user``) among ``turns``."""
+    return frozenset(t.id for t in turns if t.role == "user")
+
+
 def build_pool(
     store: MemoryStore,
     scope: Scope,
@@ -493,12 +511,13 @@ def build_pool(
     returned."""
     config = config or RetrievalConfig()
     texts = pool_texts(plan, queries)
-    fused = fused_spaces(store, scope, embedder, texts, config)
+    turns = unredacted(store.turns(scope))
+    fused = fused_spaces(store, scope, embedder, texts, config, user_turns(turns))
     return pool_from_fusion(
         scope.conversation,
         texts,
         fused,
-        unredacted(store.turns(scope)),
+        turns,
         {e.id: e for e in store.episodes(scope)},
         {f.id: f for f in store.facts(scope)},
         aggregate=plan.aggregate,
