@@ -14,7 +14,7 @@ search (``Memory.search``, k=10, query embedding included) and ``Memory.context`
 ``--queries`` probes (the first search, which builds the conversation's index, apart), the
 process's peak resident memory, and recall@10 of the dense top-k that the evidence pool
 (``context``, ``ask``) takes from the store against the exact scan of the conversation (only
-``postgresql-hnsw`` can differ; ``Memory.search`` ranks complete lists). After the rows, per
+``postgresql-hnsw`` can differ; ``Memory.search`` ranks exactly). After the rows, per
 backend: the slope of search p95 against size and the targets (p95 at the largest size <= 5x
 the smallest's, and <= 250 ms).
 

@@ -19,6 +19,7 @@ from qemem.memory import Memory
 from qemem.models import Episode, Pool, SemanticFact
 from qemem.retrieve.index import search_index
 from qemem.store import Scope, SQLiteStore, open_store
+from qemem.store.base import Stored, select_records
 from qemem.store.schema import SCHEMA_VERSION
 
 SCOPE = Scope("demo-1")
@@ -329,3 +330,13 @@ def test_hnsw_top_k_gives_the_exact_pool(pg_url: str, sample_path: Path) -> None
         assert nearest == [[rid for rid, _ in ranked] for ranked in scanned]
         assert exact.store.nearest(SCOPE, "turn", queries, 10) is None  # type: ignore[attr-defined]
         assert hnsw.retrieve("demo-1", QUESTION) == exact.retrieve("demo-1", QUESTION)
+
+
+def test_records_by_id_come_from_an_index_kept_with_the_cached_records(memory: Memory) -> None:
+    turns = memory.store.turns(SCOPE)
+    picked = [turns[3].id, "nope", turns[0].id]
+    assert memory.store.turns(SCOPE, picked) == [turns[3], turns[0]]
+    stored = Stored(turns)
+    assert select_records(stored, picked) == [turns[3], turns[0]]
+    assert stored.by_id() is stored.by_id() and len(stored.by_id()) == len(turns)
+    assert select_records(stored, None) == turns and select_records(turns, picked[:1]) == [turns[3]]

@@ -9,14 +9,21 @@ For each query, the per-conversation rankings of a method are merged by score in
 (k=60) as in single-conversation search. Dense cosine scores are comparable across
 conversations: one embedder made every vector. BM25 scores are comparable only approximately:
 each conversation's index has its own document frequencies and average length, so a rare
-word scores higher in a conversation where it is rarer. Every list is complete (not cut to
-``k``), so the global lists are exact merges of the per-conversation ones; every item of them
-is scored, and only the ``k`` best become hits.
+word scores higher in a conversation where it is rarer.
+
+A global list merged by score is the conversations' scores side by side, ranked by descending
+score with ties by position (conversation order, then row order), so a search for the best
+``k`` holds each list as one score array and fuses it with
+:func:`~qemem.retrieve.topk.fuse_exact`: lists ranked only as deep as the exact top ``k``
+needs, the same hits as fusing the complete lists. Without ``k`` every list is complete and
+every item scored.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from operator import itemgetter
 
 import numpy as np
@@ -25,7 +32,8 @@ from qemem.embed.base import Embedder
 from qemem.models import SPACES, Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists, fuse_top
-from qemem.retrieve.index import search_index
+from qemem.retrieve.index import SearchIndex, search_index
+from qemem.retrieve.topk import ScoreList, fuse_exact
 from qemem.store.base import MemoryStore, Ranked, Scope
 
 Key = tuple[str, str]
@@ -64,12 +72,57 @@ def fuse_across(
     for i, (by_dense, by_bm25) in enumerate(zip(dense, sparse, strict=True)):
         lists[(i, "dense")] = merge_by_score(by_dense)
         lists[(i, "bm25")] = merge_by_score(by_bm25)
-    out: list[tuple[str, Hit]] = []
-    for (cid, rid), entry in fuse_top(lists, k, rrf_k, record_of).items():
-        owner, span = split_key(rid)
-        ranks = {f"{m}:{q}": r for q, m, r in entry.ranks}
-        out.append((cid, Hit(space, owner, entry.score, ranks, span)))
-    return out
+    fused = fuse_top(lists, k, rrf_k, record_of)
+    return [(cid, record_hit(space, rid, entry)) for (cid, rid), entry in fused.items()]
+
+
+def record_hit(space: Space, rid: str, entry: FusedScore) -> Hit:
+    """The hit of index row ``rid`` (a record, or a passage of a turn: its turn, naming the
+    passage's span) at its fused score, with its rank in each list as ``method:query``."""
+    owner, span = split_key(rid)
+    return Hit(space, owner, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks}, span)
+
+
+def score_lists(
+    indexes: Sequence[SearchIndex], vectors: np.ndarray, tokens: Sequence[Sequence[str]]
+) -> dict[ListKey, ScoreList]:
+    """The global dense and BM25 lists of every query (``vectors[i]``, ``tokens[i]``) over the
+    rows of ``indexes`` side by side, as scores: keyed (i, "dense") and (i, "bm25"); BM25
+    ranks only rows scoring above zero. The same rankings as :func:`merge_by_score` of each
+    index's complete lists."""
+    dense = np.concatenate([index.dense_scores(vectors) for index in indexes], axis=1)
+    lists: dict[ListKey, ScoreList] = {}
+    for i, query in enumerate(tokens):
+        lists[(i, "dense")] = ScoreList(dense[i])
+        bm25 = np.concatenate([index.bm25.scores(query) for index in indexes])
+        lists[(i, "bm25")] = ScoreList(bm25, positive=True)
+    return lists
+
+
+def top_across(
+    indexes: Mapping[str, SearchIndex],
+    space: Space,
+    vectors: np.ndarray,
+    tokens: Sequence[Sequence[str]],
+    k: int,
+    rrf_k: int = RRF_K,
+) -> list[tuple[str, Hit]]:
+    """The best ``k`` hits of :func:`fuse_across` over the complete lists of ``indexes``
+    (keyed by conversation), the same hits in the same order with the same scores and ranks,
+    from lists ranked only as deep as that takes (:func:`~qemem.retrieve.topk.fuse_exact`)."""
+    if not indexes:
+        return []
+    parts = list(indexes.items())
+    starts = list(accumulate((len(index.ids) for _, index in parts), initial=0))
+
+    def key(row: int) -> Key:
+        part = bisect_right(starts, row) - 1
+        cid, index = parts[part]
+        return cid, index.ids[row - starts[part]]
+
+    lists = score_lists([index for _, index in parts], vectors, tokens)
+    fused = fuse_exact(lists, k, rrf_k, lambda row: record_of(key(row)))
+    return [(key(row)[0], record_hit(space, key(row)[1], entry)) for row, entry in fused.items()]
 
 
 def search_across(
@@ -84,13 +137,17 @@ def search_across(
 ) -> list[tuple[str, Hit]]:
     """Records of ``space`` in the conversations of ``scopes`` (keyed by conversation id)
     ranked together by :func:`fuse_across`, as (conversation, hit); at most ``k`` (None:
-    every record that any list ranks). Each scope's cached search index serves its lists."""
+    every record that any list ranks). Each scope's cached search index serves its lists;
+    with ``k``, lists are ranked only as deep as the exact top ``k`` needs
+    (:func:`top_across`)."""
     vectors = embedder.embed(list(queries), query=True)
     tokens = [tokenize(q) for q in queries]
+    indexes = {cid: search_index(store, scope, space) for cid, scope in scopes.items()}
+    if k is not None:
+        return top_across(indexes, space, vectors, tokens, k, rrf_k)
     dense: list[dict[str, Ranked]] = [{} for _ in queries]
     sparse: list[dict[str, Ranked]] = [{} for _ in queries]
-    for cid, scope in scopes.items():
-        index = search_index(store, scope, space)
+    for cid, index in indexes.items():
         for i, (ranked_dense, ranked_bm25) in enumerate(
             zip(index.dense(vectors), index.sparse(tokens), strict=True)
         ):

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from qemem.embed.base import Embedder
-from qemem.models import Hit, Space, split_key
-from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists, fuse_top
+from qemem.models import Hit, Space
+from qemem.retrieve.across import search_across
+from qemem.retrieve.fusion import RRF_K, ListKey, fuse_lists
 from qemem.retrieve.index import dense_lists, search_index
 from qemem.store.base import MemoryStore, Scope
 
@@ -25,21 +25,6 @@ def fuse(lists: Mapping[ListKey, Sequence[str]], space: Space, k: int = RRF_K) -
         Hit(space, rid, entry.score, {f"{m}:{q}": r for q, m, r in entry.ranks})
         for rid, entry in fuse_lists(lists, k).items()
     ]
-
-
-def turn_hits(
-    lists: Mapping[ListKey, Sequence[str]], space: Space, k: int | None, rrf_k: int = RRF_K
-) -> list[Hit]:
-    """The best ``k`` hits of the fused ``lists`` (None: all) as hits of records: each turn
-    once, at its best passage's place, with that passage's span; hits of whole records
-    unchanged. Ranks and hits are made only for the hits kept
-    (:func:`~qemem.retrieve.fusion.fuse_top`)."""
-    out = []
-    for key, entry in fuse_top(lists, k, rrf_k, lambda rid: split_key(rid)[0]).items():
-        owner, span = split_key(key)
-        ranks = {f"{m}:{q}": r for q, m, r in entry.ranks}
-        out.append(Hit(space, owner, entry.score, ranks, span))
-    return out
 
 
 def ranked_lists(
@@ -74,7 +59,9 @@ def hybrid_search(
 ) -> list[Hit]:
     """Records of ``space`` ranked by RRF over dense and BM25 lists of all ``queries``;
     at most ``k`` hits (None: every record that any list ranks). Turns rank by their best
-    passage (:func:`turn_hits`)."""
-    vectors = embedder.embed(list(queries), query=True)
-    lists = ranked_lists(store, scope, space, vectors, [tokenize(q) for q in queries])
-    return turn_hits(lists, space, k, rrf_k)
+    passage, whose span the hit names. The search of one conversation by
+    :func:`~qemem.retrieve.across.search_across` (exact top ``k`` from lists ranked only as
+    deep as it needs)."""
+    scopes = {scope.conversation: scope}
+    found = search_across(store, scopes, space, queries, embedder, k=k, rrf_k=rrf_k)
+    return [hit for _, hit in found]

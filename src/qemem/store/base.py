@@ -387,12 +387,25 @@ class VersionedCache(Generic[V]):
             self._items.clear()
 
 
+class Stored(list[R]):
+    """A scope's records of one kind in stored order, as a store caches them (never changed
+    once loaded), finding a record by id without a pass over all of them."""
+
+    _by_id: dict[str, R] | None = None
+
+    def by_id(self) -> dict[str, R]:
+        """The records by id (built on first use, then kept with the records)."""
+        if self._by_id is None:
+            self._by_id = {r.id: r for r in self}
+        return self._by_id
+
+
 def select_records(records: list[R], ids: Sequence[str] | None) -> list[R]:
     """Records in stored order (a copy), or those of ``ids`` in their order (unknown ids
-    skipped)."""
+    skipped); ids are looked up in the index of :class:`Stored` records, built once."""
     if ids is None:
         return list(records)
-    by_id = {r.id: r for r in records}
+    by_id = records.by_id() if isinstance(records, Stored) else {r.id: r for r in records}
     return [by_id[i] for i in ids if i in by_id]
 
 

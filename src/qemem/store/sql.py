@@ -24,6 +24,7 @@ from qemem.store import staged
 from qemem.store.base import (
     IndexRows,
     Scope,
+    Stored,
     VectorSpace,
     VersionedCache,
     ordering,
@@ -290,9 +291,9 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
             self._load(scope, "turns", lambda pk: self._load_turns(pk, scope)), ids
         )
 
-    def _load_turns(self, pk: int, scope: Scope) -> list[Turn]:
+    def _load_turns(self, pk: int, scope: Scope) -> Stored[Turn]:
         rows = self._query(f"{TURN_SELECT} WHERE conv = ? ORDER BY session, position", (pk,))
-        return [turn_of(scope.conversation, row) for row in rows]
+        return Stored(turn_of(scope.conversation, row) for row in rows)
 
     def turns_of(
         self, scope: Scope, *, sessions: Collection[int] = (), ids: Collection[str] = ()
@@ -336,7 +337,7 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
             links.setdefault(key, []).append(value)
         return {key: tuple(values) for key, values in links.items()}
 
-    def _load_episodes(self, pk: int, scope: Scope) -> list[Episode]:
+    def _load_episodes(self, pk: int, scope: Scope) -> Stored[Episode]:
         links = self._links("episode_turns", pk)
         rows = sorted(
             self._query(
@@ -346,7 +347,7 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
             ),
             key=lambda row: ordering("episode", row[0], row[1], row[5]),
         )
-        return [
+        return Stored(
             Episode(
                 rid,
                 scope.conversation,
@@ -357,7 +358,7 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
                 links.get(rid, ()),
             )
             for rid, session, title, content, ts, _ in rows
-        ]
+        )
 
     def put_facts(
         self, scope: Scope, facts: Sequence[SemanticFact], vectors: np.ndarray, embedder: str
@@ -398,14 +399,14 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
             self._load(scope, "facts", lambda pk: self._load_facts(pk, scope)), ids
         )
 
-    def _load_facts(self, pk: int, scope: Scope) -> list[SemanticFact]:
+    def _load_facts(self, pk: int, scope: Scope) -> Stored[SemanticFact]:
         links = self._links("fact_episodes", pk)
         read = self._links("fact_turns", pk)
         rows = sorted(
             self._query("SELECT id, content, session, kind FROM facts WHERE conv = ?", (pk,)),
             key=lambda row: record_order(row[0]),
         )
-        return [
+        return Stored(
             SemanticFact(
                 rid,
                 scope.conversation,
@@ -416,7 +417,7 @@ class SQLStore(SQLEdits, SQLItems, SQLLives, SQLPassages, ABC):
                 turn_ids=read.get(rid, ()),
             )
             for rid, content, session, kind in rows
-        ]
+        )
 
     # ------------------------------------------------------------------ index rows
     def index_rows(self, scope: Scope, space: Space) -> IndexRows:
