@@ -56,7 +56,7 @@ from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
 from qemem.models import Pool, search_text
 from qemem.retrieve.plan import rule_plan
-from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion
+from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion, user_turns
 from qemem.testing import OfflineLLM
 
 
@@ -92,10 +92,10 @@ class Setting:
 
 
 GRID: dict[str, tuple[int, ...]] = {
-    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000),
+    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000),
     "episodes": (0, 150, 300),
     "facts": (0, 100, 200),
-    "window": (1, 2),
+    "window": (2,),
 }
 REFERENCES = (Setting(counts=(25, 2, 4)), Setting(counts=(40, 2, 4)))
 
@@ -129,7 +129,9 @@ def pool_stage(
     fused = []
     for q in questions:
         plan = rule_plan(q.question)
-        spaces = fused_spaces(memory.store, scope, memory.embedder, plan.query_set, base)
+        spaces = fused_spaces(
+            memory.store, scope, memory.embedder, plan.query_set, base, user_turns(turns)
+        )
         fused.append((known.evidence(q.evidence, q.answer), plan, spaces))
     seen: dict[tuple[Any, ...], Tally] = {}
     tallies: dict[Setting, Tally] = {}

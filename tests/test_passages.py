@@ -5,12 +5,11 @@ built for older stores by ``reindex``."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import itertools
 import json
 from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 

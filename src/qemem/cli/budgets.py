@@ -21,21 +21,24 @@ BudgetTurnsOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-turns",
-        help=f"Turn hits kept, a count (default {_default(_DEFAULT.budget_turns)}).",
+        help="Turn hits kept, a count (default "
+        f"{_default(_DEFAULT.budget_turns)}); replaces the default --budget-tokens.",
     ),
 ]
 BudgetEpisodesOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-episodes",
-        help=f"Episodes kept, a count (default {_default(_DEFAULT.budget_episodes)}).",
+        help="Episodes kept, a count (default "
+        f"{_default(_DEFAULT.budget_episodes)}); replaces the default --budget-tokens-episodes.",
     ),
 ]
 BudgetFactsOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-facts",
-        help=f"Semantic facts kept, a count (default {_default(_DEFAULT.budget_facts)}).",
+        help="Semantic facts kept, a count (default "
+        f"{_default(_DEFAULT.budget_facts)}); replaces the default --budget-tokens-facts.",
     ),
 ]
 BudgetTokensOpt = Annotated[
@@ -73,7 +76,9 @@ def retrieval_config(
     tokens_facts: int | None = None,
 ) -> RetrievalConfig | None:
     """The default retrieval settings with the budgets given on the command line; None when
-    none was given (the library default applies)."""
+    none was given (the library default applies). A count given for a space replaces that
+    space's default token budget unless a token budget is given for it too (``--budget-turns
+    25`` keeps 25 turn hits, whatever they cost)."""
     given = {
         "budget_turns": turns,
         "budget_episodes": episodes,
@@ -82,5 +87,12 @@ def retrieval_config(
         "budget_tokens_episodes": tokens_episodes,
         "budget_tokens_facts": tokens_facts,
     }
-    changes = {k: v for k, v in given.items() if v is not None}
+    changes: dict[str, int | None] = {k: v for k, v in given.items() if v is not None}
+    for token, counted in (
+        ("budget_tokens", turns),
+        ("budget_tokens_episodes", episodes),
+        ("budget_tokens_facts", facts),
+    ):
+        if counted is not None and given[token] is None:
+            changes[token] = None
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]

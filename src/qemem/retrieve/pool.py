@@ -4,8 +4,10 @@ For every query, space and method (dense, BM25) a ranked list; per space, recipr
 fusion; episodes optionally raised by the facts that cite them; per-space budgets. Turn hits,
 episodes and facts are then interleaved by their rank within their space into one exposure
 order: a turn hit exposes its same-session neighbours, an episode its turns, a fact the turns
-it was read from and those of its episodes, each only what no earlier candidate exposed (its cost). Every pool item
-carries the reasons it is there and every candidate its place in that order.
+it was read from and those of its episodes, each only what no earlier candidate exposed (its
+cost). Every pool item carries the reasons it is there and every candidate its place in that
+order. In a conversation with an assistant the user's messages are also ranked apart
+(:mod:`qemem.retrieve.roles`).
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ from qemem.passages import Units
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
-from qemem.retrieve.query_rules import strip_speakers
 from qemem.retrieve.index import search_index
+from qemem.retrieve.query_rules import strip_speakers
 from qemem.retrieve.roles import restricted_lists
 from qemem.retrieve.search import hybrid_search, ranked_lists
 from qemem.store.base import MemoryStore, Scope
@@ -315,9 +317,10 @@ def pool_from_fusion(
     provenance raise; each space keeps its count of candidates (widened by the plan's flags);
     candidates are interleaved by within-space rank (:func:`interleave`,
     ``config.weight_episodes``/``weight_facts`` against turns' 1) into the exposure order. A
-    turn hit exposes its unit with ``config.context_window`` units each side in its session;
-    an episode or fact exposes one unit of each turn of its episode(s), a fact also of each
-    turn it was read from (a long turn's best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
+    turn hit exposes its unit with ``config.context_window`` units each side in its session
+    (each side within ``config.context_tokens``); an episode or fact exposes one unit of each
+    turn of its episode(s), a fact also of each turn it was read from (a long turn's
+    best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
     windows. Each candidate costs the tokens of the units it newly exposes (and an episode or
     fact its own line), and the order is cut by the per-space token budgets and the cap
     (:func:`token_budgets`, strict per space). Pool turns carry why they are there and the
