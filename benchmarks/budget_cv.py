@@ -97,12 +97,19 @@ GRID: dict[str, tuple[int, ...]] = {
     "facts": (0, 100, 200),
     "window": (2,),
 }
+COUNTS: dict[str, tuple[int, ...]] = {
+    "turns": (15, 20, 25, 30, 35, 40),
+    "episodes": (0, 2, 4),
+    "facts": (0, 4, 8),
+}
+"""Count budgets (turn hits, episodes, facts) measured beside the token grid."""
 REFERENCES = (Setting(counts=(25, 2, 4)), Setting(counts=(40, 2, 4)))
 
 
 def settings() -> list[Setting]:
     grid = [Setting(*values) for values in itertools.product(*GRID.values())]
-    return [*grid, *REFERENCES]
+    counts = [Setting(counts=(t, e, f)) for t, e, f in itertools.product(*COUNTS.values())]
+    return list(dict.fromkeys([*grid, *counts, *REFERENCES]))
 
 
 def parse(label: str) -> Setting:
@@ -292,6 +299,7 @@ def main() -> None:
         llm="fake (offline)",
         plan="rules (question only)",
         grid={k: list(v) for k, v in GRID.items()},
+        counts={k: list(v) for k, v in COUNTS.items()},
         references=[s.label() for s in REFERENCES],
         price=args.price,
     )

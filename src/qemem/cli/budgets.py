@@ -22,7 +22,7 @@ BudgetTurnsOpt = Annotated[
     typer.Option(
         "--budget-turns",
         help="Turn hits kept, a count (default "
-        f"{_default(_DEFAULT.budget_turns)}); replaces the default --budget-tokens.",
+        f"{_default(_DEFAULT.budget_turns)}); given alone, no token budget for turns.",
     ),
 ]
 BudgetEpisodesOpt = Annotated[
@@ -30,7 +30,7 @@ BudgetEpisodesOpt = Annotated[
     typer.Option(
         "--budget-episodes",
         help="Episodes kept, a count (default "
-        f"{_default(_DEFAULT.budget_episodes)}); replaces the default --budget-tokens-episodes.",
+        f"{_default(_DEFAULT.budget_episodes)}); given alone, no token budget for episodes.",
     ),
 ]
 BudgetFactsOpt = Annotated[
@@ -38,7 +38,7 @@ BudgetFactsOpt = Annotated[
     typer.Option(
         "--budget-facts",
         help="Semantic facts kept, a count (default "
-        f"{_default(_DEFAULT.budget_facts)}); replaces the default --budget-tokens-facts.",
+        f"{_default(_DEFAULT.budget_facts)}); given alone, no token budget for facts.",
     ),
 ]
 BudgetTokensOpt = Annotated[
@@ -46,7 +46,8 @@ BudgetTokensOpt = Annotated[
     typer.Option(
         "--budget-tokens",
         help="Tokens of turn passages the pool holds (default "
-        f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more).",
+        f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more); given alone, no "
+        "count of turn hits.",
     ),
 ]
 BudgetTokensEpisodesOpt = Annotated[
@@ -54,7 +55,7 @@ BudgetTokensEpisodesOpt = Annotated[
     typer.Option(
         "--budget-tokens-episodes",
         help="Tokens the pool's episodes may take (default "
-        f"{_default(_DEFAULT.budget_tokens_episodes)}).",
+        f"{_default(_DEFAULT.budget_tokens_episodes)}); given alone, no count of episodes.",
     ),
 ]
 BudgetTokensFactsOpt = Annotated[
@@ -62,7 +63,7 @@ BudgetTokensFactsOpt = Annotated[
     typer.Option(
         "--budget-tokens-facts",
         help="Tokens the pool's semantic facts may take (default "
-        f"{_default(_DEFAULT.budget_tokens_facts)}).",
+        f"{_default(_DEFAULT.budget_tokens_facts)}); given alone, no count of facts.",
     ),
 ]
 
@@ -76,9 +77,10 @@ def retrieval_config(
     tokens_facts: int | None = None,
 ) -> RetrievalConfig | None:
     """The default retrieval settings with the budgets given on the command line; None when
-    none was given (the library default applies). A count given for a space replaces that
-    space's default token budget unless a token budget is given for it too (``--budget-turns
-    25`` keeps 25 turn hits, whatever they cost)."""
+    none was given (the library default applies). A budget given for a space replaces both
+    of that space's defaults, its count and its token budget, unless both are given:
+    ``--budget-tokens 8000`` keeps turn hits while their passages fit in 8,000 tokens,
+    however many that is, and ``--budget-turns 40`` keeps 40 hits, whatever they cost."""
     given = {
         "budget_turns": turns,
         "budget_episodes": episodes,
@@ -88,11 +90,13 @@ def retrieval_config(
         "budget_tokens_facts": tokens_facts,
     }
     changes: dict[str, int | None] = {k: v for k, v in given.items() if v is not None}
-    for token, counted in (
-        ("budget_tokens", turns),
-        ("budget_tokens_episodes", episodes),
-        ("budget_tokens_facts", facts),
+    for count, token in (
+        ("budget_turns", "budget_tokens"),
+        ("budget_episodes", "budget_tokens_episodes"),
+        ("budget_facts", "budget_tokens_facts"),
     ):
-        if counted is not None and given[token] is None:
+        if given[count] is not None and given[token] is None:
             changes[token] = None
+        elif given[token] is not None and given[count] is None:
+            changes[count] = None
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]

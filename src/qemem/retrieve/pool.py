@@ -114,8 +114,8 @@ class RetrievalConfig:
 
     rrf_k: int = RRF_K
     budget_episodes: int | None = 2
-    budget_facts: int | None = 4
-    budget_turns: int | None = 40
+    budget_facts: int | None = 8
+    budget_turns: int | None = 25
     aggregate_multiplier: float = 1.5
     temporal_multiplier: float = 1.0
     provenance_weight: float = 0.0
