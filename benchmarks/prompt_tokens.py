@@ -39,7 +39,7 @@ from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
 from qemem.models import Episode, SemanticFact, Turn
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.testing import OfflineLLM
 
 RETRIEVAL_KNOBS = (

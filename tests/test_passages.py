@@ -24,7 +24,7 @@ from qemem.memory import Memory, reembed, reindex
 from qemem.memory.turn_vectors import embed_turns
 from qemem.models import Ref, Session, Turn, passage_key, search_text, split_key
 from qemem.passages import OMITTED, excerpt, is_whole, split_passages
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
 

@@ -10,18 +10,15 @@ from qemem.errors import InputError
 from qemem.memory import Memory
 from qemem.models import Episode, Exposure, Plan, Reason, Ref, SemanticFact, Turn, passage_key
 from qemem.passages import Units
+from qemem.retrieve.budgets import RetrievalConfig, round_half_up, space_budgets, token_budgets
 from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.pool import (
     FusedScore,
-    RetrievalConfig,
     build_pool,
     focus_turns,
     fuse_lists,
     pool_from_fusion,
     provenance_adjust,
-    round_half_up,
-    space_budgets,
-    token_budgets,
 )
 from qemem.store.sqlite import SQLiteStore
 

@@ -10,8 +10,8 @@ import numpy as np
 from qemem.embed.base import HashEmbedder
 from qemem.memory import Memory
 from qemem.models import passage_key
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.index import SearchIndex
-from qemem.retrieve.pool import RetrievalConfig
 from qemem.retrieve.roles import restricted_lists, row_mask
 from qemem.store.base import IndexRows
 

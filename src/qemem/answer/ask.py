@@ -53,9 +53,9 @@ from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
 from qemem.llm.stages import ANSWER, ANSWER_ROUND0, RESPOND
 from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.base import MemoryStore, Scope
 
 Mode = Literal["retrieval", "direct", "no-refine", "full", "respond", "matched", "nemori-baseline"]

@@ -21,8 +21,8 @@ from qemem.evidence.context import SourceIndex
 from qemem.evidence.many import ManyIndex, label
 from qemem.models import Plan, Pool, PoolItem, Reason, Ref
 from qemem.retrieve.across import fused_spaces_across, search_across
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.pool import (
-    RetrievalConfig,
     build_pool,
     dense_vectors,
     matched_pool,

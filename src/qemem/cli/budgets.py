@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 _DEFAULT = RetrievalConfig()
 
