@@ -71,16 +71,23 @@ class Setting:
     facts: int = 0
     window: int = 2
     counts: tuple[int, int, int] | None = None
+    cap: int | None = None
 
     def label(self) -> str:
+        capped = "" if self.cap is None else f"/c{self.cap}"
         if self.counts is not None:
-            return "/".join(map(str, self.counts))
-        return f"t{self.turns}/e{self.episodes}/f{self.facts}/w{self.window}"
+            return "/".join(map(str, self.counts)) + capped
+        return f"t{self.turns}/e{self.episodes}/f{self.facts}/w{self.window}{capped}"
 
     def config(self) -> RetrievalConfig:
         if self.counts is not None:
             turns, episodes, facts = self.counts
-            return RetrievalConfig(budget_turns=turns, budget_episodes=episodes, budget_facts=facts)
+            return RetrievalConfig(
+                budget_turns=turns,
+                budget_episodes=episodes,
+                budget_facts=facts,
+                max_tokens=self.cap,
+            )
         return RetrievalConfig(
             budget_turns=None,
             budget_episodes=None,
@@ -89,6 +96,7 @@ class Setting:
             budget_tokens_episodes=self.episodes,
             budget_tokens_facts=self.facts,
             context_window=self.window,
+            max_tokens=self.cap,
         )
 
 
@@ -114,13 +122,15 @@ def settings() -> list[Setting]:
 
 
 def parse(label: str) -> Setting:
-    """The setting of a label (``t2000/e300/f200/w2`` or ``25/2/4``)."""
+    """The setting of a label (``t2000/e300/f200/w2`` or ``25/2/4``, either with ``/c6000``
+    for a cap on the whole pool)."""
     parts = label.split("/")
+    cap = int(parts.pop()[1:]) if parts[-1].startswith("c") else None
     if parts[0].startswith("t"):
         turns, episodes, facts, window = (int(p[1:]) for p in parts)
-        return Setting(turns, episodes, facts, window)
+        return Setting(turns, episodes, facts, window, cap=cap)
     counts = tuple(int(p) for p in parts)
-    return Setting(counts=(counts[0], counts[1], counts[2]))
+    return Setting(counts=(counts[0], counts[1], counts[2]), cap=cap)
 
 
 def pool_stage(

@@ -49,7 +49,9 @@ RETRIEVAL_KNOBS = (
     "budget_tokens",
     "budget_tokens_episodes",
     "budget_tokens_facts",
+    "max_tokens",
     "context_window",
+    "context_tokens",
 )
 """The RetrievalConfig settings the command line may change (``--budget-tokens`` ...; the
 value ``none`` removes a budget)."""
