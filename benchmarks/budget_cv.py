@@ -330,7 +330,9 @@ def main() -> None:
             finals.add(parse(result["pool"]["pick"]))
     if args.stage != "pool":
         runs = {
-            ("locomo", conv): {s: final_stage(locomo, conv, qs, s) for s in sorted(finals)}
+            ("locomo", conv): {
+                s: final_stage(locomo, conv, qs, s) for s in sorted(finals, key=Setting.label)
+            }
             for conv, qs in locomo_questions.items()
         }
         result["final"] = report("final context (offline LLM, full; LoCoMo)", runs, args.price)

@@ -144,7 +144,9 @@ def main() -> None:
                     stages.setdefault(group, []).append(tokens)
                 totals.append(sum(per_stage.values()))
                 episodes, facts, turns = first_round_records(answer)
-                spaces["episode"].append(estimate_tokens(format_memories(index, episodes, [], [])))
+                pooled = [t.id for t in turns]
+                shown_episodes = format_memories(index, episodes, [], [], shown=pooled)
+                spaces["episode"].append(estimate_tokens(shown_episodes))
                 spaces["fact"].append(estimate_tokens(format_memories(index, [], facts, [])))
                 held = pool_passages(answer.pool)
                 shown_turns = format_memories(index, [], [], turns, passages=held)

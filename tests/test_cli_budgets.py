@@ -27,6 +27,12 @@ def test_a_token_budget_alone_replaces_that_spaces_count() -> None:
     assert (config.budget_turns, config.budget_tokens) == (None, 8000)
     assert (config.budget_facts, config.budget_tokens_facts) == (None, 300)
     assert config.budget_episodes == DEFAULT.budget_episodes
+    assert config.max_tokens is None  # the default cap would contradict the budget given
+
+
+def test_a_count_keeps_the_cap_on_the_whole_pool() -> None:
+    config = retrieval_config(turns=40, episodes=0)
+    assert config is not None and config.max_tokens == DEFAULT.max_tokens
 
 
 def test_both_given_keep_both() -> None:

@@ -47,7 +47,8 @@ BudgetTokensOpt = Annotated[
         "--budget-tokens",
         help="Tokens of turn passages the pool holds (default "
         f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more); given alone, no "
-        "count of turn hits.",
+        f"count of turn hits; any token budget lifts the {_DEFAULT.max_tokens:,}-token cap on "
+        "the whole pool.",
     ),
 ]
 BudgetTokensEpisodesOpt = Annotated[
@@ -80,7 +81,9 @@ def retrieval_config(
     none was given (the library default applies). A budget given for a space replaces both
     of that space's defaults, its count and its token budget, unless both are given:
     ``--budget-tokens 8000`` keeps turn hits while their passages fit in 8,000 tokens,
-    however many that is, and ``--budget-turns 40`` keeps 40 hits, whatever they cost."""
+    however many that is, and ``--budget-turns 40`` keeps 40 hits, whatever they cost. A token
+    budget given also lifts the default cap on the whole pool (``max_tokens``): the pool is
+    then as large as the budgets given make it."""
     given = {
         "budget_turns": turns,
         "budget_episodes": episodes,
@@ -99,4 +102,6 @@ def retrieval_config(
             changes[token] = None
         elif given[token] is not None and given[count] is None:
             changes[count] = None
+    if any(given[token] is not None for token in given if token.startswith("budget_tokens")):
+        changes["max_tokens"] = None
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]
