@@ -10,6 +10,7 @@ import numpy as np
 from qemem.embed.base import HashEmbedder
 from qemem.memory import Memory
 from qemem.models import passage_key
+from qemem.retrieve.across import fused_spaces_across
 from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.index import SearchIndex
 from qemem.retrieve.roles import restricted_lists, row_mask
@@ -42,7 +43,7 @@ def test_restricted_lists_rank_only_the_owners_rows_by_the_same_scores() -> None
     assert restricted_lists(index, {"nobody"}, vectors, [["budget"]], None) == {}
 
 
-def _chat(memory: Memory, roles: bool) -> None:
+def _chat(memory: Memory, roles: bool, conversation: str = "c1") -> None:
     reply = " ".join(f"The plan covers item {n} of the budget tracker." for n in range(200))
     texts = [
         ("User", "user", "I set the budget tracker deadline to March 29."),
@@ -54,7 +55,7 @@ def _chat(memory: Memory, roles: bool) -> None:
         | ({"role": role} if roles else {})
         for speaker, role, text in texts
     ]
-    memory.add_messages("c1", messages)
+    memory.add_messages(conversation, messages)
 
 
 def test_the_users_message_rises_in_a_conversation_with_an_assistant() -> None:
@@ -72,3 +73,21 @@ def test_the_users_message_rises_in_a_conversation_with_an_assistant() -> None:
         _chat(memory, roles=False)  # no roles: ranked as before, no restricted list
         pool = memory.retrieve("c1", question, config=config)
         assert all(r.method in {"dense", "bm25", None} for i in pool.turns for r in i.reasons)
+
+
+def test_across_conversations_the_users_lists_are_merged_too() -> None:
+    question = "When is the budget tracker deadline?"
+    with Memory.open(None, embedder=HashEmbedder()) as memory:
+        _chat(memory, roles=True, conversation="c1")
+        _chat(memory, roles=True, conversation="c2")
+        scopes = {c: memory.scope(c) for c in ("c1", "c2")}
+        vectors = {c: memory.embedder.embed([question], query=True) for c in scopes}
+        users = {c: frozenset({"D1:1", "D1:3"}) for c in scopes}
+        fused = fused_spaces_across(
+            memory.store, scopes, vectors, [question], depth=200, user_turns=users
+        )["turn"]
+        top = next(iter(fused))
+        assert top[1] == "D1:1"
+        assert {m for _, m, _ in fused[top].ranks} == {"dense", "bm25", "dense-user", "bm25-user"}
+        plain = fused_spaces_across(memory.store, scopes, vectors, [question], depth=200)["turn"]
+        assert all(m in {"dense", "bm25"} for e in plain.values() for _, m, _ in e.ranks)

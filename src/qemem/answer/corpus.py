@@ -112,8 +112,15 @@ class ManyConversations:
             cid: dense_vectors(self.embedder, texts, self.index.speakers(cid), config)
             for cid in self.scopes
         }
+        users = self.index.user_turns if config.user_lists else None
         fused = fused_spaces_across(
-            self.store, self.scopes, vectors, texts, depth=config.depth, rrf_k=config.rrf_k
+            self.store,
+            self.scopes,
+            vectors,
+            texts,
+            depth=config.depth,
+            rrf_k=config.rrf_k,
+            user_turns=users,
         )
         labelled = {
             space: {label(cid, rid): score for (cid, rid), score in ranking.items()}

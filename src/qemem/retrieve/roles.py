@@ -22,6 +22,7 @@ from qemem.models import split_key
 from qemem.retrieve.bm25 import top_positive
 from qemem.retrieve.fusion import ListKey
 from qemem.retrieve.index import SearchIndex, top_rows
+from qemem.store.base import Ranked
 
 USER_METHODS = {"dense": "dense-user", "bm25": "bm25-user"}
 """The names of the restricted lists, by the method they restrict."""
@@ -32,6 +33,31 @@ def row_mask(ids: Sequence[str], owners: Collection[str]) -> np.ndarray:
     return np.fromiter((split_key(rid)[0] in owners for rid in ids), dtype=bool, count=len(ids))
 
 
+def restricted_rankings(
+    index: SearchIndex,
+    owners: Collection[str],
+    vectors: np.ndarray,
+    tokens: Sequence[Sequence[str]],
+    depth: int | None,
+) -> dict[ListKey, Ranked]:
+    """For every query (``vectors[i]``, ``tokens[i]``), the dense and BM25 rankings of the
+    index restricted to the rows of ``owners`` (turn ids), keyed (i, "dense-user") and
+    (i, "bm25-user"), (id, score) best first, each cut at ``depth`` (None: all). Empty when
+    no row belongs to them."""
+    rows = np.flatnonzero(row_mask(index.ids, owners))
+    if rows.size == 0:
+        return {}
+    ids = [index.ids[r] for r in rows]
+    sims = index.dense_scores(vectors)[:, rows]
+    rankings: dict[ListKey, Ranked] = {}
+    for i, query in enumerate(tokens):
+        dense = top_rows(sims[i], depth)
+        rankings[(i, USER_METHODS["dense"])] = [(ids[n], score) for n, score in dense]
+        sparse = top_positive(index.bm25.scores(query)[rows], depth)
+        rankings[(i, USER_METHODS["bm25"])] = [(ids[n], score) for n, score in sparse]
+    return rankings
+
+
 def restricted_lists(
     index: SearchIndex,
     owners: Collection[str],
@@ -39,18 +65,6 @@ def restricted_lists(
     tokens: Sequence[Sequence[str]],
     depth: int | None,
 ) -> dict[ListKey, list[str]]:
-    """For every query (``vectors[i]``, ``tokens[i]``), the dense and BM25 rankings of the
-    index restricted to the rows of ``owners`` (turn ids), keyed (i, "dense-user") and
-    (i, "bm25-user"), ids best first, each cut at ``depth`` (None: all). Empty when no row
-    belongs to them."""
-    rows = np.flatnonzero(row_mask(index.ids, owners))
-    if rows.size == 0:
-        return {}
-    ids = [index.ids[r] for r in rows]
-    sims = index.dense_scores(vectors)[:, rows]
-    lists: dict[ListKey, list[str]] = {}
-    for i, query in enumerate(tokens):
-        lists[(i, USER_METHODS["dense"])] = [ids[n] for n, _ in top_rows(sims[i], depth)]
-        scores = index.bm25.scores(query)[rows]
-        lists[(i, USER_METHODS["bm25"])] = [ids[n] for n, _ in top_positive(scores, depth)]
-    return lists
+    """The ids of :func:`restricted_rankings`, best first."""
+    rankings = restricted_rankings(index, owners, vectors, tokens, depth)
+    return {key: [rid for rid, _ in ranked] for key, ranked in rankings.items()}
