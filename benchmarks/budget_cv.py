@@ -55,8 +55,9 @@ from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
 from qemem.models import Pool, search_text
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.plan import rule_plan
-from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion
+from qemem.retrieve.pool import fused_spaces, pool_from_fusion, user_turns
 from qemem.testing import OfflineLLM
 
 
@@ -70,16 +71,23 @@ class Setting:
     facts: int = 0
     window: int = 2
     counts: tuple[int, int, int] | None = None
+    cap: int | None = None
 
     def label(self) -> str:
+        capped = "" if self.cap is None else f"/c{self.cap}"
         if self.counts is not None:
-            return "/".join(map(str, self.counts))
-        return f"t{self.turns}/e{self.episodes}/f{self.facts}/w{self.window}"
+            return "/".join(map(str, self.counts)) + capped
+        return f"t{self.turns}/e{self.episodes}/f{self.facts}/w{self.window}{capped}"
 
     def config(self) -> RetrievalConfig:
         if self.counts is not None:
             turns, episodes, facts = self.counts
-            return RetrievalConfig(budget_turns=turns, budget_episodes=episodes, budget_facts=facts)
+            return RetrievalConfig(
+                budget_turns=turns,
+                budget_episodes=episodes,
+                budget_facts=facts,
+                max_tokens=self.cap,
+            )
         return RetrievalConfig(
             budget_turns=None,
             budget_episodes=None,
@@ -88,31 +96,41 @@ class Setting:
             budget_tokens_episodes=self.episodes,
             budget_tokens_facts=self.facts,
             context_window=self.window,
+            max_tokens=self.cap,
         )
 
 
 GRID: dict[str, tuple[int, ...]] = {
-    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000),
+    "turns": (1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 8000),
     "episodes": (0, 150, 300),
     "facts": (0, 100, 200),
-    "window": (1, 2),
+    "window": (2,),
 }
+COUNTS: dict[str, tuple[int, ...]] = {
+    "turns": (15, 20, 25, 30, 35, 40),
+    "episodes": (0, 2, 4),
+    "facts": (0, 4, 8),
+}
+"""Count budgets (turn hits, episodes, facts) measured beside the token grid."""
 REFERENCES = (Setting(counts=(25, 2, 4)), Setting(counts=(40, 2, 4)))
 
 
 def settings() -> list[Setting]:
     grid = [Setting(*values) for values in itertools.product(*GRID.values())]
-    return [*grid, *REFERENCES]
+    counts = [Setting(counts=(t, e, f)) for t, e, f in itertools.product(*COUNTS.values())]
+    return list(dict.fromkeys([*grid, *counts, *REFERENCES]))
 
 
 def parse(label: str) -> Setting:
-    """The setting of a label (``t2000/e300/f200/w2`` or ``25/2/4``)."""
+    """The setting of a label (``t2000/e300/f200/w2`` or ``25/2/4``, either with ``/c6000``
+    for a cap on the whole pool)."""
     parts = label.split("/")
+    cap = int(parts.pop()[1:]) if parts[-1].startswith("c") else None
     if parts[0].startswith("t"):
         turns, episodes, facts, window = (int(p[1:]) for p in parts)
-        return Setting(turns, episodes, facts, window)
+        return Setting(turns, episodes, facts, window, cap=cap)
     counts = tuple(int(p) for p in parts)
-    return Setting(counts=(counts[0], counts[1], counts[2]))
+    return Setting(counts=(counts[0], counts[1], counts[2]), cap=cap)
 
 
 def pool_stage(
@@ -129,7 +147,9 @@ def pool_stage(
     fused = []
     for q in questions:
         plan = rule_plan(q.question)
-        spaces = fused_spaces(memory.store, scope, memory.embedder, plan.query_set, base)
+        spaces = fused_spaces(
+            memory.store, scope, memory.embedder, plan.query_set, base, user_turns(turns)
+        )
         fused.append((known.evidence(q.evidence, q.answer), plan, spaces))
     seen: dict[tuple[Any, ...], Tally] = {}
     tallies: dict[Setting, Tally] = {}
@@ -290,6 +310,7 @@ def main() -> None:
         llm="fake (offline)",
         plan="rules (question only)",
         grid={k: list(v) for k, v in GRID.items()},
+        counts={k: list(v) for k, v in COUNTS.items()},
         references=[s.label() for s in REFERENCES],
         price=args.price,
     )
@@ -309,7 +330,9 @@ def main() -> None:
             finals.add(parse(result["pool"]["pick"]))
     if args.stage != "pool":
         runs = {
-            ("locomo", conv): {s: final_stage(locomo, conv, qs, s) for s in sorted(finals)}
+            ("locomo", conv): {
+                s: final_stage(locomo, conv, qs, s) for s in sorted(finals, key=Setting.label)
+            }
             for conv, qs in locomo_questions.items()
         }
         result["final"] = report("final context (offline LLM, full; LoCoMo)", runs, args.price)

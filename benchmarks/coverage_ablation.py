@@ -17,7 +17,7 @@ from pathlib import Path
 from qemem.eval.coverage import evaluate_pool_coverage
 from qemem.eval.manifest import run_info
 from qemem.memory import Memory
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 # The ablation ranks with 40 turn hits (the answer-time default, 25, cuts B = 100-120).
 HITS = 40

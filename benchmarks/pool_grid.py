@@ -36,8 +36,9 @@ from qemem.eval.manifest import run_info
 from qemem.memory import Memory
 from qemem.memory_file import load
 from qemem.passages import turn_tokens
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.plan import rule_plan
-from qemem.retrieve.pool import RetrievalConfig, fused_spaces, pool_from_fusion
+from qemem.retrieve.pool import fused_spaces, pool_from_fusion
 
 GRID: dict[str, tuple[object, ...]] = {
     "weight_episodes": (0.5, 0.75, 1.0),

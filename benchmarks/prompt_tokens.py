@@ -39,7 +39,7 @@ from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
 from qemem.models import Episode, SemanticFact, Turn
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.testing import OfflineLLM
 
 RETRIEVAL_KNOBS = (
@@ -49,7 +49,9 @@ RETRIEVAL_KNOBS = (
     "budget_tokens",
     "budget_tokens_episodes",
     "budget_tokens_facts",
+    "max_tokens",
     "context_window",
+    "context_tokens",
 )
 """The RetrievalConfig settings the command line may change (``--budget-tokens`` ...; the
 value ``none`` removes a budget)."""
@@ -142,7 +144,9 @@ def main() -> None:
                     stages.setdefault(group, []).append(tokens)
                 totals.append(sum(per_stage.values()))
                 episodes, facts, turns = first_round_records(answer)
-                spaces["episode"].append(estimate_tokens(format_memories(index, episodes, [], [])))
+                pooled = [t.id for t in turns]
+                shown_episodes = format_memories(index, episodes, [], [], shown=pooled)
+                spaces["episode"].append(estimate_tokens(shown_episodes))
                 spaces["fact"].append(estimate_tokens(format_memories(index, [], facts, [])))
                 held = pool_passages(answer.pool)
                 shown_turns = format_memories(index, [], [], turns, passages=held)

@@ -30,7 +30,8 @@ from qemem.eval.manifest import run_info
 from qemem.ingest.locomo import load_locomo, parse_locomo
 from qemem.memory import Memory
 from qemem.models import Episode, Plan, SemanticFact
-from qemem.retrieve.pool import RetrievalConfig, build_pool
+from qemem.retrieve.budgets import RetrievalConfig
+from qemem.retrieve.pool import build_pool
 
 PLAN = Plan(
     question="What did Maria donate to the homeless shelter, and when?",

@@ -21,8 +21,9 @@ from qemem.retrieve.across import (
     merge_by_score,
     search_across,
 )
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.fusion import ListKey, best_items, fuse_lists, fuse_top, rrf
-from qemem.retrieve.pool import RetrievalConfig, dense_vectors, fused_spaces
+from qemem.retrieve.pool import dense_vectors, fused_spaces
 from qemem.retrieve.search import hybrid_search
 from qemem.store import SQLiteStore
 from service_helpers import MESSAGES

@@ -14,7 +14,7 @@ from qemem.embed import HashEmbedder
 from qemem.errors import InputError, LLMError
 from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM
 

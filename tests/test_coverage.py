@@ -21,7 +21,7 @@ from qemem.llm import LLMClient, LLMRequest
 from qemem.memory import Memory
 from qemem.models import Pool, PoolItem, Reason, SemanticFact, Turn
 from qemem.passages import turn_tokens
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.store.sqlite import SQLiteStore
 from qemem.testing import OfflineLLM
 

@@ -32,8 +32,8 @@ from qemem.llm import LLMClient, LLMRequest
 from qemem.llm.stages import ANSWER_NEMORI
 from qemem.memory import Memory
 from qemem.models import Episode, SemanticFact, Space, Turn, search_text
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.dense import dense_pool
-from qemem.retrieve.pool import RetrievalConfig
 from qemem.store import Scope, SQLiteStore, open_store
 from qemem.store.base import MemoryStore
 from qemem.testing import OfflineLLM

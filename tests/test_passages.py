@@ -9,6 +9,7 @@ import itertools
 import json
 from collections.abc import Sequence
 from contextlib import closing
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from qemem.memory import Memory, reembed, reindex
 from qemem.memory.turn_vectors import embed_turns
 from qemem.models import Ref, Session, Turn, passage_key, search_text, split_key
 from qemem.passages import OMITTED, excerpt, is_whole, split_passages
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.search import hybrid_search
 from qemem.store import MemoryStore, Scope, open_store
 
@@ -134,11 +135,15 @@ def test_a_long_message_is_searched_by_its_passages(store_url: str, chat: Path) 
         [hit] = memory.search("c1", "rotating gazebo budget", k=1)
         assert hit.record.id == "D1:2" and hit.record.text == LONG  # the turn, whole
         assert hit.hit.span is not None and "gazebo" in LONG[slice(*hit.hit.span)]
-        config = RetrievalConfig(budget_turns=1, context_window=1)
+        config = RetrievalConfig(budget_turns=1, context_window=1, context_tokens=None)
         pool = memory.retrieve("c1", "What is the rotating gazebo budget?", config=config)
         item = next(i for i in pool.turns if i.id == "D1:2")
         assert item.passages and hit.hit.span in item.passages
         assert len(item.passages) == 3  # the passage and one each side, not the whole reply
+        bounded = replace(config, context_tokens=100)  # neighbours of up to 100 tokens a side
+        pool = memory.retrieve("c1", "What is the rotating gazebo budget?", config=bounded)
+        item = next(i for i in pool.turns if i.id == "D1:2")
+        assert item.passages == [hit.hit.span]  # the passages beside it are longer
         shown = format_pool(SourceIndex(memory.store, memory.scope("c1")), pool)
         assert "gazebo" in shown and f"  | {OMITTED}" in shown
         assert FILLER[0] not in shown or FILLER[-1] not in shown

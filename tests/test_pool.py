@@ -10,18 +10,15 @@ from qemem.errors import InputError
 from qemem.memory import Memory
 from qemem.models import Episode, Exposure, Plan, Reason, Ref, SemanticFact, Turn, passage_key
 from qemem.passages import Units
+from qemem.retrieve.budgets import RetrievalConfig, round_half_up, space_budgets, token_budgets
 from qemem.retrieve.exposure import Budgets, exposure_order, interleave
 from qemem.retrieve.pool import (
     FusedScore,
-    RetrievalConfig,
     build_pool,
     focus_turns,
     fuse_lists,
     pool_from_fusion,
     provenance_adjust,
-    round_half_up,
-    space_budgets,
-    token_budgets,
 )
 from qemem.store.sqlite import SQLiteStore
 
@@ -108,6 +105,23 @@ def test_windows_count_units_and_stay_in_session() -> None:
     assert long.representative("a2", {("a2", (2, 3)): 4, ("a2", (1, 2)): 9}) == ("a2", (2, 3))
     assert long.representative("a2", {}) == ("a2", (0, 1))  # none ranked: the first
     assert long.representative("a1", {}) == ("a1", None)
+
+
+def test_a_token_bounded_window_stops_each_side_before_a_long_neighbour() -> None:
+    turns = [
+        Turn("u1", "c", 1, 0, "User", "x" * 40, WHEN),  # 10 tokens
+        Turn("a1", "c", 1, 1, "Assistant", "y" * 4000, WHEN),  # 1,000 tokens
+        Turn("u2", "c", 1, 2, "User", "z" * 80, WHEN),  # 20 tokens
+        Turn("u3", "c", 1, 3, "User", "w" * 80, WHEN),
+        Turn("u4", "c", 1, 4, "User", "v" * 80, WHEN),
+    ]
+    units = Units(turns, {})
+    assert units.window(("u3", None), 2, 100) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u2", None), 2, 100) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u3", None), 2, 30) == [("u2", None), ("u3", None), ("u4", None)]
+    assert units.window(("u3", None), 2, 19) == [("u3", None)]  # each neighbour costs 20
+    assert units.window(("u2", None), 2, None) == [(t.id, None) for t in turns[:5]]
+    assert units.window(("a1", None), 2, 30) == [("u1", None), ("a1", None), ("u2", None)]
 
 
 def test_interleave_by_within_space_rank() -> None:
@@ -393,3 +407,32 @@ def test_a_long_turn_is_ranked_and_shown_by_its_passages() -> None:
         exclude={Ref("turn", "D1:2", span=(200, 339))},
     )
     assert [(i.id, i.passages) for i in again.turns] == [("D1:2", [(0, 99)]), ("D1:3", None)]
+
+
+def test_a_fact_read_from_a_message_exposes_that_message() -> None:
+    """A standing instruction the ingest's rules read from one message has no episode: its
+    turn is its provenance, and the pool shows it (before, such a fact exposed nothing)."""
+    turns = [_turn(f"D1:{i}", 1, i) for i in range(1, 7)]
+    episodes = {"E1": Episode("E1", "c", 1, "t", "x", WHEN, ("D1:5", "D1:6"))}
+    facts = {
+        "S1": SemanticFact("S1", "c", "Always use tabs.", 1, (), "instruction", ("D1:2",)),
+        "S2": SemanticFact("S2", "c", "Likes tea.", 1, ("E1",), "preference", ("D1:3",)),
+    }
+    fused = {
+        "turn": fuse_lists({}),
+        "episode": fuse_lists({}),
+        "fact": fuse_lists({(0, "dense"): ["S1", "S2"]}),
+    }
+    config = RetrievalConfig(context_window=0)
+    pool = pool_from_fusion(
+        "c", ["q"], fused, turns, episodes, facts, aggregate=False, config=config
+    )
+    assert [i.id for i in pool.facts] == ["S1", "S2"]
+    assert [i.id for i in pool.turns] == ["D1:2", "D1:3", "D1:5", "D1:6"]
+    assert Reason("provenance", via="S1") in pool.turns[0].reasons
+    assert [u for e in pool.order for u in e.units] == [
+        ("D1:2", None),
+        ("D1:3", None),
+        ("D1:5", None),
+        ("D1:6", None),
+    ]

@@ -177,11 +177,24 @@ class Units:
                 self.cost[unit] = unit_tokens(turn, unit[1])
         self.index = {unit: n for n, unit in enumerate(self.order)}
 
-    def window(self, unit: Unit, width: int) -> list[Unit]:
-        """``unit`` with up to ``width`` units each side in its session, in order."""
+    def window(self, unit: Unit, width: int, tokens: int | None = None) -> list[Unit]:
+        """``unit`` with up to ``width`` units each side in its session, in order; with
+        ``tokens``, each side stops before the unit that would take it over that many tokens
+        (nearest first), so a short message brings its short neighbours and not the long
+        replies beside it."""
         at = self.index[unit]
-        lo, hi = max(0, at - width), min(len(self.order), at + width + 1)
-        return [self.order[n] for n in range(lo, hi) if self.session[n] == self.session[at]]
+        out = [at]
+        for step in (-1, 1):
+            spent, n = 0, at
+            for _ in range(width):
+                n += step
+                if not 0 <= n < len(self.order) or self.session[n] != self.session[at]:
+                    break
+                spent += self.cost[self.order[n]]
+                if tokens is not None and spent > tokens:
+                    break
+                out.append(n)
+        return [self.order[n] for n in sorted(out)]
 
     def representative(self, turn_id: str, ranked: Mapping[Unit, int]) -> Unit:
         """The unit that stands for a turn an episode or fact exposes: the turn itself, or of

@@ -53,9 +53,9 @@ from qemem.llm import Ledger, LLMClient
 from qemem.llm.prompt_cache import min_cacheable_tokens
 from qemem.llm.stages import ANSWER, ANSWER_ROUND0, RESPOND
 from qemem.models import OMIT_NONE, Plan, Pool, Ref, Turn
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.dense import dense_pool
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig
 from qemem.store.base import MemoryStore, Scope
 
 Mode = Literal["retrieval", "direct", "no-refine", "full", "respond", "matched", "nemori-baseline"]
@@ -80,8 +80,11 @@ class AskConfig:
     everything else unchanged. ``answer_round0`` True makes, in full mode and only when round 0
     asks for refinement, one extra answer call over the round-0 cards (stage
     ``answer_round0``), kept as ``Answer.round0``: what the answer would have been without
-    refinement. ``standing_tokens`` caps the standing instructions and preferences section of
-    the answer prompt; ``respond_max_tokens`` the reply of mode ``respond``."""
+    refinement. ``neighbours`` units each side of a cited passage are shown, each side
+    within ``neighbour_tokens`` (None: no limit), as the pool's context windows
+    (``RetrievalConfig.context_tokens``). ``standing_tokens`` caps the standing instructions
+    and preferences section of the answer prompt; ``respond_max_tokens`` the reply of mode
+    ``respond``."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -91,6 +94,7 @@ class AskConfig:
     standing_tokens: int = STANDING_TOKENS
     retry_abstention: bool = True
     neighbours: int = 2
+    neighbour_tokens: int | None = 100
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
     plan: bool = True
@@ -296,6 +300,7 @@ def _assembled(
         evidence.cards,
         evidence.pool,
         neighbours=config.neighbours,
+        neighbour_tokens=config.neighbour_tokens,
         episode_turns=config.episode_turns,
         above=above,
     )
@@ -451,6 +456,7 @@ def _round0_answer(
         evidence.rounds[0].cards,
         pool,
         neighbours=config.neighbours,
+        neighbour_tokens=config.neighbour_tokens,
         episode_turns=config.episode_turns,
         above=pool if prefix is not None else None,
     )

@@ -203,14 +203,15 @@ def _context_units(
     around: Iterable[Turn],
     held: Mapping[str, list[Span]],
     neighbours: int,
+    neighbour_tokens: int | None = None,
 ) -> list[Unit]:
     """The units of the cited context: each cited turn's shown units with ``neighbours`` units
-    each side (``cited``: the turn and the quote citing it), and the shown units of the turns
-    ``around`` cited episodes and facts."""
+    each side, each side within ``neighbour_tokens`` (``cited``: the turn and the quote citing
+    it), and the shown units of the turns ``around`` cited episodes and facts."""
     units: list[Unit] = []
     for turn, quote in cited:
         for unit in _shown_units(index, turn, held, quote):
-            units += index.units.window(unit, neighbours)
+            units += index.units.window(unit, neighbours, neighbour_tokens)
     for turn in around:
         units += _shown_units(index, turn, held, "")
     return units
@@ -260,9 +261,11 @@ def assemble(
     episode_turns: int = 12,
     fact_turns: int = 3,
     above: Pool | None = None,
+    neighbour_tokens: int | None = None,
 ) -> Assembly:
     """Cards, cited sources in context, and the rest of ``pool`` as background. The context
-    holds each cited turn with ``neighbours`` on each side, each cited episode's first
+    holds each cited turn with ``neighbours`` on each side (each side within
+    ``neighbour_tokens``, None: no limit), each cited episode's first
     ``episode_turns`` turns and each cited fact's ``fact_turns`` provenance turns (so a card
     grounded in model-written text comes with the original words), relative times annotated.
     With ``above`` (the ``cached`` layout: the shared prefix's pool, already shown), the
@@ -276,7 +279,7 @@ def assemble(
         around.extend(index.episode_turns(episode, episode_turns))
     for fact in cited_facts.values():
         around.extend(provenance_turns(index, fact, fact_turns))
-    units = _context_units(index, cited_turns.values(), around, held, neighbours)
+    units = _context_units(index, cited_turns.values(), around, held, neighbours, neighbour_tokens)
     context, spans = _turns_of_units(index, units, held)
     shown = {t.id for t in context}
     episodes, facts, turns = pool_records(pool)

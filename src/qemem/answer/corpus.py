@@ -21,8 +21,8 @@ from qemem.evidence.context import SourceIndex
 from qemem.evidence.many import ManyIndex, label
 from qemem.models import Plan, Pool, PoolItem, Reason, Ref
 from qemem.retrieve.across import fused_spaces_across, search_across
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.pool import (
-    RetrievalConfig,
     build_pool,
     dense_vectors,
     matched_pool,
@@ -112,8 +112,15 @@ class ManyConversations:
             cid: dense_vectors(self.embedder, texts, self.index.speakers(cid), config)
             for cid in self.scopes
         }
+        users = self.index.user_turns if config.user_lists else None
         fused = fused_spaces_across(
-            self.store, self.scopes, vectors, texts, depth=config.depth, rrf_k=config.rrf_k
+            self.store,
+            self.scopes,
+            vectors,
+            texts,
+            depth=config.depth,
+            rrf_k=config.rrf_k,
+            user_turns=users,
         )
         labelled = {
             space: {label(cid, rid): score for (cid, rid), score in ranking.items()}

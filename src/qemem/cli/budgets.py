@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 _DEFAULT = RetrievalConfig()
 
@@ -21,21 +21,24 @@ BudgetTurnsOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-turns",
-        help=f"Turn hits kept, a count (default {_default(_DEFAULT.budget_turns)}).",
+        help="Turn hits kept, a count (default "
+        f"{_default(_DEFAULT.budget_turns)}); given alone, no token budget for turns.",
     ),
 ]
 BudgetEpisodesOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-episodes",
-        help=f"Episodes kept, a count (default {_default(_DEFAULT.budget_episodes)}).",
+        help="Episodes kept, a count (default "
+        f"{_default(_DEFAULT.budget_episodes)}); given alone, no token budget for episodes.",
     ),
 ]
 BudgetFactsOpt = Annotated[
     int | None,
     typer.Option(
         "--budget-facts",
-        help=f"Semantic facts kept, a count (default {_default(_DEFAULT.budget_facts)}).",
+        help="Semantic facts kept, a count (default "
+        f"{_default(_DEFAULT.budget_facts)}); given alone, no token budget for facts.",
     ),
 ]
 BudgetTokensOpt = Annotated[
@@ -43,7 +46,9 @@ BudgetTokensOpt = Annotated[
     typer.Option(
         "--budget-tokens",
         help="Tokens of turn passages the pool holds (default "
-        f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more).",
+        f"{_default(_DEFAULT.budget_tokens)}; aggregate questions get more); given alone, no "
+        f"count of turn hits; any token budget lifts the {_DEFAULT.max_tokens:,}-token cap on "
+        "the whole pool.",
     ),
 ]
 BudgetTokensEpisodesOpt = Annotated[
@@ -51,7 +56,7 @@ BudgetTokensEpisodesOpt = Annotated[
     typer.Option(
         "--budget-tokens-episodes",
         help="Tokens the pool's episodes may take (default "
-        f"{_default(_DEFAULT.budget_tokens_episodes)}).",
+        f"{_default(_DEFAULT.budget_tokens_episodes)}); given alone, no count of episodes.",
     ),
 ]
 BudgetTokensFactsOpt = Annotated[
@@ -59,7 +64,7 @@ BudgetTokensFactsOpt = Annotated[
     typer.Option(
         "--budget-tokens-facts",
         help="Tokens the pool's semantic facts may take (default "
-        f"{_default(_DEFAULT.budget_tokens_facts)}).",
+        f"{_default(_DEFAULT.budget_tokens_facts)}); given alone, no count of facts.",
     ),
 ]
 
@@ -73,7 +78,12 @@ def retrieval_config(
     tokens_facts: int | None = None,
 ) -> RetrievalConfig | None:
     """The default retrieval settings with the budgets given on the command line; None when
-    none was given (the library default applies)."""
+    none was given (the library default applies). A budget given for a space replaces both
+    of that space's defaults, its count and its token budget, unless both are given:
+    ``--budget-tokens 8000`` keeps turn hits while their passages fit in 8,000 tokens,
+    however many that is, and ``--budget-turns 40`` keeps 40 hits, whatever they cost. A token
+    budget given also lifts the default cap on the whole pool (``max_tokens``): the pool is
+    then as large as the budgets given make it."""
     given = {
         "budget_turns": turns,
         "budget_episodes": episodes,
@@ -82,5 +92,16 @@ def retrieval_config(
         "budget_tokens_episodes": tokens_episodes,
         "budget_tokens_facts": tokens_facts,
     }
-    changes = {k: v for k, v in given.items() if v is not None}
+    changes: dict[str, int | None] = {k: v for k, v in given.items() if v is not None}
+    for count, token in (
+        ("budget_turns", "budget_tokens"),
+        ("budget_episodes", "budget_tokens_episodes"),
+        ("budget_facts", "budget_tokens_facts"),
+    ):
+        if given[count] is not None and given[token] is None:
+            changes[token] = None
+        elif given[token] is not None and given[count] is None:
+            changes[count] = None
+    if any(given[token] is not None for token in given if token.startswith("budget_tokens")):
+        changes["max_tokens"] = None
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]

@@ -63,7 +63,7 @@ from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
 from qemem.eval.runs import run_benchmark
 from qemem.memory import Memory
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 if TYPE_CHECKING:
     from qemem.answer.ask import Mode

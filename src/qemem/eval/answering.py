@@ -30,7 +30,7 @@ from qemem.eval.runs import Context
 from qemem.llm import Ledger, LLMClient, stages
 from qemem.memory import Memory
 from qemem.passages import turn_tokens
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 #: the token budgets at which evidence coverage is reported (turn tokens, characters / 4)
 COVERAGE_BUDGETS: tuple[int, ...] = (2_000, 4_000, 8_000, 16_000, 32_000)

@@ -51,7 +51,7 @@ from qemem.ingest.locomo import load_locomo
 from qemem.llm import Ledger, LLMClient
 from qemem.memory import Memory
 from qemem.prompts import prompt_hashes
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.store import redact
 
 #: every mode a BEAM run takes: qemem's own and the baselines

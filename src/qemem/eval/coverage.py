@@ -18,8 +18,8 @@ from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions, p
 from qemem.memory import Memory, Progress
 from qemem.models import Pool, PoolEntry, Span, Turn, Unit
 from qemem.passages import Units
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig
 from qemem.tokens import tokenize
 
 if TYPE_CHECKING:

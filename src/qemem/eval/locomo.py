@@ -43,7 +43,7 @@ from qemem.ingest.locomo import LocomoQuestion, load_locomo, locomo_questions
 from qemem.llm import Ledger, LLMClient
 from qemem.memory import Memory
 from qemem.prompts import prompt_hashes
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 from qemem.store import redact
 
 DEFAULT_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)

@@ -58,7 +58,7 @@ from qemem.ingest.locomo import load_locomo
 from qemem.llm import Ledger, LLMClient, LLMRequest, Message, stages
 from qemem.memory import Memory
 from qemem.prompts import load_prompt, prompt_hashes, render
-from qemem.retrieve.pool import RetrievalConfig
+from qemem.retrieve.budgets import RetrievalConfig
 
 RECORD_FORMAT = "longmemeval/1"
 FINGERPRINT = ("data_sha256", "embedder", "answerer", "judge")

@@ -57,6 +57,8 @@ class ManyIndex(SourceIndex):
         self._stored: dict[str, tuple[str, Record]] = {}
         self._bare: dict[str, list[str]] = {}
         self._speakers: dict[str, tuple[str, ...]] = {}
+        self.user_turns: dict[str, frozenset[str]] = {}
+        """Per conversation, the ids (its own) of the user's messages."""
         sessions: list[Session] = []
         turns: list[Turn] = []
         episodes: list[Episode] = []
@@ -70,6 +72,7 @@ class ManyIndex(SourceIndex):
             self._speakers[cid] = conversation.speakers
             own_turns, own_episodes = store.turns(scope), store.episodes(scope)
             own_facts = store.facts(scope)
+            self.user_turns[cid] = frozenset(t.id for t in own_turns if t.role == "user")
             dates = {s.index: s for s in conversation.sessions}
             own: list[Record] = [*own_turns, *own_episodes, *own_facts]
             numbers = {r.session for r in own} | set(dates)

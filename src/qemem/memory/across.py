@@ -26,8 +26,8 @@ from qemem.evidence.block import Context, context_block
 from qemem.llm import LLMClient
 from qemem.memory.api import CONTEXT_BUDGET, MAX_CONTEXT_BUDGET, ContextMode, check_query
 from qemem.memory.searching import check_conversations
+from qemem.retrieve.budgets import whole_order
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import whole_order
 from qemem.store import MemoryStore, Scope
 
 

@@ -70,8 +70,9 @@ from qemem.models import (
     search_text,
 )
 from qemem.participants import Participants
+from qemem.retrieve.budgets import RetrievalConfig, whole_order
 from qemem.retrieve.plan import plan_question, rule_plan
-from qemem.retrieve.pool import RetrievalConfig, build_pool, whole_order
+from qemem.retrieve.pool import build_pool
 from qemem.store import MemoryStore, Scope, open_store
 from qemem.store.base import space_records
 from qemem.store.jobs import Lease

@@ -22,7 +22,7 @@ every item scored.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from itertools import accumulate
 from operator import itemgetter
 
@@ -33,6 +33,7 @@ from qemem.models import SPACES, Hit, Space, split_key
 from qemem.retrieve.bm25 import tokenize
 from qemem.retrieve.fusion import RRF_K, FusedScore, ListKey, fuse_lists, fuse_top
 from qemem.retrieve.index import SearchIndex, search_index
+from qemem.retrieve.roles import restricted_rankings
 from qemem.retrieve.topk import ScoreList, fuse_exact
 from qemem.store.base import MemoryStore, Ranked, Scope
 
@@ -164,12 +165,15 @@ def fused_spaces_across(
     *,
     depth: int | None,
     rrf_k: int = RRF_K,
+    user_turns: Mapping[str, Collection[str]] | None = None,
 ) -> dict[Space, dict[Key, FusedScore]]:
     """Per space, the RRF fusion of the global dense and BM25 lists of every query across the
     conversations of ``scopes`` (``vectors[cid]``: the dense query vectors for that
     conversation, one row per query), keyed (conversation, record id), best first. Each
     conversation's lists are cut at ``depth`` before the merge by score and the merged list
-    again after it, so a global list is the exact top ``depth`` of all of them."""
+    again after it, so a global list is the exact top ``depth`` of all of them. With
+    ``user_turns`` (per conversation, the ids of the user's messages), the turn space also
+    fuses each list restricted to them, merged the same way (:mod:`qemem.retrieve.roles`)."""
     tokens = [tokenize(q) for q in queries]
     out: dict[Space, dict[Key, FusedScore]] = {}
     for space in SPACES:
@@ -184,5 +188,28 @@ def fused_spaces_across(
         for i in range(len(queries)):
             lists[(i, "dense")] = merge_by_score(dense[i])[:depth]
             lists[(i, "bm25")] = merge_by_score(sparse[i])[:depth]
+        if space == "turn" and user_turns:
+            lists.update(_user_lists(store, scopes, vectors, tokens, depth, user_turns))
         out[space] = fuse_lists(lists, rrf_k)
     return out
+
+
+def _user_lists(
+    store: MemoryStore,
+    scopes: Mapping[str, Scope],
+    vectors: Mapping[str, np.ndarray],
+    tokens: Sequence[Sequence[str]],
+    depth: int | None,
+    user_turns: Mapping[str, Collection[str]],
+) -> dict[ListKey, list[Key]]:
+    """The turn lists restricted to the user's messages of each conversation, merged by score
+    across conversations and cut at ``depth`` (see :func:`fused_spaces_across`)."""
+    by_list: dict[ListKey, dict[str, Ranked]] = {}
+    for cid, scope in scopes.items():
+        owners = user_turns.get(cid)
+        if not owners:
+            continue
+        index = search_index(store, scope, "turn")
+        for key, ranked in restricted_rankings(index, owners, vectors[cid], tokens, depth).items():
+            by_list.setdefault(key, {})[cid] = ranked
+    return {key: merge_by_score(rankings)[:depth] for key, rankings in by_list.items()}

