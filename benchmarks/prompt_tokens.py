@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import tempfile
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from qemem.eval.manifest import run_info
 from qemem.eval.records import evidence_visible
 from qemem.evidence.context import SourceIndex, format_memories, pool_passages
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
-from qemem.llm import LLMClient
+from qemem.llm import LLMClient, LLMRequest
 from qemem.llm.ledger import stage_group
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
@@ -88,6 +89,28 @@ def first_round_records(
     )
 
 
+CACHE_WRITE, CACHE_READ = 1.25, 0.1
+"""What a prompt-cache write and read cost against an uncached input token (Anthropic's
+prices; OpenAI caches automatically, reads at 0.25-0.5, writes at 1)."""
+
+
+def cached_price(requests: Sequence[LLMRequest]) -> float:
+    """The input tokens of one question's ``requests`` priced as uncached tokens when a
+    provider caches each request's prefix (its text up to the cache breakpoint): the first
+    request with a prefix writes it, a later one with the same prefix reads it."""
+    price, seen = 0.0, set()
+    for request in requests:
+        total = estimate_tokens(request.prompt_text)
+        prefix = request.cache_prefix
+        if prefix is None:
+            price += total
+            continue
+        head = estimate_tokens(prefix)
+        price += (total - head) + head * (CACHE_READ if prefix in seen else CACHE_WRITE)
+        seen.add(prefix)
+    return price
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", required=True, type=Path, help="LoCoMo JSON (locomo10.json)")
@@ -121,8 +144,10 @@ def main() -> None:
     pool_seen: list[bool] = []
     final_seen: list[bool] = []
     totals: list[int] = []
+    priced: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        llm = LLMClient(OfflineLLM())
+        offline = OfflineLLM()
+        llm = LLMClient(offline)
         store = args.store or Path(tmp) / "m.db"
         with Memory.open(store, embedder=args.embedder, llm=llm) as memory:
             memory.ingest(parse_locomo(samples, str(args.data)))
@@ -135,7 +160,9 @@ def main() -> None:
                 index = indexes.setdefault(
                     q.conversation, SourceIndex(memory.store, memory.scope(q.conversation))
                 )
+                before = len(offline.calls)
                 answer = memory.ask(q.conversation, q.question, mode=args.mode, config=config)
+                priced.append(cached_price(offline.calls[before:]))
                 per_stage: dict[str, int] = {}
                 for call in answer.trace.calls:
                     group = stage_group(str(call["stage"]))
@@ -177,6 +204,7 @@ def main() -> None:
         "questions": n,
         "questions_without_evidence": n - scored,
         "input_tokens_per_question": round(statistics.fmean(totals), 1) if n else 0.0,
+        "input_tokens_cached_price": round(statistics.fmean(priced), 1) if n else 0.0,
         "input_tokens_by_stage": {g: round(sum(v) / n, 1) for g, v in sorted(stages.items()) if n},
         "pool_tokens_by_space": {s: round(statistics.fmean(v), 1) for s, v in spaces.items() if v},
         "pool_visible": round(sum(pool_seen) / scored, 4) if scored else 0.0,
@@ -184,6 +212,10 @@ def main() -> None:
     }
     print(json.dumps(info, indent=1))
     print(f"questions {n}, input tokens per question {result['input_tokens_per_question']}")
+    print(
+        "priced as uncached input tokens with the prefix cached (write 1.25, read 0.1): "
+        f"{result['input_tokens_cached_price']}"
+    )
     print(f"by stage: {result['input_tokens_by_stage']}")
     print(f"initial pool tokens by space: {result['pool_tokens_by_space']}")
     print(

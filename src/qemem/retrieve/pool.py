@@ -157,7 +157,6 @@ def pool_from_fusion(
     """
     excluded = set(exclude)
     units = units or Units(turns, passages or {})
-    budgets = space_budgets(config, aggregate, temporal)
     ranked = _ranked_units(fused["turn"], units, excluded)
     raised = provenance_adjust(
         fused["episode"],
@@ -165,33 +164,24 @@ def pool_from_fusion(
         {fid: fact.episode_ids for fid, fact in facts.items()},
         config.provenance_weight,
     )
-
-    def top(space: Space, ids: Iterable[str], known: Collection[str]) -> list[str]:
-        kept = [r for r in ids if r in known and Ref(space, r) not in excluded]
-        return kept[: budgets[space]]
-
     hit_keys = [passage_key(*unit) for unit in ranked]
+    candidates: dict[Space, Iterable[str]] = {"turn": hit_keys, "fact": fused["fact"]}
+    candidates["episode"] = raised
+    known: dict[Space, Collection[str]] = {"turn": set(hit_keys), "fact": facts}
+    known["episode"] = episodes
+    budgets = space_budgets(config, aggregate, temporal)
     chosen: dict[Space, list[str]] = {
-        "turn": top("turn", hit_keys, set(hit_keys)),
-        "fact": top("fact", fused["fact"], facts),
-        "episode": top("episode", raised, episodes),
+        space: [
+            r for r in candidates[space] if r in known[space] and Ref(space, r) not in excluded
+        ][: budgets[space]]
+        for space in ("turn", "fact", "episode")
     }
     weights: dict[Space, float] = {
         "turn": 1.0,
         "fact": config.weight_facts,
         "episode": config.weight_episodes,
     }
-    exposes: dict[tuple[Space, str], list[Unit]] = {
-        ("turn", key): units.window(split_key(key), config.context_window, config.context_tokens)
-        for key in chosen["turn"]
-    }
-    own: dict[tuple[Space, str], int] = {}
-    for candidate in [("episode", e) for e in chosen["episode"]] + [
-        ("fact", f) for f in chosen["fact"]
-    ]:
-        record = episodes[candidate[1]] if candidate[0] == "episode" else facts[candidate[1]]
-        own[candidate] = _line_tokens(record)
-        exposes[candidate] = _member_units(record, episodes, units, ranked, config)
+    exposes, own = _exposures(chosen, episodes, facts, units, ranked, config)
     for candidate, found in exposes.items():
         exposes[candidate] = [u for u in found if not _left_out(u, excluded)]
     budgeted = token_budgets(config, aggregate, temporal)
@@ -199,6 +189,29 @@ def pool_from_fusion(
     pool = _pool(conversation, queries, order, fused, raised, turns, episodes, facts)
     pool.order = order
     return pool
+
+
+def _exposures(
+    chosen: Mapping[Space, Sequence[str]],
+    episodes: Mapping[str, Episode],
+    facts: Mapping[str, SemanticFact],
+    units: Units,
+    ranked: Mapping[Unit, int],
+    config: RetrievalConfig,
+) -> tuple[dict[tuple[Space, str], list[Unit]], dict[tuple[Space, str], int]]:
+    """What each chosen candidate exposes (a turn hit its window, an episode or fact its
+    member units: :func:`_member_units`) and the tokens of an episode's or fact's own line."""
+    window, tokens = config.context_window, config.context_tokens
+    exposes: dict[tuple[Space, str], list[Unit]] = {
+        ("turn", key): units.window(split_key(key), window, tokens) for key in chosen["turn"]
+    }
+    own: dict[tuple[Space, str], int] = {}
+    for space in ("episode", "fact"):
+        for rid in chosen[space]:
+            record: Episode | SemanticFact = episodes[rid] if space == "episode" else facts[rid]
+            own[(space, rid)] = _line_tokens(record)
+            exposes[(space, rid)] = _member_units(record, episodes, units, ranked, config)
+    return exposes, own
 
 
 def _ranked_units(
