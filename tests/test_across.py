@@ -4,12 +4,12 @@ and ``Memory.search_many`` over two conversations of one namespace."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pydantic import TypeAdapter
 
+from fusion_helpers import complete_then_cut
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError, NotFoundError
 from qemem.memory import Memory, SearchResult
@@ -54,18 +54,6 @@ def test_fuse_across_keeps_equal_ids_of_different_conversations_apart() -> None:
     assert second.ranks == {"dense:0": 1}
 
 
-def _complete_then_cut(
-    lists: dict[ListKey, list[str]], k: int | None, owner: Callable[[str], str]
-) -> list[tuple[str, float, list[tuple[int, str, int]]]]:
-    """The fusion before top-k: every item fused with its ranks, one per owner, then cut."""
-    out, seen = [], set()
-    for item, entry in fuse_lists(lists).items():
-        if owner(item) not in seen:
-            seen.add(owner(item))
-            out.append((item, entry.score, entry.ranks))
-    return out if k is None else out[:k]
-
-
 def test_top_k_fusion_equals_the_complete_fusion_cut_to_k() -> None:
     rng = random.Random(7)
     passages = [passage_key(f"t{n}", (s, s + 9)) for n in range(40, 48) for s in (0, 10)]
@@ -81,7 +69,7 @@ def test_top_k_fusion_equals_the_complete_fusion_cut_to_k() -> None:
             for m in ("dense", "bm25")
         }
         for k in (0, 1, 3, 10, 60, None):
-            want = _complete_then_cut(lists, k, owner)
+            want = complete_then_cut(lists, k, owner)
             got = fuse_top(lists, k, owner=owner)
             assert [(i, e.score, e.ranks) for i, e in got.items()] == want
             assert best_items(rrf(lists.values()), k, owner) == [i for i, _, _ in want]

@@ -6,15 +6,15 @@ against the complete fusion of a store larger than the first depth."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 import numpy as np
 import pytest
 
+from fusion_helpers import complete_then_cut
 from qemem.embed import HashEmbedder
 from qemem.memory import Memory
 from qemem.retrieve.across import search_across
-from qemem.retrieve.fusion import ListKey, fuse_lists, fuse_top
+from qemem.retrieve.fusion import ListKey, fuse_top
 from qemem.retrieve.topk import ScoreList, fuse_exact, start_depth, unseen_bound
 from qemem.store import SQLiteStore
 
@@ -46,18 +46,6 @@ def test_a_score_list_ranks_as_a_stable_sort() -> None:
         assert scored.ranks(list(range(len(scores)))) == [where.get(i) for i in range(len(scores))]
 
 
-def _complete_then_cut(
-    lists: dict[ListKey, list[int]], k: int, owner: Callable[[int], int]
-) -> list[tuple[int, float, list[tuple[int, str, int]]]]:
-    """Every item of the complete lists fused with its ranks, one per owner, cut to k."""
-    out, seen = [], set()
-    for item, entry in fuse_lists(lists).items():
-        if owner(item) not in seen:
-            seen.add(owner(item))
-            out.append((item, entry.score, entry.ranks))
-    return out[:k]
-
-
 def test_exact_top_k_equals_the_complete_fusion_cut_to_k() -> None:
     rng = random.Random(11)
     for _ in range(400):
@@ -73,7 +61,7 @@ def test_exact_top_k_equals_the_complete_fusion_cut_to_k() -> None:
             return item // width
 
         for k in (1, 2, 3, 10, 200):
-            want = _complete_then_cut(lists, k, owner)
+            want = complete_then_cut(lists, k, owner)
             assert [(i, e.score, e.ranks) for i, e in fuse_top(lists, k, owner=owner).items()] == (
                 want
             )
@@ -93,7 +81,7 @@ def test_equal_scores_keep_first_appearance_in_the_complete_lists() -> None:
         scores[order] = np.arange(len(order), 0, -1)
         scored[(n, "bm25")] = ScoreList(scores, positive=True)
     lists = {key: orders[n] for n, key in enumerate(scored)}
-    want = _complete_then_cut(lists, 2, lambda item: item)
+    want = complete_then_cut(lists, 2, lambda item: item)
     assert [i for i, _, _ in want] == [x, y] and want[0][1] == want[1][1]
     got = fuse_exact(scored, 2, depth=2)
     assert [(i, e.score, e.ranks) for i, e in got.items()] == want
