@@ -164,17 +164,11 @@ def pool_from_fusion(
         {fid: fact.episode_ids for fid, fact in facts.items()},
         config.provenance_weight,
     )
-    hit_keys = [passage_key(*unit) for unit in ranked]
-    candidates: dict[Space, Iterable[str]] = {"turn": hit_keys, "fact": fused["fact"]}
-    candidates["episode"] = raised
-    known: dict[Space, Collection[str]] = {"turn": set(hit_keys), "fact": facts}
-    known["episode"] = episodes
     budgets = space_budgets(config, aggregate, temporal)
     chosen: dict[Space, list[str]] = {
-        space: [
-            r for r in candidates[space] if r in known[space] and Ref(space, r) not in excluded
-        ][: budgets[space]]
-        for space in ("turn", "fact", "episode")
+        "turn": [passage_key(*unit) for unit in ranked][: budgets["turn"]],
+        "fact": _kept("fact", fused["fact"], facts, excluded)[: budgets["fact"]],
+        "episode": _kept("episode", raised, episodes, excluded)[: budgets["episode"]],
     }
     weights: dict[Space, float] = {
         "turn": 1.0,
@@ -189,6 +183,14 @@ def pool_from_fusion(
     pool = _pool(conversation, queries, order, fused, raised, turns, episodes, facts)
     pool.order = order
     return pool
+
+
+def _kept(
+    space: Space, ids: Iterable[str], known: Collection[str], excluded: Collection[Ref]
+) -> list[str]:
+    """The ids among ``ids`` (in their order) of records ``known`` holds and ``excluded`` does
+    not name."""
+    return [r for r in ids if r in known and Ref(space, r) not in excluded]
 
 
 def _exposures(
