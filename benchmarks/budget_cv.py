@@ -156,7 +156,9 @@ def pool_stage(
     for setting in settings():
         config = setting.config()
         key = (
-            (setting.turns, setting.window, setting.counts) if not (episodes or facts) else setting
+            (setting.turns, setting.window, setting.counts, setting.cap)
+            if not (episodes or facts)
+            else setting
         )
         if key in seen:
             tallies[setting] = seen[key]

@@ -69,6 +69,14 @@ BudgetTokensFactsOpt = Annotated[
 ]
 
 
+_PER_SPACE = (
+    ("budget_turns", "budget_tokens"),
+    ("budget_episodes", "budget_tokens_episodes"),
+    ("budget_facts", "budget_tokens_facts"),
+)
+"""Each space's count and token budget (``RetrievalConfig`` fields)."""
+
+
 def retrieval_config(
     turns: int | None = None,
     episodes: int | None = None,
@@ -93,15 +101,11 @@ def retrieval_config(
         "budget_tokens_facts": tokens_facts,
     }
     changes: dict[str, int | None] = {k: v for k, v in given.items() if v is not None}
-    for count, token in (
-        ("budget_turns", "budget_tokens"),
-        ("budget_episodes", "budget_tokens_episodes"),
-        ("budget_facts", "budget_tokens_facts"),
-    ):
+    for count, token in _PER_SPACE:
         if given[count] is not None and given[token] is None:
             changes[token] = None
         elif given[token] is not None and given[count] is None:
             changes[count] = None
-    if any(given[token] is not None for token in given if token.startswith("budget_tokens")):
+    if any(given[token] is not None for _, token in _PER_SPACE):
         changes["max_tokens"] = None
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]
