@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -63,6 +64,7 @@ from qemem.eval.judge import DEFAULT_JUDGE_MAX_TOKENS
 from qemem.eval.manifest import run_info
 from qemem.eval.runs import run_benchmark
 from qemem.memory import Memory
+from qemem.memory.api import Progress
 from qemem.retrieve.budgets import RetrievalConfig
 
 if TYPE_CHECKING:
@@ -100,6 +102,36 @@ def parse_budgets(value: str) -> tuple[int, ...]:
 ConversationsOpt = Annotated[
     str, typer.Option("--conversations", help="Comma-separated conversation ids (all).")
 ]
+
+
+def _pool_coverage(
+    memory: Memory,
+    data: Path,
+    config: RetrievalConfig | None,
+    baseline: str | None,
+    planner: bool,
+    categories: Sequence[int],
+    conversations: Sequence[str],
+    token_budgets: str,
+    progress: Progress,
+) -> PoolCoverageReport:
+    """``eval coverage --pool``: the pool's coverage (planned with the memory's LLM when
+    ``planner``), with the ``baseline`` the options name."""
+    client = memory.llm if planner else None
+    if planner and client is None:
+        raise LLMError("--planner needs an LLM: set QEMEM_LLM or pass --llm")
+    return evaluate_pool_coverage(
+        memory,
+        data,
+        config=config,
+        baseline=turns_only(config or RetrievalConfig()) if baseline == "turns" else None,
+        baseline_plan=baseline != "no-plan",
+        categories=categories,
+        conversations=conversations,
+        llm=client,
+        token_budgets=parse_budgets(token_budgets) or TOKEN_BUDGETS,
+        progress=progress,
+    )
 
 
 @eval_app.command()
@@ -167,22 +199,8 @@ def coverage(
         memory = Memory.open(path, embedder=embedder, llm=llm)
         with memory, progress_bar("questions", as_json) as p:
             if pool or planner or baseline or no_plan:
-                client = memory.llm if planner else None
-                if planner and client is None:
-                    raise LLMError("--planner needs an LLM: set QEMEM_LLM or pass --llm")
-                report: CoverageReport | PoolCoverageReport = evaluate_pool_coverage(
-                    memory,
-                    data,
-                    config=config,
-                    baseline=turns_only(config or RetrievalConfig())
-                    if baseline == "turns"
-                    else None,
-                    baseline_plan=baseline != "no-plan",
-                    categories=cats,
-                    conversations=convs,
-                    llm=client,
-                    token_budgets=parse_budgets(token_budgets) or TOKEN_BUDGETS,
-                    progress=p,
+                report: CoverageReport | PoolCoverageReport = _pool_coverage(
+                    memory, data, config, baseline, planner, cats, convs, token_budgets, p
                 )
                 ranking = "full pool, " + ("LLM-planned queries" if planner else "question only")
             else:
