@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,36 @@ def parse_locomo(samples: list[dict[str, Any]], file: str = "<input>") -> list[C
     return [_parse_sample(sample, n, file) for n, sample in enumerate(samples)]
 
 
+def _parse_turn(
+    turn: Any, where: str, date_time: datetime, seen: set[str], file: str, record: str
+) -> TurnInput:
+    """One LoCoMo turn (at ``where`` in ``record`` of ``file``) of a session dated
+    ``date_time``; its id joins ``seen`` (a repeated one is refused)."""
+
+    def fail(message: str, field: str) -> InputError:
+        return InputError(message, file=file, record=record, field=field)
+
+    if not isinstance(turn, dict):
+        raise fail("a turn must be an object", where)
+    for name in ("speaker", "text", "dia_id"):
+        if not isinstance(turn.get(name), str):
+            raise fail(f"turn lacks a string {name!r}", f"{where}.{name}")
+    caption = turn.get("blip_caption")
+    if caption is not None and not isinstance(caption, str):
+        raise fail(
+            f"'blip_caption' must be a string, not {type(caption).__name__}",
+            f"{where}.blip_caption",
+        )
+    tid = turn["dia_id"].strip()
+    if tid in seen:
+        raise fail(f"duplicate turn id {tid!r}", f"{where}.dia_id")
+    seen.add(tid)
+    speaker = " ".join(turn["speaker"].split())  # a name: one line, as prompts show it
+    text = fold_caption(turn["text"], turn.get("blip_caption"))
+    role = parse_role(turn.get("role"), file=file, record=record, field=f"{where}.role")
+    return TurnInput(speaker, text, date_time, tid, role)
+
+
 def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInput:
     cid = str(sample.get("sample_id") or f"sample-{n}")
 
@@ -109,29 +140,10 @@ def _parse_sample(sample: dict[str, Any], n: int, file: str) -> ConversationInpu
         session = SessionInput(key, date_time, number)
         for position, turn in enumerate(raw_turns):
             where = f"{key}[{position}]"
-            if not isinstance(turn, dict):
-                raise fail("a turn must be an object", where)
-            for name in ("speaker", "text", "dia_id"):
-                if not isinstance(turn.get(name), str):
-                    raise fail(f"turn lacks a string {name!r}", f"{where}.{name}")
-            caption = turn.get("blip_caption")
-            if caption is not None and not isinstance(caption, str):
-                raise fail(
-                    f"'blip_caption' must be a string, not {type(caption).__name__}",
-                    f"{where}.blip_caption",
-                )
-            tid = turn["dia_id"].strip()
-            if tid in seen:
-                raise fail(f"duplicate turn id {tid!r}", f"{where}.dia_id")
-            seen.add(tid)
-            speaker = " ".join(turn["speaker"].split())  # a name: one line, as prompts show it
-            if speaker not in speakers:
-                speakers.append(speaker)
-            text = fold_caption(turn["text"], turn.get("blip_caption"))
-            role = parse_role(
-                turn.get("role"), file=file, record=f"sample {cid}", field=f"{where}.role"
-            )
-            session.turns.append(TurnInput(speaker, text, date_time, tid, role))
+            parsed = _parse_turn(turn, where, date_time, seen, file, f"sample {cid}")
+            if parsed.speaker not in speakers:
+                speakers.append(parsed.speaker)
+            session.turns.append(parsed)
         sessions.append(session)
     if not sessions:
         raise fail("conversation has no session with turns", "conversation")
