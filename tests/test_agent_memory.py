@@ -15,6 +15,7 @@ from mcp import Client
 from typer.testing import CliRunner
 
 from qemem import RemoteMemory
+from qemem.answer import AskConfig
 from qemem.cli import app
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError
@@ -194,7 +195,8 @@ def test_the_answer_prompt_carries_them_in_full_and_respond_mode(memory: Memory)
     question = "Could you show me how to implement a login feature?"
     for mode, stage in (("full", "answer"), ("respond", "respond")):
         llm.calls.clear()
-        answer = memory.ask("c1", question, mode=mode)  # type: ignore[arg-type]
+        cached = AskConfig(prompt_layout="cached")
+        answer = memory.ask("c1", question, mode=mode, config=cached)  # type: ignore[arg-type]
         request: LLMRequest = llm.calls[-1]
         assert request.stage == stage
         own = request.messages[0].parts[1].text

@@ -116,7 +116,7 @@ def test_offline_cards_and_answers_are_the_same_under_both_layouts(
         got = {}
         for layout in ("paper", "cached"):
             llm = LLMClient(OfflineLLM())
-            config = AskConfig(prompt_layout=layout)  # type: ignore[arg-type]
+            config = AskConfig(prompt_layout=layout, background_tokens=None)  # type: ignore[arg-type]
             answer = ask(store, SCOPE, EMBEDDER, llm, question, mode=mode, config=config)
             got[layout] = (
                 answer.text,
@@ -163,7 +163,8 @@ def test_the_cached_answer_names_cited_prefix_turns_with_their_resolved_times(
     store: SQLiteStore,
 ) -> None:
     fake = OfflineLLM()
-    answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION)
+    cached = AskConfig(prompt_layout="cached")
+    answer = ask(store, SCOPE, EMBEDDER, LLMClient(fake), QUESTION, config=cached)
     assert "D1:3" in answer.citations
     request = fake.calls[-1]
     prefix, own = request.messages[0].parts

@@ -84,7 +84,13 @@ class AskConfig:
     within ``neighbour_tokens`` (None: no limit), as the pool's context windows
     (``RetrievalConfig.context_tokens``). ``standing_tokens`` caps the standing instructions
     and preferences section of the answer prompt; ``respond_max_tokens`` the reply of mode
-    ``respond``."""
+    ``respond``. ``background_tokens`` bounds the answer prompt's background, the pool records
+    no card cites, shown best-ranked first (:mod:`qemem.answer.background`; None: the whole
+    rest of the pool, the method's published prompt); in the ``cached`` layout the records of
+    the shared prefix stay shown there and only the follow-up rounds' are bounded. 1,000: on
+    80 held-out LoCoMo questions answered by a capable model, the cited context alone held the
+    complete evidence of 0.938, a 1,000-token background raised it to 0.963 and the whole
+    background (about 5,700 tokens) to 0.975."""
 
     retrieval: RetrievalConfig | None = None
     refine_rounds: int = 2
@@ -95,11 +101,16 @@ class AskConfig:
     retry_abstention: bool = True
     neighbours: int = 2
     neighbour_tokens: int | None = 100
+    background_tokens: int | None = 1000
     episode_turns: int = 12
     quote_threshold: float = DEFAULT_THRESHOLD
     plan: bool = True
     answer_round0: bool = False
-    prompt_layout: Layout = "cached"
+    prompt_layout: Layout = "paper"
+
+    def __post_init__(self) -> None:
+        if self.background_tokens is not None and self.background_tokens < 0:
+            raise InputError("ask config: background_tokens must be >= 0 or None (no limit)")
 
 
 @dataclass
@@ -302,6 +313,7 @@ def _assembled(
         neighbours=config.neighbours,
         neighbour_tokens=config.neighbour_tokens,
         episode_turns=config.episode_turns,
+        background_tokens=config.background_tokens,
         above=above,
     )
 
@@ -458,6 +470,7 @@ def _round0_answer(
         neighbours=config.neighbours,
         neighbour_tokens=config.neighbour_tokens,
         episode_turns=config.episode_turns,
+        background_tokens=config.background_tokens,
         above=pool if prefix is not None else None,
     )
     reply = answer_question(

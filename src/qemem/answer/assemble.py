@@ -5,7 +5,8 @@ memory; each with its rule time and what it rests on, plans marked), then the ci
 context (each cited turn with up to ``neighbours`` turns on each side in its session, each
 cited episode with its first ``episode_turns`` turns, cited facts with their provenance turns;
 session dates shown, relative times annotated), then the rest of the pool as
-background (an episode whose turns are all shown appears by id and title only). Without
+background, best-ranked first within a token budget (an episode whose turns are all shown
+appears by id and title only). Without
 cards (direct answering, or a degraded constructor): the pool alone.
 """
 
@@ -13,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from qemem.answer.background import background
 from qemem.evidence.cards import ViewCard
 from qemem.evidence.conflicts import conflict_text
 from qemem.evidence.context import (
@@ -30,6 +32,8 @@ from qemem.lexicon import day_phrase
 from qemem.models import Episode, Pool, Ref, SemanticFact, Span, Turn, Unit
 from qemem.prompts import as_data, as_lines
 from qemem.tokens import tokenize
+
+R = TypeVar("R", Episode, SemanticFact, Turn)
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,50 @@ def provenance_turns(index: SourceIndex, fact: SemanticFact, limit: int) -> list
     return index.in_order(ranked[:limit])
 
 
+@dataclass(frozen=True)
+class _Rest:
+    """The background section's listing and every record the prompt shows as background
+    (with ``above``, the shared prefix's records as well as the listed ones)."""
+
+    text: str
+    episodes: list[Episode]
+    facts: list[SemanticFact]
+    turns: list[Turn]
+
+
+def _background(
+    index: SourceIndex,
+    pool: Pool,
+    episodes: list[Episode],
+    facts: list[SemanticFact],
+    turns: list[Turn],
+    budget: int | None,
+    *,
+    above: Pool | None,
+    shown: Sequence[str],
+    passages: Mapping[str, Sequence[Span]],
+) -> _Rest:
+    """The uncited records as background: those the shared prefix ``above`` shows stay shown
+    there; of the others, what ``budget`` allows is listed (:func:`background`)."""
+    listed = _not_above(above, episodes, facts, turns)
+    kept = background(index, pool, *listed, budget, shown=shown, passages=passages)
+    text = format_memories(
+        index, kept.episodes, kept.facts, kept.turns, shown=shown, passages=passages
+    )
+    return _Rest(
+        text,
+        _without(episodes, listed[0], kept.episodes),
+        _without(facts, listed[1], kept.facts),
+        _without(turns, listed[2], kept.turns),
+    )
+
+
+def _without(records: list[R], listed: Sequence[R], kept: Sequence[R]) -> list[R]:
+    """``records`` less those ``listed`` but not ``kept``."""
+    dropped = {r.id for r in listed} - {r.id for r in kept}
+    return [r for r in records if r.id not in dropped]
+
+
 def assemble(
     index: SourceIndex,
     cards: Sequence[ViewCard],
@@ -262,8 +310,11 @@ def assemble(
     fact_turns: int = 3,
     above: Pool | None = None,
     neighbour_tokens: int | None = None,
+    background_tokens: int | None = None,
 ) -> Assembly:
-    """Cards, cited sources in context, and the rest of ``pool`` as background. The context
+    """Cards, cited sources in context, and the rest of ``pool`` as background (within
+    ``background_tokens``, best-ranked first: :mod:`qemem.answer.background`; None: all of
+    it). The context
     holds each cited turn with ``neighbours`` on each side (each side within
     ``neighbour_tokens``, None: no limit), each cited episode's first
     ``episode_turns`` turns and each cited fact's ``fact_turns`` provenance turns (so a card
@@ -283,9 +334,17 @@ def assemble(
     context, spans = _turns_of_units(index, units, held)
     shown = {t.id for t in context}
     episodes, facts, turns = pool_records(pool)
-    rest_episodes = [e for e in episodes if e.id not in cited_episodes]
-    rest_facts = [f for f in facts if f.id not in cited_facts]
-    rest_turns = [t for t in turns if t.id not in shown]
+    rest = _background(
+        index,
+        pool,
+        [e for e in episodes if e.id not in cited_episodes],
+        [f for f in facts if f.id not in cited_facts],
+        [t for t in turns if t.id not in shown],
+        background_tokens,
+        above=above,
+        shown=[t.id for t in context],
+        passages=held,
+    )
     cards_text = "\n".join(format_card(n, c) for n, c in enumerate(cards, start=1))
     sections = [f"Evidence cards built for this question:\n{cards_text}"]
     cited = format_memories(
@@ -302,21 +361,15 @@ def assemble(
     if cited:
         header = CONTEXT_HEADER if above is None else f"{CONTEXT_HEADER}\n{CONTEXT_ABOVE}"
         sections.append(f"{header}\n{cited}")
-    background = format_memories(
-        index,
-        *_not_above(above, rest_episodes, rest_facts, rest_turns),
-        shown=[t.id for t in context],
-        passages=held,
-    )
-    if section := _below(background, "Other retrieved memories (background)", above):
+    if section := _below(rest.text, "Other retrieved memories (background)", above):
         sections.append(section)
-    visible = index.in_order([*context, *rest_turns])
-    shown_refs = [Ref("episode", e.id) for e in rest_episodes]
-    shown_refs += [Ref("fact", f.id) for f in rest_facts]
-    rest = [t.id for t in index.in_order(rest_turns)]
+    visible = index.in_order([*context, *rest.turns])
+    shown_refs = [Ref("episode", e.id) for e in rest.episodes]
+    shown_refs += [Ref("fact", f.id) for f in rest.facts]
+    background_ids = [t.id for t in index.in_order(rest.turns)]
     return Assembly(
         "\n\n".join(sections),
-        Shown([t.id for t in visible], [t.id for t in context], rest, shown_refs),
+        Shown([t.id for t in visible], [t.id for t in context], background_ids, shown_refs),
         [t.id for t in index.in_order(citations)],
         {"cards": list(cards)},
     )

@@ -162,8 +162,28 @@ PromptLayoutOpt = Annotated[
     PromptLayoutChoice,
     typer.Option(
         "--prompt-layout",
-        help="cached: the stages of a question share one prompt-cache prefix (the default); "
-        "paper: the method's published prompts.",
+        help="paper: each stage's instructions as its system prompt (the default); "
+        "cached: the stages of a question share one prompt-cache prefix holding the pool, "
+        "so the answer reads the whole pool at the cache's price.",
+    ),
+]
+
+
+def background_tokens_of(text: str) -> int | None:
+    """A ``--background-tokens`` value: a count of tokens, or ``none`` (no bound)."""
+    if text.strip().lower() == "none":
+        return None
+    if not text.strip().isdigit():
+        raise typer.BadParameter(f"{text!r}: give a number of tokens (0 or more) or 'none'")
+    return int(text)
+
+
+BackgroundTokensOpt = Annotated[
+    str,
+    typer.Option(
+        "--background-tokens",
+        help="Tokens of uncited pool records the answer prompt shows as background, "
+        "best-ranked first (default 1000; 'none': the whole rest of the pool).",
     ),
 ]
 

@@ -23,12 +23,14 @@ from qemem.cli.budgets import (
     retrieval_config,
 )
 from qemem.cli.common import (
+    BackgroundTokensOpt,
     EmbedderOpt,
     JsonOpt,
     LLMOpt,
     OptionalStoreOpt,
     PromptLayoutChoice,
     PromptLayoutOpt,
+    background_tokens_of,
     console,
     input_path,
     not_blank,
@@ -360,7 +362,8 @@ def locomo(
     budget_tokens_facts: BudgetTokensFactsOpt = None,
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
-    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.paper,
+    background_tokens: BackgroundTokensOpt = "1000",
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.
@@ -398,6 +401,7 @@ def locomo(
         plan=not no_plan,
         errata=errata,
         prompt_layout=cast("Layout", str(prompt_layout)),
+        background_tokens=background_tokens_of(background_tokens),
     )
     with phase_bars(as_json) as progress:
         result = run_locomo(config, progress)

@@ -28,6 +28,7 @@ from qemem.cli.budgets import (
     retrieval_config,
 )
 from qemem.cli.common import (
+    BackgroundTokensOpt,
     ConversationOpt,
     EmbedderOpt,
     JsonOpt,
@@ -37,6 +38,7 @@ from qemem.cli.common import (
     PromptLayoutChoice,
     PromptLayoutOpt,
     StoreOpt,
+    background_tokens_of,
     console,
     err_console,
     existing_store,
@@ -266,7 +268,8 @@ def ask(
             "aggregate/temporal flags (the planning ablation).",
         ),
     ] = False,
-    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.cached,
+    prompt_layout: PromptLayoutOpt = PromptLayoutChoice.paper,
+    background_tokens: BackgroundTokensOpt = "1000",
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
@@ -294,6 +297,7 @@ def ask(
         ),
         plan=not no_plan,
         prompt_layout=cast(Layout, str(prompt_layout)),
+        background_tokens=background_tokens_of(background_tokens),
     )
     with memory:
         chosen = cast(Mode, str(mode))

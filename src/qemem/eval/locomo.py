@@ -66,8 +66,9 @@ class LocomoRunConfig:
     off; ``retrieval`` sets the pool's budgets and other retrieval settings (None: the
     defaults); ``plan`` False is the planning ablation (``AskConfig.plan``); ``errata`` a
     file of known answer-key errors (:mod:`qemem.eval.errata`) to score beside the original
-    gold; ``prompt_layout`` the prompts' layout (``cached`` or the method's published
-    ``paper`` order, see ``qemem.evidence.layout``), recorded in the manifest. In full mode
+    gold; ``prompt_layout`` the prompts' layout (the method's published ``paper`` order or
+    ``cached``, see ``qemem.evidence.layout``) and ``background_tokens`` the answer's
+    background (``AskConfig.background_tokens``), both recorded in the manifest. In full mode
     every question that triggers refinement also gets the answer from its round-0 cards,
     judged (``AskConfig.answer_round0``), for the refinement analysis.
     """
@@ -93,7 +94,8 @@ class LocomoRunConfig:
     calibrate_rule: CalibrateRule = "complete"
     plan: bool = True
     errata: Path | None = None
-    prompt_layout: Layout = "cached"
+    prompt_layout: Layout = "paper"
+    background_tokens: int | None = AskConfig.background_tokens
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as text; a store URL's password masked)."""
@@ -264,6 +266,7 @@ def _answerer(
         plan=config.plan,
         answer_round0=config.mode == "full",
         prompt_layout=config.prompt_layout,
+        background_tokens=config.background_tokens,
     )
 
     def answer_one(q: LocomoQuestion) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Prompt layouts of the query-time stages: the method's published order, or a shared prefix.
 
-* ``paper``: each stage's prompt as the method publishes it: the stage's instructions as the
-  system prompt, then its input (question, cards, and the memories it reads).
-* ``cached`` (the default): what the constructor (every round and repair), the answerer and
+* ``paper`` (the default): each stage's prompt as the method publishes it: the stage's
+  instructions as the system prompt, then its input (question, cards, and the memories it
+  reads).
+* ``cached``: what the constructor (every round and repair), the answerer and
   its abstention retry share comes first and is byte-identical: a common role as the system
   prompt, then one user message opening with the conversation header and the initial
   candidate pool rendered once, closed by a prompt-cache breakpoint; then the stage's own part
@@ -18,8 +19,10 @@
   prefix cannot reach the minimum even so gets the ``paper`` layout (``shared_prefix``):
   nothing of it would be cached.
 
-The layout changes the text only: every request carries the same structured inputs either
-way, so the offline LLM's cards and answers are the same under both.
+With an unbounded answer background (``AskConfig.background_tokens`` None) the layout changes
+the text only: every request carries the same structured inputs either way, so the offline
+LLM's cards and answers are the same under both. With a bounded one, the ``cached`` answer
+still opens with the whole initial pool, and only the follow-up rounds' records are bounded.
 """
 
 from __future__ import annotations

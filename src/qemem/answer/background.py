@@ -1,0 +1,105 @@
+"""The answer prompt's background: the pool records the cards did not cite, best-ranked first,
+within a token budget.
+
+The constructor has read the whole pool and written cards for what bears on the question; the
+background is the answerer's second look at what it passed over. Records are ranked by the
+pool's exposure order (:attr:`~qemem.models.PoolItem.position`: turn hits, episodes and facts
+interleaved; a follow-up round's candidates by their place in that round's order): a turn
+that is only context of a candidate, or that an episode or fact exposes, ranks with that
+candidate. The background is the longest prefix of that ranking whose rendering stays within
+the budget, so a larger budget never shows less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from qemem.evidence.context import SourceIndex, format_memories
+from qemem.llm.types import estimate_tokens
+from qemem.models import Episode, Pool, SemanticFact, Span, Turn
+
+UNRANKED = 1 << 30
+"""The rank of a record no pool candidate placed (after every ranked one)."""
+
+
+@dataclass(frozen=True)
+class Background:
+    """The background records by space, each in the order given to :func:`background`."""
+
+    episodes: list[Episode]
+    facts: list[SemanticFact]
+    turns: list[Turn]
+
+
+def pool_ranks(pool: Pool) -> dict[tuple[str, str], int]:
+    """Each pool record's rank, keyed by (space, id): its exposure position, or for a turn
+    without one the best position of the candidates it is context of or exposed by
+    (``reasons[].via``); records placed by nothing are left out."""
+    placed = {(item.space, item.id): item.position for item in pool.items()}
+    by_id = {rid: pos for (_, rid), pos in placed.items() if pos is not None}
+    ranks: dict[tuple[str, str], int] = {}
+    for item in pool.items():
+        if item.position is not None:
+            ranks[(item.space, item.id)] = item.position
+            continue
+        vias = [by_id[r.via] for r in item.reasons if r.via is not None and r.via in by_id]
+        if vias:
+            ranks[(item.space, item.id)] = min(vias)
+    return ranks
+
+
+def _ranked(
+    pool: Pool, episodes: Sequence[Episode], facts: Sequence[SemanticFact], turns: Sequence[Turn]
+) -> list[tuple[str, Episode | SemanticFact | Turn]]:
+    """The records as (space, record), best rank first (ties: episodes, facts, turns, each in
+    the order given)."""
+    ranks = pool_ranks(pool)
+    records: list[tuple[str, Episode | SemanticFact | Turn]] = [
+        *(("episode", e) for e in episodes),
+        *(("fact", f) for f in facts),
+        *(("turn", t) for t in turns),
+    ]
+    order = sorted(
+        range(len(records)),
+        key=lambda n: (ranks.get((records[n][0], records[n][1].id), UNRANKED), n),
+    )
+    return [records[n] for n in order]
+
+
+def _split(chosen: Sequence[tuple[str, Episode | SemanticFact | Turn]]) -> Background:
+    return Background(
+        [r for _, r in chosen if isinstance(r, Episode)],
+        [r for _, r in chosen if isinstance(r, SemanticFact)],
+        [r for _, r in chosen if isinstance(r, Turn)],
+    )
+
+
+def background(
+    index: SourceIndex,
+    pool: Pool,
+    episodes: Sequence[Episode],
+    facts: Sequence[SemanticFact],
+    turns: Sequence[Turn],
+    budget: int | None,
+    *,
+    shown: Sequence[str] = (),
+    passages: Mapping[str, Sequence[Span]] | None = None,
+) -> Background:
+    """The records to list as background: all of them with ``budget`` None, else the longest
+    best-ranked prefix (see the module docstring) whose listing, rendered as the answer prompt
+    renders it (``shown``: the turn ids the prompt shows elsewhere; ``passages``: the long
+    turns' pooled passages), takes at most ``budget`` tokens."""
+    if budget is None:
+        return Background(list(episodes), list(facts), list(turns))
+    ranked = _ranked(pool, episodes, facts, turns)
+    kept = 0
+    while kept < len(ranked):
+        trial = _split(ranked[: kept + 1])
+        text = format_memories(
+            index, trial.episodes, trial.facts, trial.turns, shown=shown, passages=passages
+        )
+        if estimate_tokens(text) > budget:
+            break
+        kept += 1
+    return _split(ranked[:kept])
