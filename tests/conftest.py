@@ -37,6 +37,16 @@ def memory(sample_path: Path) -> Iterator[Memory]:
     mem.close()
 
 
+@pytest.fixture(scope="module")
+def sample_store(sample_path: Path) -> Iterator[SQLiteStore]:
+    """The sample conversation in an in-memory store (hash embedder), shared by the tests of
+    a module: they read it and write nothing."""
+    store = SQLiteStore(":memory:")
+    Memory(store, HashEmbedder()).ingest(sample_path)
+    yield store
+    store.close()
+
+
 @pytest.fixture
 def empty_memory() -> Iterator[Memory]:
     mem = Memory(SQLiteStore(":memory:"), HashEmbedder())

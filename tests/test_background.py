@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +15,6 @@ from qemem.evidence import SourceIndex
 from qemem.evidence.context import format_memories, pool_passages, pool_records
 from qemem.llm import LLMClient
 from qemem.llm.types import estimate_tokens
-from qemem.memory import Memory
 from qemem.models import Pool, PoolItem, Reason
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM
@@ -28,12 +25,9 @@ QUESTION = "What did Priya make at the pottery class?"
 BUDGETS = (0, 50, 150, 400, 1000, 4000, None)
 
 
-@pytest.fixture(scope="module")
-def store(sample_path: Path) -> Iterator[SQLiteStore]:
-    store = SQLiteStore(":memory:")
-    Memory(store, EMBEDDER).ingest(sample_path)
-    yield store
-    store.close()
+@pytest.fixture
+def store(sample_store: SQLiteStore) -> SQLiteStore:
+    return sample_store
 
 
 def _ask(store: SQLiteStore, budget: int | None, layout: str = "paper") -> Answer:

@@ -5,7 +5,6 @@ answers are the same under both."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from qemem.evidence import SharedPrefix, SourceIndex
 from qemem.evidence.layout import padded_role, shared_prefix
 from qemem.llm import LLMClient, LLMRequest
 from qemem.llm.types import estimate_tokens
-from qemem.memory import Memory
 from qemem.prompts import render
 from qemem.store import Scope, SQLiteStore
 from qemem.testing import OfflineLLM, offline_answer
@@ -28,12 +26,9 @@ EMBEDDER = HashEmbedder()
 QUESTION = "When did Priya go to her first pottery class?"
 
 
-@pytest.fixture(scope="module")
-def store(sample_path: Path) -> Iterator[SQLiteStore]:
-    store = SQLiteStore(":memory:")
-    Memory(store, EMBEDDER).ingest(sample_path)
-    yield store
-    store.close()
+@pytest.fixture
+def store(sample_store: SQLiteStore) -> SQLiteStore:
+    return sample_store
 
 
 def _fields(store: SQLiteStore) -> dict[str, str]:
