@@ -127,6 +127,18 @@ def test_build_ask_and_pool_with_the_fake_llm(
     assert (paper["text"], paper["citations"]) == (answer["text"], answer["citations"])
     bad = runner.invoke(app, [*question, "-c", "demo-1", "--prompt-layout", "fancy"])
     assert bad.exit_code != 0
+    whole = json.loads(
+        invoke(*question, "-c", "demo-1", "--background-tokens", "none", "--json").splitlines()[-1]
+    )
+    bare = json.loads(
+        invoke(*question, "-c", "demo-1", "--background-tokens", "0", "--json").splitlines()[-1]
+    )
+    assert bare["evidence"]["shown"]["background"] == []
+    assert set(answer["evidence"]["shown"]["background"]) < set(
+        whole["evidence"]["shown"]["background"]
+    )
+    refused = runner.invoke(app, [*question, "-c", "demo-1", "--background-tokens", "lots"])
+    assert refused.exit_code == 2 and "give a number of tokens" in refused.output
     assert answer["evidence"]["plan"]["source"] == "llm"
     unplanned = json.loads(
         invoke(
