@@ -40,3 +40,11 @@ def test_both_given_keep_both() -> None:
     assert config is not None
     assert (config.budget_turns, config.budget_tokens) == (30, 5000)
     assert (config.budget_episodes, config.budget_tokens_episodes) == (1, 400)
+
+
+def test_the_pool_cap_given_holds_even_beside_a_token_budget() -> None:
+    alone = retrieval_config(pool_tokens=3000)
+    assert alone is not None and alone.max_tokens == 3000
+    assert alone.budget_turns == DEFAULT.budget_turns
+    beside = retrieval_config(tokens=8000, pool_tokens=4000)
+    assert beside is not None and (beside.budget_tokens, beside.max_tokens) == (8000, 4000)

@@ -67,6 +67,14 @@ BudgetTokensFactsOpt = Annotated[
         f"{_default(_DEFAULT.budget_tokens_facts)}); given alone, no count of facts.",
     ),
 ]
+PoolTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pool-tokens",
+        help=f"Cap on the whole pool in tokens (default {_default(_DEFAULT.max_tokens)}); "
+        "given, it holds even beside a token budget.",
+    ),
+]
 
 
 _PER_SPACE = (
@@ -84,6 +92,7 @@ def retrieval_config(
     tokens: int | None = None,
     tokens_episodes: int | None = None,
     tokens_facts: int | None = None,
+    pool_tokens: int | None = None,
 ) -> RetrievalConfig | None:
     """The default retrieval settings with the budgets given on the command line; None when
     none was given (the library default applies). A budget given for a space replaces both
@@ -91,7 +100,7 @@ def retrieval_config(
     ``--budget-tokens 8000`` keeps turn hits while their passages fit in 8,000 tokens,
     however many that is, and ``--budget-turns 40`` keeps 40 hits, whatever they cost. A token
     budget given also lifts the default cap on the whole pool (``max_tokens``): the pool is
-    then as large as the budgets given make it."""
+    then as large as the budgets given make it; ``pool_tokens`` sets that cap."""
     given = {
         "budget_turns": turns,
         "budget_episodes": episodes,
@@ -108,4 +117,6 @@ def retrieval_config(
             changes[count] = None
     if any(given[token] is not None for _, token in _PER_SPACE):
         changes["max_tokens"] = None
+    if pool_tokens is not None:
+        changes["max_tokens"] = pool_tokens
     return replace(RetrievalConfig(), **changes) if changes else None  # type: ignore[arg-type]

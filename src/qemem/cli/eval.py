@@ -20,6 +20,7 @@ from qemem.cli.budgets import (
     BudgetTokensFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
+    PoolTokensOpt,
     retrieval_config,
 )
 from qemem.cli.common import (
@@ -172,6 +173,7 @@ def coverage(
     budget_tokens: BudgetTokensOpt = None,
     budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
     budget_tokens_facts: BudgetTokensFactsOpt = None,
+    pool_tokens: PoolTokensOpt = None,
     token_budgets: Annotated[
         str,
         typer.Option(
@@ -195,6 +197,7 @@ def coverage(
         budget_tokens,
         budget_tokens_episodes,
         budget_tokens_facts,
+        pool_tokens,
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = store or Path(tmp) / "coverage.db"
@@ -360,6 +363,7 @@ def locomo(
     budget_tokens: BudgetTokensOpt = None,
     budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
     budget_tokens_facts: BudgetTokensFactsOpt = None,
+    pool_tokens: PoolTokensOpt = None,
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
     prompt_layout: PromptLayoutOpt = PromptLayoutChoice.paper,
@@ -397,6 +401,7 @@ def locomo(
             budget_tokens,
             budget_tokens_episodes,
             budget_tokens_facts,
+            pool_tokens,
         ),
         plan=not no_plan,
         errata=errata,

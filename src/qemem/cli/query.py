@@ -25,6 +25,7 @@ from qemem.cli.budgets import (
     BudgetTokensFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
+    PoolTokensOpt,
     retrieval_config,
 )
 from qemem.cli.common import (
@@ -260,6 +261,7 @@ def ask(
     budget_tokens: BudgetTokensOpt = None,
     budget_tokens_episodes: BudgetTokensEpisodesOpt = None,
     budget_tokens_facts: BudgetTokensFactsOpt = None,
+    pool_tokens: PoolTokensOpt = None,
     no_plan: Annotated[
         bool,
         typer.Option(
@@ -294,6 +296,7 @@ def ask(
             budget_tokens,
             budget_tokens_episodes,
             budget_tokens_facts,
+            pool_tokens,
         ),
         plan=not no_plan,
         prompt_layout=cast(Layout, str(prompt_layout)),
