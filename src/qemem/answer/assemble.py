@@ -4,10 +4,9 @@ With cards: the cards (unverified ones marked, and those checked only against mo
 memory; each with its rule time and what it rests on, plans marked), then the cited sources in
 context (each cited turn with up to ``neighbours`` turns on each side in its session, each
 cited episode with its first ``episode_turns`` turns, cited facts with their provenance turns;
-session dates shown, relative times annotated), then the rest of the pool as
-background, best-ranked first within a token budget (an episode whose turns are all shown
-appears by id and title only). Without
-cards (direct answering, or a degraded constructor): the pool alone.
+session dates shown, relative times annotated), then the rest of the pool as background,
+best-ranked first within a token budget (an episode whose turns are all shown appears by id
+and title only). Without cards (direct answering, or a degraded constructor): the pool alone.
 """
 
 from __future__ import annotations
@@ -314,13 +313,13 @@ def assemble(
 ) -> Assembly:
     """Cards, cited sources in context, and the rest of ``pool`` as background (within
     ``background_tokens``, best-ranked first: :mod:`qemem.answer.background`; None: all of
-    it). The context
-    holds each cited turn with ``neighbours`` on each side (each side within
+    it). The context holds each cited turn with ``neighbours`` on each side (each side within
     ``neighbour_tokens``, None: no limit), each cited episode's first
     ``episode_turns`` turns and each cited fact's ``fact_turns`` provenance turns (so a card
     grounded in model-written text comes with the original words), relative times annotated.
     With ``above`` (the ``cached`` layout: the shared prefix's pool, already shown), the
-    background lists only the records not in it; what the prompt shows is the same."""
+    prefix's records stay shown there and the background lists, within the budget, only the
+    others (the follow-up rounds')."""
     if not cards:
         return assemble_pool(index, pool, above=above)
     cited_turns, cited_episodes, cited_facts, citations = _cited(index, cards)
