@@ -127,3 +127,13 @@ def test_eval_report_rebuilds_a_beam_run_byte_for_byte(data: Path, tmp_path: Pat
     assert {n: (out / n).read_bytes() for n in before} == before
     refused = runner.invoke(app, ["eval", "report", str(out), "--errata", str(data)])
     assert isinstance(refused.exception, InputError) and "LoCoMo runs" in str(refused.exception)
+
+
+def test_the_answers_background_is_a_setting_of_the_run(data: Path, tmp_path: Path) -> None:
+    picked = {"conversations": ("beam-100K-1",), "limit": 3}
+    _, whole = _run(data, tmp_path / "whole", "full", background_tokens=None, **picked)
+    _, bare = _run(data, tmp_path / "bare", "full", background_tokens=0, **picked)
+    manifest = json.loads((tmp_path / "bare" / "manifest.json").read_text())
+    assert manifest["config"]["background_tokens"] == 0
+    tokens = [[r["llm"]["answer"]["input_tokens"] for r in run] for run in (bare, whole)]
+    assert all(b <= w for b, w in zip(*tokens, strict=True)) and sum(tokens[0]) < sum(tokens[1])

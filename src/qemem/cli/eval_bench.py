@@ -15,9 +15,19 @@ from qemem.cli.budgets import (
     BudgetFactsOpt,
     BudgetTokensOpt,
     BudgetTurnsOpt,
+    PoolTokensOpt,
     retrieval_config,
 )
-from qemem.cli.common import EmbedderOpt, JsonOpt, console, err_console, phase_bars, print_json
+from qemem.cli.common import (
+    BackgroundTokensOpt,
+    EmbedderOpt,
+    JsonOpt,
+    background_tokens_of,
+    console,
+    err_console,
+    phase_bars,
+    print_json,
+)
 from qemem.cli.eval import (
     AnswererOpt,
     BuildOpt,
@@ -85,6 +95,8 @@ def beam(
     budget_episodes: BudgetEpisodesOpt = None,
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
+    pool_tokens: PoolTokensOpt = None,
+    background_tokens: BackgroundTokensOpt = "1000",
     rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
     window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
     as_json: JsonOpt = False,
@@ -109,7 +121,10 @@ def beam(
         embedder=embedder,
         cache=cache,
         cache_mode=cache_mode,
-        retrieval=retrieval_config(budget_turns, budget_episodes, budget_facts, budget_tokens),
+        retrieval=retrieval_config(
+            budget_turns, budget_episodes, budget_facts, budget_tokens, pool_tokens=pool_tokens
+        ),
+        background_tokens=background_tokens_of(background_tokens),
         rag_turns=rag_turns,
         window_tokens=window_tokens,
         calibrate_rule=calibrate_rule_of(calibrate_rule),
@@ -186,6 +201,7 @@ def longmemeval(
     embedder: EmbedderOpt = None,
     cache: CacheOpt = None,
     cache_mode: CacheModeOpt = None,
+    background_tokens: BackgroundTokensOpt = "1000",
     rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
     window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
     as_json: JsonOpt = False,
@@ -209,6 +225,7 @@ def longmemeval(
         embedder=embedder,
         cache=cache,
         cache_mode=cache_mode,
+        background_tokens=background_tokens_of(background_tokens),
         rag_turns=rag_turns,
         window_tokens=window_tokens,
         calibrate_rule=calibrate_rule_of(calibrate_rule),

@@ -50,6 +50,8 @@ class ModeSettings(Protocol):
     @property
     def retrieval(self) -> RetrievalConfig | None: ...
     @property
+    def background_tokens(self) -> int | None: ...
+    @property
     def rag_turns(self) -> int: ...
     @property
     def window_tokens(self) -> int: ...
@@ -78,7 +80,7 @@ def answer_in_mode(
     """``question`` answered over ``conversation`` in the run's mode."""
     mode = settings.mode
     if mode in MODES:
-        ask = AskConfig(retrieval=settings.retrieval)
+        ask = AskConfig(retrieval=settings.retrieval, background_tokens=settings.background_tokens)
         answer = memory.ask(conversation, question, mode=mode, config=ask)
         evidence = answer.evidence
         return Answered(

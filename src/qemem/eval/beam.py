@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from qemem.answer.ask import MODES
+from qemem.answer.ask import MODES, AskConfig
 from qemem.build.config import CalibrateRule
 from qemem.errors import InputError
 from qemem.eval.answering import EVAL_MODES, answer_in_mode, check_window, turn_costs
@@ -69,7 +69,9 @@ SCORING = (
 @dataclass(frozen=True)
 class BeamRunConfig:
     """What to run. As :class:`~qemem.eval.locomo.LocomoRunConfig` for data, folder, models,
-    cache and concurrency; ``abilities`` and ``conversations`` select probes (all when empty);
+    cache, concurrency, retrieval settings and the answer's background
+    (``AskConfig.background_tokens``); ``abilities`` and ``conversations`` select probes (all
+    when empty);
     ``rag_turns`` is the rag baseline's k, ``window_tokens`` the model window full-context
     must fit."""
 
@@ -89,6 +91,7 @@ class BeamRunConfig:
     cache: Path | None = None
     cache_mode: str | None = None
     retrieval: RetrievalConfig | None = None
+    background_tokens: int | None = AskConfig.background_tokens
     rag_turns: int = DEFAULT_RAG_TURNS
     window_tokens: int = DEFAULT_WINDOW_TOKENS
     calibrate_rule: CalibrateRule = "complete"

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from qemem.answer.ask import MODES
+from qemem.answer.ask import MODES, AskConfig
 from qemem.build.config import CalibrateRule
 from qemem.datasets.longmemeval import QUESTION_TYPES
 from qemem.errors import InputError, StructuredOutputError
@@ -145,6 +145,7 @@ class LongMemEvalRunConfig:
     cache: Path | None = None
     cache_mode: str | None = None
     retrieval: RetrievalConfig | None = None
+    background_tokens: int | None = AskConfig.background_tokens
     rag_turns: int = DEFAULT_RAG_TURNS
     window_tokens: int = DEFAULT_WINDOW_TOKENS
     calibrate_rule: CalibrateRule = "complete"
