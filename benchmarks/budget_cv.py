@@ -54,10 +54,10 @@ from qemem.llm import LLMClient
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
-from qemem.models import Pool, search_text
+from qemem.models import Pool, search_text, user_turns
 from qemem.retrieve.budgets import RetrievalConfig
 from qemem.retrieve.plan import rule_plan
-from qemem.retrieve.pool import fused_spaces, pool_from_fusion, user_turns
+from qemem.retrieve.pool import fused_spaces, pool_from_fusion
 from qemem.testing import OfflineLLM
 
 

@@ -334,6 +334,11 @@ def unredacted(turns: Iterable[Turn]) -> list[Turn]:
     return [t for t in turns if t.text != REDACTED]
 
 
+def user_turns(turns: Iterable[Turn]) -> frozenset[str]:
+    """The ids of the user's messages (role ``user``) among ``turns``."""
+    return frozenset(t.id for t in turns if t.role == "user")
+
+
 SupersessionKind = Literal["build", "manual"]
 
 

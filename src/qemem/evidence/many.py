@@ -37,6 +37,7 @@ from qemem.models import (
     Space,
     Span,
     Turn,
+    user_turns,
 )
 from qemem.store.base import MemoryStore, Scope
 
@@ -72,7 +73,7 @@ class ManyIndex(SourceIndex):
             self._speakers[cid] = conversation.speakers
             own_turns, own_episodes = store.turns(scope), store.episodes(scope)
             own_facts = store.facts(scope)
-            self.user_turns[cid] = frozenset(t.id for t in own_turns if t.role == "user")
+            self.user_turns[cid] = user_turns(own_turns)
             dates = {s.index: s for s in conversation.sessions}
             own: list[Record] = [*own_turns, *own_episodes, *own_facts]
             numbers = {r.session for r in own} | set(dates)

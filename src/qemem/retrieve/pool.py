@@ -37,6 +37,7 @@ from qemem.models import (
     passage_key,
     split_key,
     unredacted,
+    user_turns,
 )
 from qemem.passages import Units
 from qemem.retrieve.bm25 import tokenize
@@ -335,11 +336,6 @@ def _exposed_by(space: Space, via: str, turn_id: str) -> Reason | None:
     if space != "turn":
         return Reason("provenance", via=via)
     return None if via == turn_id else Reason("context", via=via)
-
-
-def user_turns(turns: Iterable[Turn]) -> frozenset[str]:
-    """The ids of the user's messages (role ``user``) among ``turns``."""
-    return frozenset(t.id for t in turns if t.role == "user")
 
 
 def build_pool(
