@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import pytest
 
 from qemem.answer import Answer, AskConfig, ask
-from qemem.answer.background import background, pool_ranks
+from qemem.answer.background import background
 from qemem.embed import HashEmbedder
 from qemem.errors import InputError
 from qemem.evidence import SourceIndex
-from qemem.evidence.context import format_memories, pool_passages, pool_records
+from qemem.evidence.context import exposure_place, format_memories, pool_passages, pool_records
 from qemem.llm import LLMClient
 from qemem.llm.types import estimate_tokens
 from qemem.models import Pool, PoolItem, Reason
@@ -58,19 +59,20 @@ def test_the_listing_stays_within_the_budget_and_keeps_the_best_ranked(
     pool = _ask(store, None).evidence.pool
     index = SourceIndex(store, SCOPE)
     episodes, facts, turns = pool_records(pool)
-    ranks = pool_ranks(pool)
+    place = exposure_place(pool)
+    items = {item.id: item for item in pool.turns}
     held = pool_passages(pool)
     for budget in (60, 200, 500):
         kept = background(index, pool, episodes, facts, turns, budget, passages=held)
         text = format_memories(index, kept.episodes, kept.facts, kept.turns, passages=held)
         assert 0 < estimate_tokens(text) <= budget
-        worst_kept = max(ranks[("turn", t.id)] for t in kept.turns)
+        worst_kept = max(place(items[t.id]) for t in kept.turns)
         left_out = [t for t in turns if t not in kept.turns]
-        assert all(ranks.get(("turn", t.id), 1 << 30) >= worst_kept for t in left_out)
+        assert all(place(items[t.id]) >= worst_kept for t in left_out)
 
 
 def test_a_context_turn_ranks_with_the_hit_it_widens(store: SQLiteStore) -> None:
-    turns = SourceIndex(store, SCOPE).turns[:3]
+    turns = SourceIndex(store, SCOPE).turns[:4]
     pool = Pool(
         "demo-1",
         [],
@@ -78,13 +80,11 @@ def test_a_context_turn_ranks_with_the_hit_it_widens(store: SQLiteStore) -> None
             PoolItem("turn", turns[0], position=4),
             PoolItem("turn", turns[1], reasons=[Reason("context", via=turns[2].id)]),
             PoolItem("turn", turns[2], position=1),
+            PoolItem("turn", turns[3]),
         ],
     )
-    assert pool_ranks(pool) == {
-        ("turn", turns[0].id): 4,
-        ("turn", turns[1].id): 1,
-        ("turn", turns[2].id): 1,
-    }
+    place = exposure_place(pool)
+    assert [place(item) for item in pool.turns] == [4, 1, 1, math.inf]
 
 
 def test_the_cached_layout_keeps_the_prefix_pool_shown(store: SQLiteStore) -> None:

@@ -2,12 +2,12 @@
 within a token budget.
 
 The constructor has read the whole pool and written cards for what bears on the question; the
-background is the answerer's second look at what it passed over. Records are ranked by the
-pool's exposure order (:attr:`~qemem.models.PoolItem.position`: turn hits, episodes and facts
-interleaved; a follow-up round's candidates by their place in that round's order): a turn
-that is only context of a candidate, or that an episode or fact exposes, ranks with that
-candidate. The background is the longest prefix of that ranking whose rendering stays within
-the budget, so a larger budget never shows less.
+background is the answerer's second look at what it passed over. Records are ranked by their
+place in the pool's exposure order (:func:`~qemem.evidence.context.exposure_place`: turn hits,
+episodes and facts interleaved; a follow-up round's candidates by their place in that round's
+order; a turn that is only context of a candidate, or that an episode or fact exposes, with
+that candidate), ties in the order given. The background is the longest prefix of that
+ranking whose rendering stays within the budget, so a larger budget never shows less.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from qemem.evidence.context import SourceIndex, format_memories
+from qemem.evidence.context import SourceIndex, exposure_place, format_memories
 from qemem.llm.types import estimate_tokens
-from qemem.models import Episode, Pool, SemanticFact, Span, Turn
-
-UNRANKED = 1 << 30
-"""The rank of a record no pool candidate placed (after every ranked one)."""
+from qemem.models import Episode, Pool, SemanticFact, Space, Span, Turn
 
 
 @dataclass(frozen=True)
@@ -32,42 +29,22 @@ class Background:
     turns: list[Turn]
 
 
-def pool_ranks(pool: Pool) -> dict[tuple[str, str], int]:
-    """Each pool record's rank, keyed by (space, id): its exposure position, or for a turn
-    without one the best position of the candidates it is context of or exposed by
-    (``reasons[].via``); records placed by nothing are left out."""
-    placed = {(item.space, item.id): item.position for item in pool.items()}
-    by_id = {rid: pos for (_, rid), pos in placed.items() if pos is not None}
-    ranks: dict[tuple[str, str], int] = {}
-    for item in pool.items():
-        if item.position is not None:
-            ranks[(item.space, item.id)] = item.position
-            continue
-        vias = [by_id[r.via] for r in item.reasons if r.via is not None and r.via in by_id]
-        if vias:
-            ranks[(item.space, item.id)] = min(vias)
-    return ranks
-
-
 def _ranked(
     pool: Pool, episodes: Sequence[Episode], facts: Sequence[SemanticFact], turns: Sequence[Turn]
-) -> list[tuple[str, Episode | SemanticFact | Turn]]:
-    """The records as (space, record), best rank first (ties: episodes, facts, turns, each in
+) -> list[tuple[Space, Episode | SemanticFact | Turn]]:
+    """The records as (space, record), best place first (ties: episodes, facts, turns, each in
     the order given)."""
-    ranks = pool_ranks(pool)
-    records: list[tuple[str, Episode | SemanticFact | Turn]] = [
+    place = exposure_place(pool)
+    items = {(item.space, item.id): item for item in pool.items()}
+    records: list[tuple[Space, Episode | SemanticFact | Turn]] = [
         *(("episode", e) for e in episodes),
         *(("fact", f) for f in facts),
         *(("turn", t) for t in turns),
     ]
-    order = sorted(
-        range(len(records)),
-        key=lambda n: (ranks.get((records[n][0], records[n][1].id), UNRANKED), n),
-    )
-    return [records[n] for n in order]
+    return sorted(records, key=lambda pair: place(items[(pair[0], pair[1].id)]))
 
 
-def _split(chosen: Sequence[tuple[str, Episode | SemanticFact | Turn]]) -> Background:
+def _split(chosen: Sequence[tuple[Space, Episode | SemanticFact | Turn]]) -> Background:
     return Background(
         [r for _, r in chosen if isinstance(r, Episode)],
         [r for _, r in chosen if isinstance(r, SemanticFact)],

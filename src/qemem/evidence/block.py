@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated
 
-from qemem.evidence.context import SourceIndex, format_memories, session_header
+from qemem.evidence.context import SourceIndex, exposure_place, format_memories, session_header
 from qemem.evidence.standing import STANDING_SHARE, StandingSection, standing_section
 from qemem.evidence.times import annotate_times
 from qemem.llm.types import estimate_tokens
@@ -103,13 +103,10 @@ def _priority(pool: Pool) -> list[_Entry]:
     or each passage of a long one, where the pool's exposure order first shows it (a turn
     that is also a later hit stays with the candidate that exposed it first); without an
     exposure order (a pool read back or merged), by the positions of its items."""
-    at = {item.id: item.position for item in pool.items() if item.position is not None}
+    place = exposure_place(pool)
 
     def rank(item: PoolItem) -> tuple[float, int]:
-        if item.position is not None:
-            return float(item.position), 0
-        vias = [at[r.via] for r in item.reasons if r.via in at]
-        return (float(min(vias)) if vias else float("inf")), 1
+        return place(item), 0 if item.position is not None else 1
 
     exposed: dict[Unit, tuple[float, int]] = {}
     for n, exposure in enumerate(pool.order):

@@ -9,8 +9,9 @@ method uses).
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -21,6 +22,7 @@ from qemem.models import (
     Conversation,
     Episode,
     Pool,
+    PoolItem,
     SemanticFact,
     Space,
     Span,
@@ -235,6 +237,21 @@ def pool_records(pool: Pool) -> tuple[list[Episode], list[SemanticFact], list[Tu
     facts = [i.record for i in pool.facts if isinstance(i.record, SemanticFact)]
     turns = [i.record for i in pool.turns if isinstance(i.record, Turn)]
     return episodes, facts, turns
+
+
+def exposure_place(pool: Pool) -> Callable[[PoolItem], float]:
+    """Where a pool item stands in the pool's exposure order: a candidate at its position, a
+    turn that is only context of a candidate (or that an episode or fact exposes) at the best
+    position among those (``reasons[].via``), an item nothing places last (infinity)."""
+    at = {item.id: item.position for item in pool.items() if item.position is not None}
+
+    def place(item: PoolItem) -> float:
+        if item.position is not None:
+            return float(item.position)
+        vias = [at[r.via] for r in item.reasons if r.via is not None and r.via in at]
+        return float(min(vias)) if vias else math.inf
+
+    return place
 
 
 def pool_passages(pool: Pool) -> dict[str, list[Span]]:
