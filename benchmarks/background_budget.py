@@ -7,9 +7,10 @@ background budget, replayed from a run folder's records (no model call).
 with the whole rest of the pool as background (``--background-tokens none``, the method's
 published answer prompt). For every question with evidence, the answer context is replayed
 as ``AskConfig.background_tokens`` would have cut it: the cited-sources section as recorded,
-then the background turns best-ranked first (a turn's exposure position in its round's pool,
-a context turn with the hit it widens, earlier rounds first) while their lines, ``[id]
-speaker: text`` at characters / 4 tokens, fit the budget. A question is visible when that
+then the background turns best-ranked first as the library ranks them (a turn's exposure
+position in the round that first pooled it, a context turn with the hit it widens, ties in
+conversation order) while their lines, ``[id] speaker: text`` at characters / 4 tokens (the
+session headers the prompt adds are not counted), fit the budget. A question is visible when that
 context holds all its evidence turns (or aliases: same speaker, session date and text). Prints
 the run's config and, per budget, the visible share, the mean background tokens and the
 questions visible with the whole background but not at the budget (``lost``; ``lost_correct``:
@@ -30,17 +31,19 @@ from typing import Any
 from qemem.eval.coverage import evidence_rank
 from qemem.eval.sources import load_run_sources
 
-UNRANKED = (1 << 30, 1 << 30)
+UNRANKED = 1 << 30
 
 
-def turn_ranks(rounds: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
-    """Each pooled turn's (round, exposure position); a context or exposed turn takes the best
-    rank of the candidates it came with (``reasons[].via``)."""
-    placed: dict[str, tuple[int, int]] = {}
-    for n, rnd in enumerate(rounds):
+def turn_ranks(rounds: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each pooled turn's exposure position, as the merged pool holds it (the first round
+    that pooled it; a follow-up round's candidates by their place in that round's order); a
+    context or exposed turn takes the best position of the candidates it came with
+    (``reasons[].via``)."""
+    placed: dict[str, int] = {}
+    for rnd in rounds:
         for entry in rnd["pool"]:
             if entry["position"] is not None:
-                placed.setdefault(entry["ref"]["id"], (n, entry["position"]))
+                placed.setdefault(entry["ref"]["id"], entry["position"])
     ranks = dict(placed)
     for rnd in rounds:
         for entry in rnd["pool"]:
