@@ -282,11 +282,8 @@ def _background(
     there; of the others, what ``budget`` allows is listed (:func:`background`)."""
     listed = _not_above(above, episodes, facts, turns)
     kept = background(index, pool, *listed, budget, shown=shown, passages=passages)
-    text = format_memories(
-        index, kept.episodes, kept.facts, kept.turns, shown=shown, passages=passages
-    )
     return _Rest(
-        text,
+        kept.text,
         _without(episodes, listed[0], kept.episodes),
         _without(facts, listed[1], kept.facts),
         _without(turns, listed[2], kept.turns),

@@ -22,18 +22,20 @@ from qemem.models import Episode, Pool, SemanticFact, Space, Span, Turn
 
 @dataclass(frozen=True)
 class Background:
-    """The background records by space, each in the order given to :func:`background`."""
+    """The background records by space, each in the order given to :func:`background`, and
+    their listing as the answer prompt shows it."""
 
     episodes: list[Episode]
     facts: list[SemanticFact]
     turns: list[Turn]
+    text: str
 
 
 def _ranked(
     pool: Pool, episodes: Sequence[Episode], facts: Sequence[SemanticFact], turns: Sequence[Turn]
-) -> list[tuple[Space, Episode | SemanticFact | Turn]]:
-    """The records as (space, record), best place first (ties: episodes, facts, turns, each in
-    the order given)."""
+) -> list[Episode | SemanticFact | Turn]:
+    """The records, best place first (ties: episodes, facts, turns, each in the order
+    given)."""
     place = exposure_place(pool)
     items = {(item.space, item.id): item for item in pool.items()}
     records: list[tuple[Space, Episode | SemanticFact | Turn]] = [
@@ -41,15 +43,22 @@ def _ranked(
         *(("fact", f) for f in facts),
         *(("turn", t) for t in turns),
     ]
-    return sorted(records, key=lambda pair: place(items[(pair[0], pair[1].id)]))
+    ranked = sorted(records, key=lambda pair: place(items[(pair[0], pair[1].id)]))
+    return [record for _, record in ranked]
 
 
-def _split(chosen: Sequence[tuple[Space, Episode | SemanticFact | Turn]]) -> Background:
-    return Background(
-        [r for _, r in chosen if isinstance(r, Episode)],
-        [r for _, r in chosen if isinstance(r, SemanticFact)],
-        [r for _, r in chosen if isinstance(r, Turn)],
-    )
+def _listing(
+    index: SourceIndex,
+    chosen: Sequence[Episode | SemanticFact | Turn],
+    shown: Sequence[str],
+    passages: Mapping[str, Sequence[Span]] | None,
+) -> Background:
+    """``chosen`` by space, with their listing (:func:`format_memories`)."""
+    episodes = [r for r in chosen if isinstance(r, Episode)]
+    facts = [r for r in chosen if isinstance(r, SemanticFact)]
+    turns = [r for r in chosen if isinstance(r, Turn)]
+    text = format_memories(index, episodes, facts, turns, shown=shown, passages=passages)
+    return Background(episodes, facts, turns, text)
 
 
 def background(
@@ -68,15 +77,12 @@ def background(
     renders it (``shown``: the turn ids the prompt shows elsewhere; ``passages``: the long
     turns' pooled passages), takes at most ``budget`` tokens."""
     if budget is None:
-        return Background(list(episodes), list(facts), list(turns))
+        return _listing(index, [*episodes, *facts, *turns], shown, passages)
     ranked = _ranked(pool, episodes, facts, turns)
-    kept = 0
-    while kept < len(ranked):
-        trial = _split(ranked[: kept + 1])
-        text = format_memories(
-            index, trial.episodes, trial.facts, trial.turns, shown=shown, passages=passages
-        )
-        if estimate_tokens(text) > budget:
+    kept = _listing(index, [], shown, passages)
+    for n in range(1, len(ranked) + 1):
+        trial = _listing(index, ranked[:n], shown, passages)
+        if estimate_tokens(trial.text) > budget:
             break
-        kept += 1
-    return _split(ranked[:kept])
+        kept = trial
+    return kept

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from qemem.answer.ask import AskConfig
 from qemem.errors import InputError, OutputError, StoreError
 from qemem.models import check_path
 from qemem.store import parse_store_url, redact, store_exists
@@ -183,9 +184,12 @@ BackgroundTokensOpt = Annotated[
     typer.Option(
         "--background-tokens",
         help="Tokens of uncited pool records the answer prompt shows as background, "
-        "best-ranked first (default 1000; 'none': the whole rest of the pool).",
+        f"best-ranked first (default {AskConfig.background_tokens}; 'none': the whole rest of "
+        "the pool).",
     ),
 ]
+BACKGROUND_TOKENS = str(AskConfig.background_tokens)
+"""``--background-tokens``' default, the library's."""
 
 CELL_CHARS = 400
 """User text longer than this is cut in tables (``--json`` prints it whole)."""

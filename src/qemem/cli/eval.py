@@ -24,6 +24,7 @@ from qemem.cli.budgets import (
     retrieval_config,
 )
 from qemem.cli.common import (
+    BACKGROUND_TOKENS,
     BackgroundTokensOpt,
     EmbedderOpt,
     JsonOpt,
@@ -367,7 +368,7 @@ def locomo(
     no_plan: NoPlanOpt = False,
     errata: ErrataOpt = None,
     prompt_layout: PromptLayoutOpt = PromptLayoutChoice.paper,
-    background_tokens: BackgroundTokensOpt = "1000",
+    background_tokens: BackgroundTokensOpt = BACKGROUND_TOKENS,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer, judge and score LoCoMo questions; write results.jsonl, summary.json, report.md.

@@ -19,6 +19,7 @@ from qemem.cli.budgets import (
     retrieval_config,
 )
 from qemem.cli.common import (
+    BACKGROUND_TOKENS,
     BackgroundTokensOpt,
     EmbedderOpt,
     JsonOpt,
@@ -96,7 +97,7 @@ def beam(
     budget_facts: BudgetFactsOpt = None,
     budget_tokens: BudgetTokensOpt = None,
     pool_tokens: PoolTokensOpt = None,
-    background_tokens: BackgroundTokensOpt = "1000",
+    background_tokens: BackgroundTokensOpt = BACKGROUND_TOKENS,
     rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
     window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
     as_json: JsonOpt = False,
@@ -201,7 +202,7 @@ def longmemeval(
     embedder: EmbedderOpt = None,
     cache: CacheOpt = None,
     cache_mode: CacheModeOpt = None,
-    background_tokens: BackgroundTokensOpt = "1000",
+    background_tokens: BackgroundTokensOpt = BACKGROUND_TOKENS,
     rag_turns: RagTurnsOpt = DEFAULT_RAG_TURNS,
     window_tokens: WindowOpt = DEFAULT_WINDOW_TOKENS,
     as_json: JsonOpt = False,

@@ -29,6 +29,7 @@ from qemem.cli.budgets import (
     retrieval_config,
 )
 from qemem.cli.common import (
+    BACKGROUND_TOKENS,
     BackgroundTokensOpt,
     ConversationOpt,
     EmbedderOpt,
@@ -271,7 +272,7 @@ def ask(
         ),
     ] = False,
     prompt_layout: PromptLayoutOpt = PromptLayoutChoice.paper,
-    background_tokens: BackgroundTokensOpt = "1000",
+    background_tokens: BackgroundTokensOpt = BACKGROUND_TOKENS,
     llm: LLMOpt = None,
     embedder: EmbedderOpt = None,
     namespace: NamespaceOpt = "default",
