@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from qemem.eval.coverage import evidence_rank
+from qemem.eval.results import run_records
 from qemem.eval.sources import load_run_sources
 
 UNRANKED = 1 << 30
@@ -91,8 +92,7 @@ def measure(run: Path, budgets: Sequence[int | None]) -> dict[str, Any]:
     sources = load_run_sources(run)
     if sources is None:
         raise SystemExit(f"{run} has no sources.json: run qemem eval locomo into it first")
-    lines = (run / "results.jsonl").read_text("utf-8").splitlines()
-    records = [json.loads(line) for line in lines if line.strip()]
+    manifest, records = run_records(run)
     rows: dict[str, dict[str, float]] = {}
     scored = [r for r in records if r.get("evidence") and r["answer"]["evidence"]["shown"]]
     seen: dict[int | None, list[bool]] = {}
@@ -111,7 +111,8 @@ def measure(run: Path, budgets: Sequence[int | None]) -> dict[str, Any]:
             "lost": len(lost),
             "lost_correct": sum(1 for r in lost if r.get("score") == 1.0),
         }
-    return {"run": str(run), "questions": len(scored), "by_budget": rows}
+    run_info = {k: manifest.get(k) for k in ("data_sha256", "config", "models")}
+    return {"run": str(run), **run_info, "questions": len(scored), "by_budget": rows}
 
 
 def main() -> None:
@@ -122,10 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     budgets: list[int | None] = [int(b) for b in args.budgets.split(",")]
     result = measure(args.run, budgets)
-    manifest = args.run / "manifest.json"
-    if manifest.exists():
-        info = json.loads(manifest.read_text("utf-8"))
-        print(json.dumps({k: info.get(k) for k in ("data_sha256", "config", "models")}, indent=1))
+    print(json.dumps({k: result[k] for k in ("data_sha256", "config", "models")}, indent=1))
     print(f"questions with evidence: {result['questions']}")
     for budget, row in result["by_budget"].items():
         print(
