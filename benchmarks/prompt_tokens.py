@@ -36,6 +36,7 @@ from qemem.evidence.context import SourceIndex, format_memories, pool_passages
 from qemem.ingest.locomo import load_locomo, locomo_questions, parse_locomo
 from qemem.llm import LLMClient, LLMRequest
 from qemem.llm.ledger import stage_group
+from qemem.llm.prompt_cache import Prompt, simulate_breakpoint_cache
 from qemem.llm.types import estimate_tokens
 from qemem.memory import Memory
 from qemem.memory_file import load as load_memory_file
@@ -100,19 +101,12 @@ prices; OpenAI caches automatically, reads at 0.25-0.5, writes at 1)."""
 
 def cached_price(requests: Sequence[LLMRequest]) -> float:
     """The input tokens of one question's ``requests`` priced as uncached tokens when a
-    provider caches each request's prefix (its text up to the cache breakpoint): the first
-    request with a prefix writes it, a later one with the same prefix reads it."""
-    price, seen = 0.0, set()
-    for request in requests:
-        total = estimate_tokens(request.prompt_text)
-        prefix = request.cache_prefix
-        if prefix is None:
-            price += total
-            continue
-        head = estimate_tokens(prefix)
-        price += (total - head) + head * (CACHE_READ if prefix in seen else CACHE_WRITE)
-        seen.add(prefix)
-    return price
+    provider caches each request's prefix (its text up to the cache breakpoint, sent only when
+    the layout found it long enough to cache): the first request with a prefix writes it, a
+    later one with the same prefix reads it (:func:`simulate_breakpoint_cache`)."""
+    prompts = [Prompt(r.prompt_text, r.cache_prefix) for r in requests]
+    splits = simulate_breakpoint_cache(prompts, minimum=0)
+    return sum(s.uncached + s.write * CACHE_WRITE + s.read * CACHE_READ for s in splits)
 
 
 def main() -> None:
